@@ -1,0 +1,246 @@
+"""Command-line interface: ``python -m privengine COMMAND``.
+
+Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
+``show ID``, ``export ID --format csv|json``, ``stop ID``, ``delete ID``.
+The flags of ``run`` are generated from the mechanism's config fields, so they
+always match the dashboard's form. Runs land in the same store as the
+dashboard's. Bad input exits with status 2 and one line naming the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, NoReturn, Sequence, TextIO
+
+from . import registry
+from .claims import claims_of
+from .config import FieldSpec
+from .errors import ConfigError, PrivengineError, RunNotFoundError
+from .store import STATES, RunRecord, RunStore
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m privengine",
+                     description="Run and inspect privacy-preserving ML mechanisms.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="list the mechanisms and what they protect")
+
+    run = sub.add_parser("run", help="run a mechanism (flags come from its config; see run MECHANISM --help)")
+    mechs = run.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
+    for mech in registry.all_mechanisms():
+        p = mechs.add_parser(mech.name, help=mech.title, description=mech.description)
+        p.add_argument("--config", metavar="FILE", help="JSON file of config values (flags override it)")
+        p.add_argument("--json", action="store_true", help="print the finished run as JSON on stdout")
+        fields = p.add_argument_group("config fields")
+        for spec in mech.config_cls.specs():
+            fields.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
+                                metavar=_metavar(spec), help=_flag_help(spec))
+
+    runs = sub.add_parser("runs", help="list stored runs, newest first")
+    runs.add_argument("--mechanism", help="only this mechanism")
+    runs.add_argument("--state", choices=STATES, help="only runs in this state")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+
+    show = sub.add_parser("show", help="show one run: config, state, summary, privacy claims")
+    show.add_argument("run_id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print as JSON")
+
+    export = sub.add_parser("export", help="export a run's metrics (csv) or everything (json)")
+    export.add_argument("run_id", metavar="ID")
+    export.add_argument("--format", choices=("csv", "json"), required=True)
+    export.add_argument("--output", metavar="FILE", help="write here instead of stdout")
+
+    for name, text in (("stop", "ask a queued or running run to stop"), ("delete", "delete an ended run")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run_id", metavar="ID")
+    return parser
+
+
+def _metavar(spec: FieldSpec) -> str:
+    if spec.knob.choices is not None:
+        return "{" + ",".join(map(str, spec.knob.choices)) + "}"
+    return {"int": "INT", "float": "X", "bool": "true|false", "str": "TEXT"}.get(spec.kind, "A,B,...")
+
+
+def _flag_help(spec: FieldSpec) -> str:
+    default = ",".join(map(str, spec.default)) if spec.is_list else spec.default
+    allowed = "" if spec.knob.choices is not None else f"; allowed {spec.range_text()}"
+    return f"{spec.knob.help} (default {default}{allowed})".replace("%", "%%")
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run the CLI; return the exit status."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _cmd_list(out)
+        store = RunStore()
+        if args.command == "run":
+            return _cmd_run(args, store, out, err)
+        if args.command == "runs":
+            return _cmd_runs(args, store, out)
+        if args.command == "show":
+            return _cmd_show(args, store, out)
+        if args.command == "export":
+            return _cmd_export(args, store, out)
+        if args.command == "stop":
+            store.request_stop(args.run_id)
+            print(f"stop requested for {args.run_id}", file=out)
+            return EXIT_OK
+        store.delete_run(args.run_id)
+        print(f"deleted {args.run_id}", file=out)
+        return EXIT_OK
+    except (ConfigError, RunNotFoundError) as exc:
+        print(f"privengine: error: {exc}", file=err)
+        return EXIT_USAGE
+    except PrivengineError as exc:
+        print(f"privengine: error: {exc}", file=err)
+        return EXIT_FAILED
+
+
+def _cmd_list(out: TextIO) -> int:
+    for mech in registry.all_mechanisms():
+        print(f"{mech.name:12s} {mech.title}\n{'':12s} protects: {mech.protects}\n", file=out)
+    return EXIT_OK
+
+
+def _config_from_args(args: argparse.Namespace) -> Any:
+    mech = registry.get(args.mechanism)
+    values: dict[str, Any] = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as fh:
+                values = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError("config", f"must be a readable JSON file; {exc}") from None
+        if not isinstance(values, dict):
+            raise ConfigError("config", "must hold a JSON object of field values")
+    for spec in mech.config_cls.specs():
+        text = getattr(args, f"field__{spec.name}")
+        if text is not None:
+            values[spec.name] = spec.parse(text)
+    return mech.config_cls.from_dict(values)
+
+
+def _cmd_run(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
+    from .jobs import JobManager  # imports torch lazily through the device module
+
+    config = _config_from_args(args)
+    manager = JobManager(store)
+    run_id = manager.submit(args.mechanism, config, source="cli")
+    print(f"run {run_id}: {args.mechanism} started (stored in {store.path})", file=err)
+    progress = _ProgressLine(err)
+    try:
+        while run_id in manager.active_run_ids():
+            progress.update(store.get_run(run_id), store)
+            manager.wait(run_id, timeout=0.5)
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping the run...", file=err)
+        manager.stop(run_id)
+        manager.wait(run_id, timeout=10)
+        progress.finish()
+        print(f"run {run_id} {store.get_run(run_id).state}", file=err)
+        return EXIT_INTERRUPTED
+    progress.finish()
+    run = store.get_run(run_id)
+    if args.json:
+        print(json.dumps(_run_json(run), indent=2, sort_keys=True), file=out)
+    else:
+        _print_run(run, out)
+    if run.state == "failed":
+        print(f"run {run_id} failed: {run.error}", file=err)
+    return EXIT_OK if run.state == "finished" else EXIT_FAILED
+
+
+class _ProgressLine:
+    """A one-line progress display: redrawn in place on a terminal, every few seconds in a log."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._last_print = 0.0
+        self._drawn = False
+
+    def update(self, run: RunRecord, store: RunStore) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self._last_print < 5.0:
+            return
+        self._last_print = now
+        latest = store.metrics(run.id, max_points=2).groupby("name")["value"].last()
+        values = "  ".join(f"{k}={v:.4g}" for k, v in list(latest.items())[:4])
+        pct = "" if run.progress is None else f"{100 * run.progress:5.1f}% "
+        line = f"[{run.state}] {pct}{run.progress_text or ''}  {values}  {run.elapsed_s or 0:.0f}s"
+        if self.tty:
+            self.stream.write("\r" + line[:150].ljust(150))
+            self._drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _run_json(run: RunRecord) -> dict[str, Any]:
+    return {k: getattr(run, k) for k in ("id", "mechanism", "state", "device", "config", "summary", "error",
+                                         "created_at", "started_at", "finished_at", "elapsed_s", "source")}
+
+
+def _print_run(run: RunRecord, out: TextIO) -> None:
+    print(f"run {run.id}  {run.mechanism}  {run.state}  device: {run.device or '-'}  "
+          f"elapsed: {run.elapsed_s or 0:.1f}s  source: {run.source}", file=out)
+    print("config: " + " ".join(f"{k}={v}" for k, v in run.config.items()), file=out)
+    if run.error:
+        print(f"error: {run.error}", file=out)
+    for claim in claims_of(run.summary):
+        print(f"privacy: {claim.text()}", file=out)
+    for key, value in (run.summary or {}).items():
+        if key != "privacy":
+            print(f"{key}: {value}", file=out)
+
+
+def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    runs = store.list_runs(mechanism=args.mechanism, states=[args.state] if args.state else None, limit=args.limit)
+    if not runs:
+        print("no runs stored yet", file=out)
+    for run in runs:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
+        print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  {run.device or ''}",
+              file=out)
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    run = store.get_run(args.run_id)
+    if args.json:
+        print(json.dumps(_run_json(run), indent=2, sort_keys=True), file=out)
+    else:
+        _print_run(run, out)
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    text = store.export_csv(args.run_id) if args.format == "csv" else store.export_json(args.run_id)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"wrote {args.output}", file=out)
+    else:
+        out.write(text)
+    return EXIT_OK

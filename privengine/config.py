@@ -1,0 +1,302 @@
+"""Declarative run configurations.
+
+A mechanism's config is a frozen dataclass whose fields are declared with
+:func:`knob`: the default, the allowed range or choices, whether the value is
+best explored on a log scale, and a help text. That one declaration drives the
+dashboard form, the CLI flags, validation and the JSON round trip, so a knob is
+declared exactly once.
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Demo(BaseConfig):
+...     epsilon: float = knob(1.0, low=0.01, high=100, log=True, help="privacy budget")
+>>> Demo(epsilon=3.0).validate().epsilon
+3.0
+>>> Demo(epsilon=-1.0).validate()
+Traceback (most recent call last):
+...
+privengine.errors.ConfigError: `epsilon` must be in [0.01, 100]; got -1.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from .errors import ConfigError
+
+Kind = Literal["int", "float", "str", "bool", "int_list", "float_list"]
+
+_KIND_OF_TYPE: dict[Any, Kind] = {
+    int: "int",
+    float: "float",
+    str: "str",
+    bool: "bool",
+    tuple[int, ...]: "int_list",
+    tuple[float, ...]: "float_list",
+}
+
+_TRUE_WORDS = {"1", "true", "yes", "on"}
+_FALSE_WORDS = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """Metadata of one config field (see :func:`knob` for the meaning of each entry)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple | None = None
+    log: bool = False
+    help: str = ""
+    label: str | None = None
+    advanced: bool = False
+    min_items: int = 1
+    max_items: int | None = None
+    shown_when: tuple[str, tuple] | None = None
+
+
+def knob(
+    default: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: tuple | None = None,
+    log: bool = False,
+    help: str = "",
+    label: str | None = None,
+    advanced: bool = False,
+    min_items: int = 1,
+    max_items: int | None = None,
+    shown_when: tuple[str, tuple] | None = None,
+) -> Any:
+    """Declare a config field.
+
+    Args:
+        default: the default value (a tuple for list-valued fields).
+        low, high: bounds of a numeric value (or of every item of a list); None = unbounded.
+        low_open, high_open: make the corresponding bound strict (``> low`` instead of ``>= low``).
+        choices: the allowed values of a str field.
+        log: the value is best explored on a log scale (UI hint).
+        help: one or two sentences shown as help in the form and the CLI.
+        label: a human-readable name; defaults to the field name with spaces.
+        advanced: shown in the form's "Advanced" section.
+        min_items, max_items: length bounds of a list-valued field.
+        shown_when: ``(other_field, values)``: the field only matters when
+            ``other_field`` takes one of ``values``; the form hides it otherwise.
+    """
+    meta = Knob(low, high, low_open, high_open, choices, log, help, label, advanced,
+                min_items, max_items, shown_when)
+    return dataclasses.field(default=default, metadata={"knob": meta})
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a config class: its name, value kind, default and :class:`Knob`."""
+
+    name: str
+    kind: Kind
+    default: Any
+    knob: Knob
+
+    @property
+    def label(self) -> str:
+        return self.knob.label or self.name.replace("_", " ")
+
+    @property
+    def is_list(self) -> bool:
+        return self.kind.endswith("_list")
+
+    @property
+    def item_kind(self) -> Kind:
+        return self.kind.removesuffix("_list")  # type: ignore[return-value]
+
+    def range_text(self) -> str:
+        """The allowed values in words, e.g. ``[0.01, 100]``, ``> 0`` or ``one of a, b``."""
+        k = self.knob
+        if k.choices is not None:
+            return "one of " + ", ".join(str(c) for c in k.choices)
+        if k.low is not None and k.high is not None:
+            return f"{'(' if k.low_open else '['}{_fmt(k.low)}, {_fmt(k.high)}{')' if k.high_open else ']'}"
+        if k.low is not None:
+            return f"{'>' if k.low_open else '>='} {_fmt(k.low)}"
+        if k.high is not None:
+            return f"{'<' if k.high_open else '<='} {_fmt(k.high)}"
+        return "any value"
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` if it is allowed for this field, else raise :class:`ConfigError`.
+
+        Lists are accepted as tuples or lists and returned as tuples. Nothing is
+        coerced beyond that: an int field given 2.5 is an error, not 2.
+        """
+        if not self.is_list:
+            return self._check_item(value, where="")
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(self.name, f"must be a list of {self.item_kind} values; got {value!r}")
+        k = self.knob
+        if len(value) < k.min_items or (k.max_items is not None and len(value) > k.max_items):
+            most = "" if k.max_items is None else f" and at most {k.max_items}"
+            raise ConfigError(self.name, f"must have at least {k.min_items}{most} items; got {len(value)}")
+        return tuple(self._check_item(v, where=f" (item {i + 1})") for i, v in enumerate(value))
+
+    def _check_item(self, value: Any, where: str) -> Any:
+        kind = self.item_kind
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise ConfigError(self.name, f"must be true or false{where}; got {value!r}")
+            return value
+        if kind == "str":
+            if not isinstance(value, str):
+                raise ConfigError(self.name, f"must be text{where}; got {value!r}")
+            if self.knob.choices is not None and value not in self.knob.choices:
+                raise ConfigError(self.name, f"must be {self.range_text()}{where}; got {value!r}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(self.name, f"must be {'an integer' if kind == 'int' else 'a number'}{where}; got {value!r}")
+        if kind == "int" and not isinstance(value, int):
+            raise ConfigError(self.name, f"must be an integer{where}; got {value!r}")
+        if kind == "float":
+            value = float(value)
+            if not math.isfinite(value):
+                raise ConfigError(self.name, f"must be a finite number{where}; got {value!r}")
+        if not self._in_range(value):
+            raise ConfigError(self.name, f"must be {self._range_phrase()}{where}; got {value!r}")
+        return value
+
+    def _in_range(self, v: float) -> bool:
+        k = self.knob
+        if k.low is not None and (v < k.low or (k.low_open and v == k.low)):
+            return False
+        if k.high is not None and (v > k.high or (k.high_open and v == k.high)):
+            return False
+        return True
+
+    def _range_phrase(self) -> str:
+        text = self.range_text()
+        return text if text[0] in "<>" else f"in {text}"
+
+    def parse(self, text: str) -> Any:
+        """Parse a command-line or text-box string into a checked value.
+
+        Lists are comma-separated (``"0, 1, 4"``).
+        """
+        if self.is_list:
+            parts = [p.strip() for p in str(text).split(",") if p.strip()]
+            return self.check([self._parse_item(p) for p in parts])
+        return self.check(self._parse_item(str(text).strip()))
+
+    def _parse_item(self, text: str) -> Any:
+        kind = self.item_kind
+        if kind == "str":
+            return text
+        if kind == "bool":
+            low = text.lower()
+            if low in _TRUE_WORDS:
+                return True
+            if low in _FALSE_WORDS:
+                return False
+            raise ConfigError(self.name, f"must be true or false; got {text!r}")
+        try:
+            return int(text) if kind == "int" else float(text)
+        except ValueError:
+            raise ConfigError(self.name, f"must be {'an integer' if kind == 'int' else 'a number'}; got {text!r}") from None
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """Base of every mechanism config: field checks, cross-field rules, JSON round trip.
+
+    Subclasses declare fields with :func:`knob` and may override :meth:`check_rules`
+    for rules that involve several fields.
+    """
+
+    kind_name: ClassVar[str] = "config"
+
+    @classmethod
+    @functools.cache
+    def specs(cls) -> tuple[FieldSpec, ...]:
+        """The fields of this config, in declaration order."""
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            knob_meta = f.metadata.get("knob")
+            if knob_meta is None:
+                raise TypeError(f"{cls.__name__}.{f.name} must be declared with knob()")
+            kind = _KIND_OF_TYPE.get(hints[f.name])
+            if kind is None:
+                raise TypeError(f"{cls.__name__}.{f.name}: unsupported type {hints[f.name]!r}")
+            out.append(FieldSpec(f.name, kind, f.default, knob_meta))
+        return tuple(out)
+
+    @classmethod
+    def spec(cls, name: str) -> FieldSpec:
+        for s in cls.specs():
+            if s.name == name:
+                return s
+        raise ConfigError(name, f"is not a field of {cls.__name__}; known fields: {', '.join(s.name for s in cls.specs())}")
+
+    def validate(self):
+        """Check every field and the cross-field rules; return self or raise ConfigError."""
+        for s in self.specs():
+            s.check(getattr(self, s.name))
+        self.check_rules()
+        return self
+
+    def check_rules(self) -> None:
+        """Cross-field rules; subclasses override and raise ConfigError naming a field."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s.name: list(v) if isinstance(v := getattr(self, s.name), tuple) else v for s in self.specs()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """Build and validate a config from a mapping; unknown keys are rejected."""
+        if not isinstance(data, dict):
+            raise ConfigError("config", f"must be a JSON object; got {type(data).__name__}")
+        known = {s.name: s for s in cls.specs()}
+        for key in data:
+            if key not in known:
+                raise ConfigError(str(key), f"is not a field of {cls.__name__}; known fields: {', '.join(known)}")
+        values = {k: known[k].check(v) for k, v in data.items()}
+        return cls(**values).validate()
+
+    @classmethod
+    def from_json(cls, text: str):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("config", f"must be valid JSON ({exc.msg} at position {exc.pos})") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any):
+        """A validated copy with some fields changed."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
+
+@dataclass(frozen=True)
+class RunConfig(BaseConfig):
+    """Fields every mechanism run has: the compute device and the random seed."""
+
+    device: str = knob("auto", choices=DEVICE_CHOICES,
+                       help="Where tensors live: auto picks CUDA, then Apple MPS, else CPU.")
+    seed: int = knob(0, low=0, high=2**31 - 1, help="Seed of every random generator of the run.")

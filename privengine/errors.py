@@ -1,0 +1,36 @@
+"""Error hierarchy of privengine. Every user-facing input error is a ConfigError."""
+
+
+class PrivengineError(Exception):
+    """Base class of privengine's own errors."""
+
+
+class ConfigError(PrivengineError, ValueError):
+    """A configuration value is out of its allowed range or of the wrong kind.
+
+    The message names the field and what is allowed, e.g.
+    "`epsilon` must be in [0.01, 100]; got -1".
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"`{field}` {message}")
+
+
+class UnknownMechanismError(ConfigError):
+    """The mechanism name is not in the registry."""
+
+    def __init__(self, name: str, known: list[str]):
+        super().__init__("mechanism", f"must be one of {', '.join(known) or '(none registered)'}; got {name!r}")
+
+
+class RunNotFoundError(PrivengineError, LookupError):
+    """No run with this id is in the store."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r} in the store")
+
+
+class DatasetNotFoundError(PrivengineError, FileNotFoundError):
+    """A real dataset is not present under the data root; the message says where we looked."""

@@ -1,0 +1,150 @@
+"""Background execution of runs: a bounded pool of threads over the run store.
+
+``JobManager.submit(mechanism, config)`` validates the config, records a queued
+run and returns its id at once. At most ``max_concurrent`` runs execute at a
+time, each in its own thread; the others wait in FIFO order. A run function that
+raises marks its run *failed* with the message and traceback; nothing it does can
+take the caller (the dashboard or the CLI) down. Stops are cooperative: the run
+sees ``reporter.should_stop()`` turn true and returns.
+
+Threads here never touch Streamlit: pages read the store.
+"""
+
+from __future__ import annotations
+
+import collections
+import sqlite3
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import registry
+from .config import BaseConfig
+from .device import resolve_device
+from .reporter import Reporter
+from .store import RunRecord, RunStore
+
+
+@dataclass
+class _Job:
+    run_id: str
+    mechanism: registry.Mechanism
+    config: BaseConfig
+    device_id: str
+    device_name: str
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+class JobManager:
+    """Runs mechanisms in background threads and records everything in ``store``.
+
+    Args:
+        store: where runs, metrics and artifacts go.
+        max_concurrent: how many runs may execute at once (>= 1); the rest queue.
+    """
+
+    def __init__(self, store: RunStore, *, max_concurrent: int = 1):
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1; got {max_concurrent}")
+        self.store = store
+        self.max_concurrent = max_concurrent
+        self._lock = threading.Lock()
+        self._queue: collections.deque[_Job] = collections.deque()
+        self._running: dict[str, _Job] = {}
+        self._done = threading.Condition(self._lock)
+        self.recovered = store.recover_interrupted()
+
+    def submit(self, mechanism: str, config: BaseConfig | dict[str, Any], *, source: str = "api") -> str:
+        """Validate and queue a run; return its id. Raises ConfigError on bad input."""
+        mech = registry.get(mechanism)
+        if isinstance(config, dict):
+            config = mech.config_cls.from_dict(config)
+        elif not isinstance(config, mech.config_cls):
+            raise TypeError(f"config for {mechanism} must be a {mech.config_cls.__name__}; got {type(config).__name__}")
+        config.validate()
+        device = resolve_device(getattr(config, "device", "cpu"))
+        run_id = self.store.create_run(mech.name, config.to_dict(), source=source)
+        job = _Job(run_id, mech, config, device.id, device.name)
+        with self._lock:
+            self._queue.append(job)
+            self._start_ready_locked()
+        return run_id
+
+    def stop(self, run_id: str) -> None:
+        """Ask a run to stop. A queued run is marked stopped at once; a running one within a second or two.
+
+        Works for runs of other processes too (through the store's stop flag).
+        """
+        with self._lock:
+            for job in self._queue:
+                if job.run_id == run_id:
+                    self._queue.remove(job)
+                    self.store.mark_ended(run_id, "stopped", error=None)
+                    self._done.notify_all()
+                    return
+            job = self._running.get(run_id)
+            if job is not None:
+                job.stop_event.set()
+        self.store.request_stop(run_id)
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:
+        """Block until this manager's run ``run_id`` has ended (or ``timeout``); return its record."""
+        with self._done:
+            self._done.wait_for(lambda: not self._owns(run_id), timeout=timeout)
+        return self.store.get_run(run_id)
+
+    def active_run_ids(self) -> list[str]:
+        """Ids of this manager's queued and running runs."""
+        with self._lock:
+            return list(self._running) + [j.run_id for j in self._queue]
+
+    def shutdown(self, *, timeout: float = 10.0) -> None:
+        """Stop every queued and running run of this manager and wait for their threads."""
+        for run_id in self.active_run_ids():
+            self.stop(run_id)
+        with self._done:
+            self._done.wait_for(lambda: not self._running, timeout=timeout)
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _owns(self, run_id: str) -> bool:
+        return run_id in self._running or any(j.run_id == run_id for j in self._queue)
+
+    def _start_ready_locked(self) -> None:
+        while self._queue and len(self._running) < self.max_concurrent:
+            job = self._queue.popleft()
+            self._running[job.run_id] = job
+            job.thread = threading.Thread(target=self._execute, args=(job,), daemon=True,
+                                          name=f"privengine-run-{job.run_id}")
+            job.thread.start()
+
+    def _execute(self, job: _Job) -> None:
+        store = self.store
+        try:
+            store.mark_running(job.run_id, device=job.device_name)
+            reporter = Reporter(store, job.run_id, device=job.device_id, stop_event=job.stop_event)
+            try:
+                summary = job.mechanism.load_run()(job.config, reporter)
+                reporter.flush()
+                state = "stopped" if reporter.stop_was_requested else "finished"
+                store.mark_ended(job.run_id, state, summary=summary)
+            except Exception as exc:  # a run's failure is recorded, never propagated: the app must live on
+                _flush_quietly(reporter)
+                store.mark_ended(job.run_id, "failed", error=f"{type(exc).__name__}: {exc}",
+                                 traceback=traceback.format_exc())
+        finally:
+            store.close()
+            with self._lock:
+                self._running.pop(job.run_id, None)
+                self._start_ready_locked()
+                self._done.notify_all()
+
+
+def _flush_quietly(reporter: Reporter) -> None:
+    """Save what the failed run reported; a store error here must not hide the run's own error."""
+    try:
+        reporter.flush()
+    except sqlite3.Error:
+        pass

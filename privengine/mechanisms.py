@@ -1,0 +1,3 @@
+"""The mechanisms shipped with privengine, registered on first use of the registry."""
+
+from __future__ import annotations

@@ -1,0 +1,105 @@
+"""The mechanism registry: name -> config class, run function, title, description.
+
+The dashboard's pages, the CLI and the tests all find mechanisms here. A run
+function is given as ``"package.module:function"`` and imported on first use, so
+listing mechanisms stays cheap (no torch import).
+
+>>> [m.name for m in all_mechanisms()][:1]  # doctest: +SKIP
+['pate']
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from .config import BaseConfig
+from .errors import UnknownMechanismError
+
+if TYPE_CHECKING:
+    from .reporter import Reporter
+
+RunFunction = Callable[[Any, "Reporter"], dict]
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A registered mechanism.
+
+    Attributes:
+        name: short identifier used in URLs, the CLI and the store (e.g. ``"pate"``).
+        title: human-readable name.
+        config_cls: its :class:`~privengine.config.BaseConfig` subclass.
+        run: ``"module:function"`` (imported lazily) or the function itself;
+            ``run(config, reporter) -> summary dict``.
+        protects: one paragraph: what is protected, against whom, and the guarantee.
+        description: one paragraph: what the mechanism does.
+    """
+
+    name: str
+    title: str
+    config_cls: type[BaseConfig]
+    run: str | RunFunction
+    protects: str
+    description: str
+
+    def load_run(self) -> RunFunction:
+        if callable(self.run):
+            return self.run
+        module_name, _, attr = self.run.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def default_config(self) -> BaseConfig:
+        return self.config_cls().validate()
+
+
+_lock = threading.Lock()
+_mechanisms: dict[str, Mechanism] = {}
+_builtins_loaded = False
+
+
+def _ensure_builtins() -> None:
+    """Register the shipped mechanisms, then the plugin modules named in ``$PRIVENGINE_PLUGINS``.
+
+    ``PRIVENGINE_PLUGINS`` is a comma-separated list of importable modules that
+    call :func:`register` when imported (the tests use it for a toy mechanism).
+    """
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        from . import mechanisms  # noqa: F401  (registers the shipped mechanisms)
+
+        for module_name in filter(None, (m.strip() for m in os.environ.get("PRIVENGINE_PLUGINS", "").split(","))):
+            importlib.import_module(module_name)
+
+
+def register(mechanism: Mechanism, *, replace: bool = False) -> Mechanism:
+    """Add a mechanism; re-registering a name needs ``replace=True``."""
+    with _lock:
+        if mechanism.name in _mechanisms and not replace:
+            raise ValueError(f"mechanism {mechanism.name!r} is already registered")
+        _mechanisms[mechanism.name] = mechanism
+    return mechanism
+
+
+def unregister(name: str) -> None:
+    with _lock:
+        _mechanisms.pop(name, None)
+
+
+def get(name: str) -> Mechanism:
+    """The mechanism called ``name``, or :class:`UnknownMechanismError` listing the known ones."""
+    _ensure_builtins()
+    try:
+        return _mechanisms[name]
+    except KeyError:
+        raise UnknownMechanismError(name, sorted(_mechanisms)) from None
+
+
+def all_mechanisms() -> list[Mechanism]:
+    """Registered mechanisms in registration order."""
+    _ensure_builtins()
+    return list(_mechanisms.values())

@@ -1,0 +1,378 @@
+"""SQLite run store: runs, their configs, metrics, artifacts and logs.
+
+One file (``$PRIVENGINE_HOME/runs.sqlite``, default ``~/.privengine``) in WAL
+mode, shared by the dashboard, the CLI and the job threads. Each thread gets its
+own connection; writes are short ``BEGIN IMMEDIATE`` transactions, so a job
+thread writing metrics and the UI reading a snapshot never block each other for
+long. The schema version lives in ``PRAGMA user_version`` and is upgraded by the
+ordered migrations in :data:`MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pandas as pd
+
+from .errors import PrivengineError, RunNotFoundError
+from .jsonable import to_jsonable
+
+ACTIVE_STATES = ("queued", "running")
+TERMINAL_STATES = ("finished", "failed", "stopped", "interrupted")
+STATES = ACTIVE_STATES + TERMINAL_STATES
+
+# Each entry upgrades the schema from version i to i + 1 (index i).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 0 -> 1: the first schema
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY, mechanism TEXT NOT NULL, config TEXT NOT NULL,
+            state TEXT NOT NULL, device TEXT, created_at REAL NOT NULL,
+            started_at REAL, finished_at REAL, error TEXT, traceback TEXT, summary TEXT)""",
+        """CREATE TABLE metrics (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            step INTEGER NOT NULL, name TEXT NOT NULL, value REAL)""",
+        "CREATE INDEX metrics_by_run ON metrics(run_id, name, step)",
+        """CREATE TABLE artifacts (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            name TEXT NOT NULL, data TEXT NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (run_id, name))""",
+    ),
+    (  # 1 -> 2: cross-process ownership (interrupted-run recovery, stop from another process), progress, logs
+        "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT 'unknown'",
+        "ALTER TABLE runs ADD COLUMN owner_host TEXT",
+        "ALTER TABLE runs ADD COLUMN owner_pid INTEGER",
+        "ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN progress REAL",
+        "ALTER TABLE runs ADD COLUMN progress_text TEXT",
+        """CREATE TABLE logs (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            ts REAL NOT NULL, text TEXT NOT NULL)""",
+        "CREATE INDEX logs_by_run ON logs(run_id, ts)",
+        "CREATE INDEX runs_by_created ON runs(created_at)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_home() -> Path:
+    """The data directory: ``$PRIVENGINE_HOME`` or ``~/.privengine``."""
+    return Path(os.environ.get("PRIVENGINE_HOME") or Path.home() / ".privengine")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of the runs table, decoded."""
+
+    id: str
+    mechanism: str
+    config: dict[str, Any]
+    state: str
+    device: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    error: str | None
+    traceback: str | None
+    summary: dict[str, Any] | None
+    source: str
+    owner_host: str | None
+    owner_pid: int | None
+    stop_requested: bool
+    progress: float | None
+    progress_text: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds spent running (so far, for a live run)."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or time.time()) - self.started_at
+
+
+@dataclass
+class RunSnapshot:
+    """What a page needs to draw one run: the record, its (downsampled) metrics and artifacts."""
+
+    run: RunRecord
+    metrics: pd.DataFrame
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+
+class StoreError(PrivengineError):
+    """The store refused an operation (e.g. deleting a run that is still running)."""
+
+
+class RunStore:
+    """Thread-safe access to the run database (one SQLite connection per thread)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_home() / "runs.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._migrate()
+
+    # ---- connections and transactions -------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (other threads' close when they end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def schema_version(self) -> int:
+        return self._conn().execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}, newer than this privengine "
+                                 f"({SCHEMA_VERSION}); upgrade privengine or set PRIVENGINE_HOME elsewhere")
+            for step in MIGRATIONS[version:]:
+                for statement in step:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # ---- writing ----------------------------------------------------------------------
+
+    def create_run(self, mechanism: str, config: dict[str, Any], *, source: str = "api") -> str:
+        """Insert a queued run owned by this process; return its id."""
+        run_id = uuid.uuid4().hex[:10]
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO runs (id, mechanism, config, state, created_at, source, owner_host, owner_pid)"
+                " VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+                (run_id, mechanism, json.dumps(config, sort_keys=True), time.time(), source,
+                 socket.gethostname(), os.getpid()))
+        return run_id
+
+    def mark_running(self, run_id: str, *, device: str) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET state='running', device=?, started_at=? WHERE id=?",
+                         (device, time.time(), run_id))
+
+    def mark_ended(self, run_id: str, state: str, *, summary: dict | None = None,
+                   error: str | None = None, traceback: str | None = None) -> None:
+        """Record a terminal state (finished, failed, stopped or interrupted)."""
+        if state not in TERMINAL_STATES:
+            raise ValueError(f"state must be one of {TERMINAL_STATES}; got {state!r}")
+        summary_json = None if summary is None else json.dumps(to_jsonable(summary))
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET state=?, finished_at=?, summary=?, error=?, traceback=? WHERE id=?",
+                         (state, time.time(), summary_json, error, traceback, run_id))
+
+    def add_metrics(self, run_id: str, rows: Iterable[tuple[int, str, float]]) -> None:
+        """Append metric points ``(step, name, value)``; NaN and inf are stored as NULL."""
+        clean = [(run_id, int(s), n, _finite_or_none(v)) for s, n, v in rows]
+        if clean:
+            with self._tx() as conn:
+                conn.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)", clean)
+
+    def put_artifact(self, run_id: str, name: str, data: Any) -> None:
+        """Store (or replace) a JSON artifact such as a histogram or a table."""
+        payload = json.dumps(to_jsonable(data))
+        with self._tx() as conn:
+            conn.execute("INSERT INTO artifacts (run_id, name, data, updated_at) VALUES (?, ?, ?, ?)"
+                         " ON CONFLICT(run_id, name) DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
+                         (run_id, name, payload, time.time()))
+
+    def add_log(self, run_id: str, text: str) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO logs (run_id, ts, text) VALUES (?, ?, ?)", (run_id, time.time(), text))
+
+    def set_progress(self, run_id: str, fraction: float, text: str = "") -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET progress=?, progress_text=? WHERE id=?",
+                         (min(max(float(fraction), 0.0), 1.0), text, run_id))
+
+    def request_stop(self, run_id: str) -> None:
+        """Ask a run to stop; the process that executes it sees the flag within a second."""
+        self.get_run(run_id)
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET stop_requested=1 WHERE id=?", (run_id,))
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run with its metrics, artifacts and logs; refused while it is active."""
+        run = self.get_run(run_id)
+        if run.active:
+            raise StoreError(f"run {run_id} is {run.state}; stop it before deleting it")
+        with self._tx() as conn:
+            conn.execute("DELETE FROM runs WHERE id=?", (run_id,))
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark queued or running runs whose owning process is gone as interrupted.
+
+        Ownership is (host, pid); a run owned by a live process on this host, or
+        by another host, is left alone. Returns the ids that were marked.
+        """
+        host = socket.gethostname()
+        rows = self._conn().execute(
+            "SELECT id, owner_host, owner_pid FROM runs WHERE state IN ('queued', 'running')").fetchall()
+        dead = [r["id"] for r in rows if r["owner_host"] in (host, None) and not _pid_alive(r["owner_pid"])]
+        for run_id in dead:
+            self.mark_ended(run_id, "interrupted", error="the process running it ended before the run did")
+        return dead
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        row = self._conn().execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFoundError(run_id)
+        return _record(row)
+
+    def stop_requested(self, run_id: str) -> bool:
+        row = self._conn().execute("SELECT stop_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+        return bool(row and row[0])
+
+    def list_runs(self, *, mechanism: str | Iterable[str] | None = None,
+                  states: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first, optionally filtered by mechanism(s) and state(s)."""
+        where, args = [], []
+        if mechanism is not None:
+            names = [mechanism] if isinstance(mechanism, str) else list(mechanism)
+            where.append(f"mechanism IN ({','.join('?' * len(names))})")
+            args += names
+        if states is not None:
+            states = list(states)
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args += states
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY created_at DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_record(r) for r in self._conn().execute(sql, args).fetchall()]
+
+    def metrics(self, run_id: str, *, names: Iterable[str] | None = None,
+                max_points: int | None = None) -> pd.DataFrame:
+        """Metric points as a long table (step, name, value), ordered by name and step.
+
+        With ``max_points``, each metric is thinned to about that many evenly spaced
+        points (always keeping its last one) so that drawing a long run stays cheap.
+        """
+        args: list[Any] = [run_id]
+        name_filter = ""
+        if names is not None:
+            names = list(names)
+            name_filter = f" AND name IN ({','.join('?' * len(names))})"
+            args += names
+        if max_points is None:
+            sql = f"SELECT step, name, value FROM metrics WHERE run_id=?{name_filter} ORDER BY name, step, rowid"
+        else:
+            cap = max(int(max_points), 2)
+            sql = (f"WITH m AS (SELECT step, name, value, ROW_NUMBER() OVER w AS rn, COUNT(*) OVER (PARTITION BY name) AS n"
+                   f" FROM metrics WHERE run_id=?{name_filter} WINDOW w AS (PARTITION BY name ORDER BY step, rowid))"
+                   f" SELECT step, name, value FROM m WHERE n <= {cap} OR (rn - 1) % ((n + {cap} - 1) / {cap}) = 0"
+                   " OR rn = n ORDER BY name, step, rn")
+        rows = self._conn().execute(sql, args).fetchall()
+        frame = pd.DataFrame([tuple(r) for r in rows], columns=["step", "name", "value"])
+        frame["value"] = frame["value"].astype(float)
+        return frame
+
+    def artifacts(self, run_id: str) -> dict[str, Any]:
+        rows = self._conn().execute("SELECT name, data FROM artifacts WHERE run_id=?", (run_id,)).fetchall()
+        return {r["name"]: json.loads(r["data"]) for r in rows}
+
+    def logs(self, run_id: str, *, limit: int = 200) -> list[tuple[float, str]]:
+        """The last ``limit`` log lines of a run, oldest first."""
+        rows = self._conn().execute("SELECT ts, text FROM logs WHERE run_id=? ORDER BY ts DESC, rowid DESC LIMIT ?",
+                                    (run_id, limit)).fetchall()
+        return [(r["ts"], r["text"]) for r in reversed(rows)]
+
+    def snapshot(self, run_id: str, *, max_points: int = 400) -> RunSnapshot:
+        """A consistent-enough view of a run for drawing (each query sees committed data)."""
+        return RunSnapshot(self.get_run(run_id), self.metrics(run_id, max_points=max_points), self.artifacts(run_id))
+
+    # ---- export -----------------------------------------------------------------------
+
+    def export_json(self, run_id: str) -> str:
+        """The whole run (record, all metrics, artifacts, logs) as one JSON document."""
+        run = self.get_run(run_id)
+        metrics = self.metrics(run_id)
+        doc = {
+            "run": {k: getattr(run, k) for k in RunRecord.__dataclass_fields__},
+            "metrics": {name: {"step": g["step"].tolist(), "value": [_finite_or_none(v) for v in g["value"]]}
+                        for name, g in metrics.groupby("name", sort=True)},
+            "artifacts": self.artifacts(run_id),
+            "logs": [{"ts": ts, "text": text} for ts, text in self.logs(run_id, limit=10**9)],
+        }
+        return json.dumps(to_jsonable(doc), indent=2, sort_keys=True)
+
+    def export_csv(self, run_id: str) -> str:
+        """The run's metrics as CSV, one row per step and one column per metric."""
+        self.get_run(run_id)
+        metrics = self.metrics(run_id)
+        if metrics.empty:
+            return "step\n"
+        wide = metrics.pivot_table(index="step", columns="name", values="value", aggfunc="last", dropna=False)
+        wide.columns.name = None
+        return wide.reset_index().to_csv(index=False)
+
+
+def _record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"], mechanism=row["mechanism"], config=json.loads(row["config"]), state=row["state"],
+        device=row["device"], created_at=row["created_at"], started_at=row["started_at"],
+        finished_at=row["finished_at"], error=row["error"], traceback=row["traceback"],
+        summary=None if row["summary"] is None else json.loads(row["summary"]), source=row["source"],
+        owner_host=row["owner_host"], owner_pid=row["owner_pid"], stop_requested=bool(row["stop_requested"]),
+        progress=row["progress"], progress_text=row["progress_text"])
+
+
+def _finite_or_none(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

@@ -1,0 +1,43 @@
+"""Shared fixtures: every test gets its own PRIVENGINE_HOME, and the toy mechanism is registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests import toy_mechanism  # noqa: E402,F401  (registers "toy")
+
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path, monkeypatch) -> Path:
+    """Point the run store at a fresh directory so no test touches ~/.privengine."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("PRIVENGINE_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def store(private_home):
+    from privengine.store import RunStore
+
+    s = RunStore()
+    yield s
+    s.close()
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process: this interpreter's env plus the toy plugin."""
+    env = dict(os.environ)
+    env["PRIVENGINE_PLUGINS"] = "tests.toy_mechanism"
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env

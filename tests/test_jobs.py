@@ -1,0 +1,123 @@
+"""The job manager with the test-only toy mechanism: finish, stop, failure, queueing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from privengine.errors import ConfigError
+from privengine.jobs import JobManager
+from privengine.reporter import Reporter
+
+
+@pytest.fixture
+def manager(store):
+    m = JobManager(store, max_concurrent=1)
+    yield m
+    m.shutdown()
+
+
+def _wait_for_state(store, run_id, states, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        run = store.get_run(run_id)
+        if run.state in states:
+            return run
+        time.sleep(0.02)
+    raise AssertionError(f"run {run_id} still {store.get_run(run_id).state}, wanted {states}")
+
+
+def test_run_finishes_with_metrics_artifacts_and_summary(manager, store):
+    run_id = manager.submit("toy", {"steps": 4})
+    run = manager.wait(run_id, timeout=10)
+    assert run.state == "finished" and run.device and run.started_at and run.finished_at
+    assert run.summary["steps_done"] == 4 and run.summary["device"] == "cpu"
+    assert sorted(store.metrics(run_id)["name"].unique()) == ["acc", "loss"]
+    assert store.artifacts(run_id)["hist"]["counts"] == [3, 4]
+
+
+def test_stop_is_honoured_within_two_seconds(manager, store):
+    run_id = manager.submit("toy", {"steps": 10_000, "delay": 0.05})
+    _wait_for_state(store, run_id, {"running"})
+    t0 = time.monotonic()
+    manager.stop(run_id)
+    run = manager.wait(run_id, timeout=5)
+    assert time.monotonic() - t0 < 2.0
+    assert run.state == "stopped" and run.summary["steps_done"] < 10_000
+
+
+def test_failure_records_message_and_traceback_and_manager_lives_on(manager, store):
+    bad = manager.submit("toy", {"steps": 5, "fail_at": 2})
+    run = manager.wait(bad, timeout=10)
+    assert run.state == "failed"
+    assert run.error == "RuntimeError: toy failure at step 2"
+    assert "Traceback" in run.traceback and "run_toy" in run.traceback
+    assert store.metrics(bad)["step"].max() == 2  # what was reported before the failure is kept
+    good = manager.submit("toy", {"steps": 2})
+    assert manager.wait(good, timeout=10).state == "finished"
+
+
+def test_runs_beyond_the_limit_queue_in_order(manager, store):
+    ids = [manager.submit("toy", {"steps": 3, "delay": 0.1}) for _ in range(3)]
+    states = [store.get_run(i).state for i in ids]
+    assert states[1:] == ["queued", "queued"]
+    finished = [manager.wait(i, timeout=10) for i in ids]
+    assert all(r.state == "finished" for r in finished)
+    starts = [r.started_at for r in finished]
+    ends = [r.finished_at for r in finished]
+    assert starts == sorted(starts)
+    assert starts[1] >= ends[0] and starts[2] >= ends[1]  # never two at once
+
+
+def test_stopping_a_queued_run(manager, store):
+    first = manager.submit("toy", {"steps": 50, "delay": 0.05})
+    queued = manager.submit("toy", {"steps": 2})
+    manager.stop(queued)
+    assert store.get_run(queued).state == "stopped"
+    manager.stop(first)
+    assert manager.wait(first, timeout=5).state == "stopped"
+
+
+def test_two_runs_at_once_with_a_higher_limit(store):
+    manager = JobManager(store, max_concurrent=2)
+    try:
+        a = manager.submit("toy", {"steps": 20, "delay": 0.05})
+        b = manager.submit("toy", {"steps": 20, "delay": 0.05})
+        _wait_for_state(store, a, {"running"})
+        _wait_for_state(store, b, {"running"})
+        assert {manager.wait(a, 10).state, manager.wait(b, 10).state} == {"finished"}
+    finally:
+        manager.shutdown()
+
+
+def test_stop_through_the_store_flag_as_another_process_would(manager, store):
+    run_id = manager.submit("toy", {"steps": 10_000, "delay": 0.02})
+    _wait_for_state(store, run_id, {"running"})
+    store.request_stop(run_id)  # what `python -m privengine stop ID` does from another process
+    assert manager.wait(run_id, timeout=3).state == "stopped"
+
+
+def test_bad_config_is_refused_before_queueing(manager, store):
+    with pytest.raises(ConfigError, match="`steps`"):
+        manager.submit("toy", {"steps": 0})
+    with pytest.raises(ConfigError, match="`device` must be one of auto"):
+        manager.submit("toy", {"device": "mps"} if not _has_mps() else {"device": "cuda"})
+    assert store.list_runs() == []
+
+
+def _has_mps() -> bool:
+    import torch
+
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+def test_reporter_flushes_buffered_points_when_polled(store):
+    run_id = store.create_run("toy", {})
+    reporter = Reporter(store, run_id)
+    reporter.metric(0, x=1.0)  # the first point is written at once
+    reporter.metric(1, x=2.0)  # buffered
+    assert len(store.metrics(run_id)) == 1
+    time.sleep(0.3)
+    reporter.should_stop()
+    assert len(store.metrics(run_id)) == 2
