@@ -1,0 +1,31 @@
+"""privengine dashboard: builds the navigation (Home, one page per registered mechanism, Runs)."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from privengine import registry
+from ui.mechanism_page import render_mechanism_page
+
+PAGES_DIR = Path(__file__).parent / "pages"
+
+
+def mechanism_page(name: str, title: str) -> st.Page:
+    """The mechanism's own page script if it has one, else the generic page."""
+    script = PAGES_DIR / f"{name}.py"
+    if script.exists():
+        return st.Page(script, title=title, url_path=name, icon=":material/science:")
+
+    def generic() -> None:
+        render_mechanism_page(name)
+
+    return st.Page(generic, title=title, url_path=name, icon=":material/science:")
+
+
+st.set_page_config(page_title="privengine", page_icon=":material/shield_lock:", layout="wide")
+navigation = st.navigation({
+    "": [st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True)],
+    "Mechanisms": [mechanism_page(m.name, m.title) for m in registry.all_mechanisms()],
+    "Results": [st.Page(PAGES_DIR / "runs.py", title="Runs", url_path="runs", icon=":material/table_rows:")],
+})
+navigation.run()

@@ -1,0 +1,74 @@
+"""Runs: every stored run; filter, open, stop, delete, export, and overlay the curves of several."""
+
+import streamlit as st
+
+from privengine import registry
+from privengine.store import STATES
+from ui import charts, services
+from ui.links import link_to_mechanism
+from ui.runs_table import config_differences, runs_frame
+
+st.title("Runs")
+store = services.store()
+
+known = sorted({m.name for m in registry.all_mechanisms()} | {r.mechanism for r in store.list_runs()})
+f1, f2, f3 = st.columns([2, 2, 1])
+mechanisms = f1.multiselect("Mechanism", known, placeholder="all mechanisms")
+states = f2.multiselect("State", list(STATES), placeholder="all states")
+f3.button("Refresh", icon=":material/refresh:", width="stretch")
+
+runs = store.list_runs(mechanism=mechanisms or None, states=states or None)
+if not runs:
+    st.info("No runs match. Launch one from a mechanism page, or `python -m privengine run ...`.",
+            icon=":material/info:")
+    st.stop()
+
+table = runs_frame(runs)
+event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="multi-row",
+                     key="runs.table")
+selected = [runs[i] for i in event.selection.rows]
+st.caption(f"{len(runs)} runs · select rows to act on them; select two or more to compare their curves.")
+if not selected:
+    st.stop()
+
+st.subheader(f"{len(selected)} selected")
+active = [r for r in selected if r.active]
+ended = [r for r in selected if not r.active]
+a1, a2 = st.columns(2)
+if active and a1.button(f"Stop {len(active)} active run(s)", icon=":material/stop:"):
+    for run in active:
+        services.manager().stop(run.id)
+    st.toast("Stop requested")
+    st.rerun()
+if ended:
+    confirm = a2.checkbox(f"Yes, delete {len(ended)} ended run(s) and their metrics")
+    if a2.button("Delete", icon=":material/delete:", disabled=not confirm):
+        for run in ended:
+            store.delete_run(run.id)
+        st.toast(f"Deleted {len(ended)} run(s)")
+        st.rerun()
+
+for run in selected[:6]:
+    with st.container(border=True):
+        c1, c2, c3 = st.columns([2, 1, 1])
+        with c1:
+            link_to_mechanism(run.mechanism, f"Open run {run.id} ({run.mechanism}, {run.state})", run_id=run.id)
+        c2.download_button("CSV", store.export_csv(run.id), file_name=f"{run.id}.csv", mime="text/csv",
+                           key=f"csv.{run.id}", icon=":material/download:")
+        c3.download_button("JSON", store.export_json(run.id), file_name=f"{run.id}.json", mime="application/json",
+                           key=f"json.{run.id}", icon=":material/download:")
+if len(selected) > 6:
+    st.caption("Links and exports are shown for the first six selected runs.")
+
+if len(selected) >= 2:
+    st.subheader("Compare")
+    st.markdown("Config values that differ:")
+    st.dataframe(config_differences(selected), hide_index=True, width="stretch")
+    per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=400) for r in selected}
+    names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})
+    if not names:
+        st.caption("The selected runs reported no metrics.")
+    columns = st.columns(2)
+    for i, name in enumerate(names):
+        with columns[i % 2]:
+            charts.show(charts.overlay(per_run, name), key=f"compare.{name}")

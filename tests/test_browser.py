@@ -1,0 +1,130 @@
+"""End to end in a real browser: `streamlit run app.py`, headless Chromium driven by Playwright.
+
+Visits every page and asserts no error element; launches a small run and
+watches it finish live. A screenshot is saved under test-artifacts/ on failure.
+Skips (with the reason) when Chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from privengine import registry
+from tests.conftest import ROOT, subprocess_env
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+CHROMIUM = os.environ.get("PRIVENGINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set PRIVENGINE_CHROMIUM)",
+                allow_module_level=True)
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = ROOT / "test-artifacts"
+ERROR_SELECTORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    port = _free_port()
+    home = tmp_path_factory.mktemp("browser-home")
+    log = open(home / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(home)), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start: {(home / 'streamlit.log').read_text()}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    yield pg
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        SHOTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
+    pg.close()
+
+
+def _settle(pg, timeout_s: float = 60) -> None:
+    """Wait until the script has finished running and the page is quiet."""
+    pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pg.get_attribute("[data-testid='stApp']", "data-test-script-state") in (None, "notRunning"):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)
+
+
+def _errors(pg) -> list[str]:
+    return [el.inner_text()[:300] for el in pg.query_selector_all(ERROR_SELECTORS)]
+
+
+PAGES = ["", "runs"] + [m.name for m in registry.all_mechanisms()]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
+def test_every_page_renders_without_error(app_url, page, path):
+    page.goto(f"{app_url}/{path}")
+    _settle(page)
+    assert page.locator("h1").count() >= 1
+    assert _errors(page) == []
+
+
+def test_launch_a_small_run_and_watch_it_finish(app_url, page):
+    page.goto(f"{app_url}/toy")
+    _settle(page)
+    page.get_by_role("spinbutton", name="Steps").fill("20")
+    page.get_by_role("spinbutton", name="Delay").fill("0.05")
+    page.get_by_role("spinbutton", name="Delay").press("Enter")
+    _settle(page)
+    page.get_by_role("button", name="Launch run").click()
+    page.wait_for_url("**run=*", timeout=20_000)
+    page.get_by_text("running").or_(page.get_by_text("finished")).first.wait_for(timeout=10_000)
+    page.get_by_text("finished").first.wait_for(timeout=30_000)
+    page.get_by_text("ε = 1, δ = 1e-05", exact=False).first.wait_for(timeout=10_000)
+    assert _errors(page) == []
+    # a reload reattaches to the same run through the URL
+    page.reload()
+    _settle(page)
+    page.get_by_text("finished").first.wait_for(timeout=10_000)

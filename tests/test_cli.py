@@ -1,0 +1,72 @@
+"""The CLI, driven as a user would: through a subprocess, with the toy mechanism as a plugin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT, subprocess_env
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "privengine", *args], cwd=ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_good_run_lands_in_the_store_and_can_be_shown_and_exported(private_home):
+    done = cli("run", "toy", "--steps", "3", "--scales", "0.5,1", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["state"] == "finished" and result["config"]["scales"] == [0.5, 1.0]
+    assert result["source"] == "cli"
+    run_id = result["id"]
+
+    from privengine.store import RunStore
+
+    assert RunStore().get_run(run_id).summary["steps_done"] == 3  # same store as the dashboard's
+
+    listed = cli("runs")
+    assert run_id in listed.stdout and "finished" in listed.stdout
+    shown = cli("show", run_id)
+    assert "privacy: ε = 1, δ = 1e-05 [toy]" in shown.stdout and "accountant:" in shown.stdout
+    csv = cli("export", run_id, "--format", "csv")
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0] == "step,acc,loss"
+    exported = json.loads(cli("export", run_id, "--format", "json").stdout)
+    assert exported["run"]["id"] == run_id
+
+
+def test_bad_value_exits_2_with_one_line_naming_the_field():
+    done = cli("run", "toy", "--delay", "9")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["privengine: error: `delay` must be in [0, 5]; got 9.0"]
+    not_a_number = cli("run", "toy", "--steps", "many")
+    assert not_a_number.returncode == 2
+    assert not_a_number.stderr.strip() == "privengine: error: `steps` must be an integer; got 'many'"
+
+
+def test_unknown_flag_and_mechanism_exit_2_in_one_line():
+    flag = cli("run", "toy", "--stepz", "3")
+    assert flag.returncode == 2 and len(flag.stderr.strip().splitlines()) == 1
+    assert "--stepz" in flag.stderr
+    mech = cli("run", "nope")
+    assert mech.returncode == 2 and len(mech.stderr.strip().splitlines()) == 1
+    assert "nope" in mech.stderr
+
+
+def test_cross_field_rule_and_missing_run():
+    rule = cli("run", "toy", "--steps", "2", "--fail-at", "5")
+    assert rule.returncode == 2 and "`fail_at` must be below steps" in rule.stderr
+    missing = cli("show", "deadbeef")
+    assert missing.returncode == 2 and "no run with id 'deadbeef'" in missing.stderr
+
+
+def test_failed_run_exits_1_and_is_stored():
+    done = cli("run", "toy", "--steps", "3", "--fail-at", "1")
+    assert done.returncode == 1
+    assert "RuntimeError: toy failure at step 1" in done.stderr
+
+
+def test_list_names_every_mechanism():
+    done = cli("list")
+    assert done.returncode == 0 and "toy" in done.stdout and "protects:" in done.stdout

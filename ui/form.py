@@ -1,0 +1,113 @@
+"""A config form generated from a config class's field metadata, with inline validation.
+
+Widgets are never given min/max bounds: Streamlit would silently clamp. Instead
+each value is checked with the same code as the engine and the CLI, and the
+error ("`epsilon` must be in [0.01, 100]; got 500") is shown under the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from privengine.config import BaseConfig, FieldSpec
+from privengine.errors import ConfigError
+
+from . import services
+
+_FIXED_FIELDS = ("device", "seed")  # rendered last, outside the mechanism's own knobs
+
+
+def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, Any] | None = None
+                ) -> tuple[BaseConfig | None, list[ConfigError]]:
+    """Draw the form; return (validated config or None, the errors found).
+
+    ``initial`` seeds the widgets the first time they are drawn (e.g. a stored run's config).
+    """
+    values: dict[str, Any] = {}
+    errors: list[ConfigError] = []
+    specs = config_cls.specs()
+    start = {s.name: s.default for s in specs} | (initial or {})
+    main = [s for s in specs if not s.knob.advanced and s.name not in _FIXED_FIELDS]
+    advanced = [s for s in specs if s.knob.advanced and s.name not in _FIXED_FIELDS]
+    fixed = [s for s in specs if s.name in _FIXED_FIELDS]
+
+    def draw(group: list[FieldSpec]) -> None:
+        for spec in group:
+            if not _shown(spec, values, start):
+                values[spec.name] = start[spec.name]
+                continue
+            try:
+                values[spec.name] = _widget(spec, start[spec.name], key=f"{key}.{spec.name}")
+            except ConfigError as exc:
+                errors.append(exc)
+                st.error(str(exc), icon=":material/error:")
+
+    draw(main)
+    if advanced:
+        with st.expander("Advanced"):
+            draw(advanced)
+    draw(fixed)
+    if errors:
+        return None, errors
+    try:
+        return config_cls.from_dict(values), []
+    except ConfigError as exc:  # a rule across several fields
+        st.error(str(exc), icon=":material/error:")
+        return None, [exc]
+
+
+def _shown(spec: FieldSpec, values: dict[str, Any], start: dict[str, Any]) -> bool:
+    if spec.knob.shown_when is None:
+        return True
+    other, allowed = spec.knob.shown_when
+    return values.get(other, start.get(other)) in allowed
+
+
+def _help(spec: FieldSpec) -> str:
+    allowed = "" if spec.knob.choices is not None else f" Allowed: {spec.range_text()}."
+    scale = " Best explored on a log scale." if spec.knob.log else ""
+    return f"{spec.knob.help}{allowed}{scale}"
+
+
+def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
+    """One widget for one field; returns the checked value or raises ConfigError."""
+    label, help_text = spec.label.capitalize(), _help(spec)
+    if spec.name == "device":
+        options = ["auto"] + [d.id for d in services.devices()]
+        names = {d.id: d.name for d in services.devices()} | {"auto": f"auto ({services.devices()[0].name})"}
+        if initial not in options:
+            options.append(initial)
+        choice = st.selectbox(label, options, index=options.index(initial), key=key, help=help_text,
+                              format_func=lambda o: names.get(o, f"{o} (not available here)"))
+        if choice not in names:
+            raise ConfigError("device", f"must be one of {', '.join(names)} on this machine; got {choice!r}")
+        return choice
+    if spec.is_list:
+        text = st.text_input(label, value=", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in initial),
+                             key=key, help=help_text + " Comma-separated.")
+        return spec.parse(text)
+    if spec.kind == "bool":
+        return spec.check(st.toggle(label, value=bool(initial), key=key, help=help_text))
+    if spec.knob.choices is not None:
+        choices = list(spec.knob.choices)
+        return spec.check(st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text))
+    if spec.kind == "str":
+        return spec.check(st.text_input(label, value=initial, key=key, help=help_text))
+    if spec.kind == "int":
+        value = st.number_input(label, value=int(initial), step=1, key=key, help=help_text)
+    else:
+        value = st.number_input(label, value=float(initial), step=_float_step(spec, float(initial)),
+                                format="%g", key=key, help=help_text)
+    if value is None:
+        raise ConfigError(spec.name, f"must be given ({spec.range_text()})")
+    return spec.check(value)
+
+
+def _float_step(spec: FieldSpec, value: float) -> float:
+    """A step of about a tenth of the value (log knobs) or of the range."""
+    k = spec.knob
+    if k.log or k.low is None or k.high is None:
+        return max(abs(value) / 10, 1e-9)
+    return (k.high - k.low) / 100

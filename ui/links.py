@@ -1,0 +1,19 @@
+"""Links between pages that survive both page scripts and generated (script-less) pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
+
+
+def link_to_mechanism(name: str, label: str, *, run_id: str | None = None) -> None:
+    """A link to mechanism ``name``'s page, optionally showing run ``run_id``."""
+    query = {"run": run_id} if run_id else None
+    script = PAGES_DIR / f"{name}.py"
+    if script.exists():
+        st.page_link(str(script), label=label, icon=":material/arrow_forward:", query_params=query)
+    else:
+        st.markdown(f"[{label}](/{name}{'?run=' + run_id if run_id else ''})")
