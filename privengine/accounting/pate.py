@@ -1,0 +1,659 @@
+r"""Privacy accounting for PATE (Private Aggregation of Teacher Ensembles).
+
+``votes`` is always an ``(n_queries, n_classes)`` array of teacher vote counts
+(integers or floats, >= 0), one row per query that is charged; its number of
+columns is the true number of classes ``m`` (a class nobody voted for is a zero
+column, not a missing one). Every function is vectorised over queries x orders.
+
+LNMax + moments accountant (Papernot et al. 2016)
+-------------------------------------------------
+Aggregation ``argmax_j (n_j + Lap(1/gamma))`` (``gamma`` = ``noise_eps``); one
+query is ``eps0 = 2 gamma`` pure DP. With ``j*`` the plurality class and
+``D_j = n_{j*} - n_j``::
+
+    q        = min( sum_{j != j*} (2 + gamma D_j) / (4 exp(gamma D_j)),  1 - 1/m )
+    alpha(l) = min( eps0^2 l (l+1) / 2,
+                    log((1-q) ((1-q)/(1 - e^{eps0} q))^l + q e^{eps0 l}),   # only if q < 1/(e^{eps0}+1)
+                    eps0 l )                                                   l = 1..L
+    eps      = min_l ( sum_queries alpha(l) + ln(1/delta) ) / l
+
+The data-independent bound uses the first and last terms only (``q = 1``):
+``n * min(eps0^2 l(l+1)/2, eps0 l)``. Since ``eps >= ln(1/delta)/L`` a warning is
+attached to the result when the minimum sits at ``l = L``.
+
+GNMax / Confident-GNMax with data-dependent RDP (Papernot et al. 2018)
+----------------------------------------------------------------------
+GNMax ``argmax_j (n_j + N(0, sigma^2))`` has data-independent RDP ``lam/sigma^2``.
+Its data-dependent RDP (Thm 6) is a function of ``q``, an upper bound on the
+probability of not answering ``j*``::
+
+    log q = min( logsumexp_{j != j*} log Pr[N(0, 2 sigma^2) > D_j],  log(1 - 1/m) )
+    mu2 = sigma sqrt(-log q), mu1 = mu2 + 1, eps1 = mu1/sigma^2, eps2 = mu2/sigma^2
+    A = (1-q) / (1 - (e^{eps2} q)^{(mu2-1)/mu2}),   B = e^{eps1} / q^{1/(mu1-1)}
+    RDP(lam) = min( lam/sigma^2, log((1-q) A^{lam-1} + q B^{lam-1}) / (lam-1) )
+
+the second term used only where ``mu1 > lam``, ``mu2 > 1``, ``-log q > eps2`` and
+``log q <= (mu2-1) eps2 - mu2 (log(1+1/(mu1-1)) + log(1+1/(mu2-1)))``; ``q = 0``
+costs 0. Confident-GNMax first checks ``max_j n_j + N(0, sigma1^2) >= T``; that
+step is a GNMax-like step with ``sigma -> sqrt(2) sigma1`` and
+``q = min(p, 1-p)``, ``p = Pr[answered]``, and the expected total is
+``sum_queries RDP_threshold + p RDP_gnmax(sigma2)``. RDP is converted with
+``eps = min_lam RDP(lam) + ln(1/delta)/(lam-1)`` over :data:`GNMAX_ORDERS`.
+
+Public API: the three scalar functions :func:`lnmax_moments_epsilon`,
+:func:`gnmax_epsilon`, :func:`confident_gnmax_epsilon` are thin wrappers of
+:func:`lnmax_analysis`, :func:`gnmax_analysis`, :func:`confident_gnmax_analysis`,
+which return a :class:`PateAnalysis` (eps, order, eps-vs-queries curves, ...).
+:func:`lnmax_eps_curve`, :func:`gnmax_eps_curve`, :func:`confident_gnmax_eps_curve`
+give eps as a function of the number of queries answered, and
+:func:`lnmax_smooth_sensitivity` the smooth sensitivity of the LNMax
+data-dependent eps. Bad inputs raise :class:`privengine.errors.ConfigError`.
+
+>>> import numpy as np
+>>> votes = np.zeros((100, 10)); votes[:, 0] = 250          # 100 unanimous queries
+>>> dd, di = lnmax_moments_epsilon(votes, noise_eps=0.1, delta=1e-5)
+>>> round(di, 6)                                               # 2 l(l+1)+ln(1e5) over l, at l=2
+11.756463
+>>> dd < di
+True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import log_ndtr, logsumexp
+
+from ..errors import ConfigError
+
+__all__ = [
+    "GNMAX_ORDERS",
+    "PateAnalysis",
+    "lnmax_analysis",
+    "lnmax_moments_epsilon",
+    "lnmax_smooth_sensitivity",
+    "lnmax_eps_curve",
+    "gnmax_analysis",
+    "gnmax_epsilon",
+    "gnmax_eps_curve",
+    "confident_gnmax_analysis",
+    "confident_gnmax_epsilon",
+    "confident_gnmax_eps_curve",
+]
+
+#: RDP orders used for GNMax / Confident-GNMax, as in Papernot et al. (2018).
+GNMAX_ORDERS = np.concatenate((np.arange(2, 100.5, 0.5), np.logspace(np.log10(100), np.log10(500), 100)))
+GNMAX_ORDERS.setflags(write=False)
+
+_LOG4 = math.log(4.0)
+# Elements per temporary (n_queries x k-chunk) array in the smooth-sensitivity scan.
+_SS_CHUNK_ELEMS = 1 << 21
+
+
+# --------------------------------------------------------------------------- result
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=float, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class PateAnalysis:
+    """The privacy cost of a PATE run, for one mechanism and one ``delta``.
+
+    Arrays are read-only; ``n`` is the number of rows of ``votes`` and ``O`` the
+    number of orders (moments ``1..L`` for LNMax, RDP orders for GNMax).
+
+    Attributes:
+        mechanism: ``"lnmax"``, ``"gnmax"`` or ``"confident_gnmax"``.
+        eps: data-dependent epsilon (what the student's release costs).
+        delta: the delta it holds for.
+        order: the moment ``l`` (LNMax) or RDP order ``lam`` achieving ``eps``.
+        data_independent_eps, data_independent_order: the same without the
+            data-dependent ``q`` bound.
+        n_queries: rows analysed (queries charged; submitted ones for Confident-GNMax).
+        expected_answered: ``n_queries`` for LNMax/GNMax; ``sum_i Pr[query i answered]``
+            for Confident-GNMax.
+        orders: ``(O,)`` the orders searched.
+        cost: ``(O,)`` total log moment ``sum_i alpha_i(l)`` (LNMax) or total RDP
+            (GNMax) per order, data-dependent.
+        data_independent_cost: ``(O,)`` the same, data-independent.
+        answered_curve: ``(n,)`` queries answered after each row (``1..n``, or the
+            running expected count for Confident-GNMax): the x-axis of the curves.
+        eps_curve: ``(n,)`` data-dependent eps after the first ``i+1`` rows.
+        data_independent_curve: ``(n,)`` data-independent eps after ``i+1`` rows.
+        log_q: ``(n,)`` per-query log of the bound on Pr[answer != plurality class].
+        smooth_sensitivity: LNMax only: smooth sensitivity of ``eps`` at ``order``
+            (see :func:`lnmax_smooth_sensitivity`), else ``None``.
+        warning: text when the minimum sits at the last order searched, else ``None``.
+        extras: mechanism-specific per-query arrays (e.g. ``log_p_answered``).
+    """
+
+    mechanism: str
+    eps: float
+    delta: float
+    order: float
+    data_independent_eps: float
+    data_independent_order: float
+    n_queries: int
+    expected_answered: float
+    orders: np.ndarray
+    cost: np.ndarray
+    data_independent_cost: np.ndarray
+    answered_curve: np.ndarray
+    eps_curve: np.ndarray
+    data_independent_curve: np.ndarray
+    log_q: np.ndarray
+    smooth_sensitivity: float | None = None
+    warning: str | None = None
+    extras: Mapping[str, np.ndarray] = field(default_factory=lambda: types.MappingProxyType({}))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _real(name: str, value, *, allow_nonfinite: bool = False) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise ConfigError(name, f"must be a real number; got {value!r}")
+    x = float(value)
+    if not allow_nonfinite and not math.isfinite(x):
+        raise ConfigError(name, f"must be finite; got {value!r}")
+    return x
+
+
+def _positive(name: str, value) -> float:
+    x = _real(name, value)
+    if not x > 0:
+        raise ConfigError(name, f"must be > 0; got {value!r}")
+    return x
+
+
+def _delta(value) -> float:
+    x = _real("delta", value)
+    if not 0.0 < x < 1.0:
+        raise ConfigError("delta", f"must be in (0, 1); got {value!r}")
+    return x
+
+
+def _int(name: str, value, low: int) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ConfigError(name, f"must be an integer >= {low}; got {value!r}")
+    try:
+        k = operator.index(value)
+    except TypeError:
+        raise ConfigError(name, f"must be an integer >= {low}; got {value!r}") from None
+    if k < low:
+        raise ConfigError(name, f"must be an integer >= {low}; got {value!r}")
+    return k
+
+
+def _votes(votes) -> np.ndarray:
+    try:
+        v = np.array(votes, dtype=float, copy=True)
+    except (TypeError, ValueError):
+        raise ConfigError("votes", f"must be a 2-D (n_queries, n_classes) array of counts; got {type(votes).__name__}") from None
+    if v.ndim != 2:
+        raise ConfigError("votes", f"must be a 2-D (n_queries, n_classes) array of counts; got shape {v.shape}")
+    if v.shape[1] < 2:
+        raise ConfigError("votes", f"must have at least 2 classes (columns); got {v.shape[1]}")
+    if not np.all(np.isfinite(v)):
+        raise ConfigError("votes", "must be finite counts; got NaN or inf")
+    if v.size and v.min() < 0:
+        raise ConfigError("votes", f"must be >= 0 (vote counts); got {v.min()!r}")
+    return v
+
+
+def _orders(orders) -> np.ndarray:
+    if orders is None:
+        return np.asarray(GNMAX_ORDERS)
+    try:
+        o = np.array(orders, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ConfigError("orders", f"must be a 1-D array of RDP orders > 1; got {orders!r}") from None
+    if o.size == 0 or not np.all(np.isfinite(o)) or o.min() <= 1:
+        raise ConfigError("orders", "must be a non-empty 1-D array of finite RDP orders > 1")
+    return o
+
+
+def _weights(answered, n: int) -> np.ndarray:
+    try:
+        w = np.array(answered, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ConfigError("answered", f"must be a boolean array of length {n}; got {answered!r}") from None
+    if w.shape != (n,):
+        raise ConfigError("answered", f"must have one entry per row of `votes` ({n}); got {w.size}")
+    if not np.all((w >= 0) & (w <= 1)):
+        raise ConfigError("answered", "must hold booleans (or answer probabilities in [0, 1])")
+    return w
+
+
+# --------------------------------------------------------------------------- shared math
+
+
+def _log1mexp(x: np.ndarray) -> np.ndarray:
+    """``log(1 - exp(x))`` for ``x <= 0``, accurate at both ends (``-inf`` at 0)."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+
+def _others_logsumexp(log_terms: np.ndarray, top_idx: np.ndarray) -> np.ndarray:
+    """``logsumexp`` over each row's classes except its (single) plurality index."""
+    t = log_terms.copy()
+    t[np.arange(t.shape[0]), top_idx] = -np.inf
+    return logsumexp(t, axis=1)
+
+
+def _min_over_orders(per_order: np.ndarray, orders: np.ndarray) -> tuple[float, float, int]:
+    i = int(np.argmin(per_order))
+    return float(per_order[i]), float(orders[i]), i
+
+
+def _edge_warning(what: str, i: int, n_orders: int, name: str, hint: str) -> str | None:
+    if i == n_orders - 1:
+        return f"{what} eps is minimised at the last {name} searched; {hint}"
+    return None
+
+
+# --------------------------------------------------------------------------- LNMax
+
+
+def _lnmax_log_q(v: np.ndarray, gamma: float) -> np.ndarray:
+    """``(n,)`` log of the LNMax bound ``min(sum_{j!=j*} (2+g D_j)/(4 e^{g D_j}), 1-1/m)``."""
+    n, m = v.shape
+    top_idx = np.argmax(v, axis=1)
+    d = v[np.arange(n), top_idx][:, None] - v  # D_j >= 0
+    log_terms = np.log(2.0 + gamma * d) - _LOG4 - gamma * d
+    return np.minimum(_others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
+
+
+def _lnmax_di_alpha(eps0: float, ls: np.ndarray) -> np.ndarray:
+    return np.minimum(0.5 * eps0**2 * ls * (ls + 1.0), eps0 * ls)
+
+
+def _lnmax_alpha(log_q: np.ndarray, eps0: float, ls: np.ndarray) -> np.ndarray:
+    """Per-query log moments ``alpha(l)``: ``log_q`` of shape ``S`` -> ``S + (L,)``."""
+    lq = np.asarray(log_q, dtype=float)[..., None]
+    di = _lnmax_di_alpha(eps0, ls)
+    # Paper's condition for the middle term: q < 1/(e^{eps0}+1). Elsewhere the
+    # middle term is not a valid bound (and 1 - e^{eps0} q may be <= 0): use -inf
+    # as a harmless placeholder, then select the data-independent value.
+    cond = lq < -np.logaddexp(0.0, eps0)
+    lq_safe = np.where(cond, lq, -np.inf)
+    log1m_q = np.log1p(-np.exp(lq_safe))
+    log1m_eq = np.log1p(-np.exp(lq_safe + eps0))
+    middle = np.logaddexp((ls + 1.0) * log1m_q - ls * log1m_eq, lq_safe + eps0 * ls)
+    # A log moment is >= 0 (Jensen); only rounding can push the bound below it.
+    return np.where(cond, np.minimum(di, np.maximum(middle, 0.0)), di)
+
+
+def _lnmax_smooth_sensitivity(v: np.ndarray, gamma: float, l: float, beta: float, max_k: int | None) -> float:
+    """Smooth sensitivity of ``sum_i alpha_i(l)`` (log-moment scale, not divided by l).
+
+    For each query, sorted counts ``c0 >= c1 >= c2 ...``; "k moves" = ``c0-k, c1+k``.
+    ``LS_i(k) = |alpha_i(k+1 moves) - alpha_i(k moves)|`` while the gap
+    ``c0 - c1 - 2k > 0`` and 0 once top and runner-up are tied (moving further
+    widens the gap again). One teacher touches every query, and the local
+    sensitivity at distance k is a max over datasets at distance <= k, so
+    ``LS(k) = sum_i max_{k'<=k} LS_i(k')`` and ``SS = max_k e^{-beta k} LS(k)``.
+
+    q after k moves in closed form (no (n, k, m) array): with ``top_k`` =
+    ``max(c0-k, c1+k)``, ``s = top_k - c0`` and ``D_j = c0 - c_j`` (j >= 2),
+    ``sum_{j>=2} f(D_j + s) = e^{-g s} (S1 + g s S0 / 4)`` where
+    ``f(D) = (2 + g D) e^{-g D} / 4``, ``S0 = sum e^{-g D_j}``,
+    ``S1 = sum (2 + g D_j) e^{-g D_j} / 4``; the pair contributes ``f(|c0-c1-2k|)``.
+    """
+    n, m = v.shape
+    if n == 0:
+        return 0.0
+    eps0 = 2.0 * gamma
+    ls = np.array([l])
+    s = -np.sort(-v, axis=1)
+    c0, c1 = s[:, 0], s[:, 1]
+    gap0 = c0 - c1
+    cap = math.log1p(-1.0 / m)
+    if m > 2:
+        dr = c0[:, None] - s[:, 2:]  # >= 0, increasing along the row
+        dmin = dr[:, 0]
+        w = np.exp(-gamma * (dr - dmin[:, None]))  # scaled by e^{g dmin}: no underflow
+        s0 = w.sum(axis=1)
+        s1 = ((2.0 + gamma * dr) * w).sum(axis=1) / 4.0
+    k_need = int(math.ceil(float(gap0.max()) / 2.0)) - 1  # LS(k) = 0 for k >= gap0/2
+    k_last = k_need if max_k is None else min(k_need, max_k)
+    if k_last < 0:
+        return 0.0
+    # Every LS_i(k) is a difference of two numbers in [0, alpha_DI(l)].
+    ls_total_cap = n * float(_lnmax_di_alpha(eps0, ls)[0])
+    chunk = max(1, min(k_last + 1, _SS_CHUNK_ELEMS // n))
+    running = np.zeros(n)
+    best = 0.0
+    for k_start in range(0, k_last + 1, chunk):
+        if math.exp(-beta * k_start) * ls_total_cap <= best:
+            break  # no later k can beat the current maximum
+        ks = np.arange(k_start, min(k_last, k_start + chunk - 1) + 2, dtype=float)  # one extra for k+1
+        g = gap0[:, None] - 2.0 * ks[None, :]
+        ag = np.abs(g)
+        log_q = np.log(2.0 + gamma * ag) - _LOG4 - gamma * ag
+        if m > 2:
+            sh = np.maximum(c0[:, None] - ks, c1[:, None] + ks) - c0[:, None]
+            with np.errstate(divide="ignore"):
+                log_rest = (-gamma * sh - gamma * dmin[:, None]
+                            + np.log(s1[:, None] + gamma * sh * s0[:, None] / 4.0))
+            log_q = np.logaddexp(log_q, log_rest)
+        alpha = _lnmax_alpha(np.minimum(log_q, cap), eps0, ls)[..., 0]  # (n, len(ks))
+        ls_i = np.where(g[:, :-1] > 0, np.abs(alpha[:, 1:] - alpha[:, :-1]), 0.0)
+        cm = np.maximum.accumulate(np.concatenate((running[:, None], ls_i), axis=1), axis=1)[:, 1:]
+        running = cm[:, -1]
+        best = max(best, float(np.max(np.exp(-beta * ks[:-1]) * cm.sum(axis=0))))
+    return best
+
+
+def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
+                   compute_smooth_sensitivity=True) -> PateAnalysis:
+    """Moments-accountant analysis of LNMax (Papernot et al. 2016), see module docstring.
+
+    Args:
+        votes: ``(n_answered, n_classes)`` vote counts of the answered queries.
+        noise_eps: ``gamma`` of the ``Lap(1/gamma)`` noise; ``eps0 = 2 gamma``.
+        delta: target delta in (0, 1).
+        moments: ``L``, the largest moment order; orders are ``1..L``.
+        beta: smoothing parameter of the smooth sensitivity.
+        max_k: largest distance k scanned by the smooth sensitivity (default: all
+            k at which it can be non-zero).
+        compute_smooth_sensitivity: set False to skip it (then ``None``).
+
+    Returns:
+        :class:`PateAnalysis` with ``orders = 1..L`` and curves of shape ``(n,)``.
+
+    >>> import numpy as np
+    >>> votes = np.tile([200., 30., 20.] + [0.] * 7, (100, 1))
+    >>> a = lnmax_analysis(votes, noise_eps=0.05, delta=1e-5)
+    >>> round(a.data_independent_eps, 6), a.data_independent_order
+    (5.302585, 5.0)
+    >>> a.eps < a.data_independent_eps and a.eps_curve.shape == (100,)
+    True
+    """
+    v = _votes(votes)
+    gamma = _positive("noise_eps", noise_eps)
+    delta = _delta(delta)
+    L = _int("moments", moments, 1)
+    beta = _positive("beta", beta)
+    if max_k is not None:
+        max_k = _int("max_k", max_k, 0)
+    n = v.shape[0]
+    eps0 = 2.0 * gamma
+    ls = np.arange(1, L + 1, dtype=float)
+    log_inv_delta = -math.log(delta)
+
+    log_q = _lnmax_log_q(v, gamma)
+    alpha = _lnmax_alpha(log_q, eps0, ls)  # (n, L)
+    di_alpha = _lnmax_di_alpha(eps0, ls)
+    di_cum = np.arange(1, n + 1, dtype=float)[:, None] * di_alpha  # (n, L)
+    # Both are valid bounds on the total log moment; taking the smaller one per
+    # order also makes data-dependent <= data-independent hold exactly in floats.
+    cum = np.minimum(np.cumsum(alpha, axis=0), di_cum)
+    cost = cum[-1] if n else np.zeros(L)
+    di_cost = n * di_alpha
+    eps_curve = ((cum + log_inv_delta) / ls).min(axis=1)
+    eps, order, i = _min_over_orders((cost + log_inv_delta) / ls, ls)
+    di_curve = ((di_cum + log_inv_delta) / ls).min(axis=1)
+    di_eps, di_order, di_i = _min_over_orders((di_cost + log_inv_delta) / ls, ls)
+
+    hint = f"eps cannot go below ln(1/delta)/L = {log_inv_delta / L:.4g}; increase `moments`"
+    warnings = [w for w in (_edge_warning("data-dependent", i, L, f"moment l = L = {L}", hint),
+                            _edge_warning("data-independent", di_i, L, f"moment l = L = {L}", hint)) if w]
+
+    ss = None
+    if compute_smooth_sensitivity:
+        ss = _lnmax_smooth_sensitivity(v, gamma, order, beta, max_k) / order
+
+    return PateAnalysis(
+        mechanism="lnmax", eps=eps, delta=delta, order=order,
+        data_independent_eps=di_eps, data_independent_order=di_order,
+        n_queries=n, expected_answered=float(n), orders=_frozen(ls),
+        cost=_frozen(cost), data_independent_cost=_frozen(di_cost),
+        answered_curve=_frozen(np.arange(1, n + 1)), eps_curve=_frozen(eps_curve),
+        data_independent_curve=_frozen(di_curve), log_q=_frozen(log_q),
+        smooth_sensitivity=ss, warning="; ".join(warnings) or None,
+    )
+
+
+def lnmax_moments_epsilon(votes, noise_eps, delta, moments=8) -> tuple[float, float]:
+    """``(data_dependent_eps, data_independent_eps)`` of LNMax on the answered ``votes``.
+
+    ``votes``: ``(n_answered, n_classes)``; ``noise_eps``: gamma of ``Lap(1/gamma)``;
+    moments ``l = 1..moments``. See :func:`lnmax_analysis`.
+
+    >>> import numpy as np
+    >>> dd, di = lnmax_moments_epsilon(np.full((100, 10), 25.0), noise_eps=0.05, delta=1e-5)
+    >>> round(dd, 6), round(di, 6)      # all-tied votes: no data-dependent saving
+    (5.302585, 5.302585)
+    """
+    a = lnmax_analysis(votes, noise_eps, delta, moments, compute_smooth_sensitivity=False)
+    return float(a.eps), float(a.data_independent_eps)
+
+
+def lnmax_smooth_sensitivity(votes, noise_eps, delta, moments=8, beta=0.09, max_k=None) -> float:
+    """Smooth sensitivity of the LNMax data-dependent eps, at the order it is achieved.
+
+    With ``l*`` the moment minimising eps on ``votes``, the released quantity is
+    ``eps_{l*} = (sum_i alpha_i(l*) + ln(1/delta)) / l*``. Per query (counts sorted
+    first), ``LS_i(k) = alpha_i(after k+1 moves) - alpha_i(after k moves)`` where a
+    move takes one vote from the top class to the runner-up (0 once they tie).
+    One teacher changes a vote in every query, and the local sensitivity at
+    distance ``k`` maximises over ``k' <= k``, so
+    ``LS(k) = sum_i max_{k'<=k} LS_i(k')`` and
+    ``SS = max_k e^{-beta k} LS(k) / l*``. This is <= the sum of per-query
+    smooth sensitivities used by the 2016 script.
+
+    >>> import numpy as np
+    >>> votes = np.tile([200., 30., 20.] + [0.] * 7, (100, 1))
+    >>> 0 < lnmax_smooth_sensitivity(votes, noise_eps=0.05, delta=1e-5) < 1
+    True
+    """
+    a = lnmax_analysis(votes, noise_eps, delta, moments, beta=beta, max_k=max_k)
+    return float(a.smooth_sensitivity)
+
+
+def lnmax_eps_curve(votes, noise_eps, delta, moments=8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """eps vs number of answered queries for LNMax: ``(answered, data_dependent, data_independent)``.
+
+    All three have shape ``(n,)``; entry ``i`` is the eps after the first ``i+1``
+    rows of ``votes`` (``answered[i] = i+1``).
+    """
+    a = lnmax_analysis(votes, noise_eps, delta, moments, compute_smooth_sensitivity=False)
+    return a.answered_curve, a.eps_curve, a.data_independent_curve
+
+
+# --------------------------------------------------------------------------- GNMax
+
+
+def _gnmax_log_q(v: np.ndarray, sigma: float) -> np.ndarray:
+    """``(n,)`` log q: ``logsumexp_{j!=j*} log Pr[N(0, 2 sigma^2) > D_j]`` capped at ``log(1-1/m)``."""
+    n, m = v.shape
+    top_idx = np.argmax(v, axis=1)
+    d = v[np.arange(n), top_idx][:, None] - v
+    log_terms = log_ndtr(-d / (math.sqrt(2.0) * sigma))
+    return np.minimum(_others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
+
+
+def _gnmax_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
+    """Data-dependent RDP (Papernot et al. 2018, Thm 6): ``(n,)`` x ``(O,)`` -> ``(n, O)``."""
+    lq = np.asarray(log_q, dtype=float)[:, None]
+    lam = orders[None, :]
+    di = lam / sigma**2
+    zero = np.isneginf(lq)  # q = 0: the answer is certain, no cost
+    lq = np.where(zero, -1.0, lq)  # finite placeholder; overridden below
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mu2 = sigma * np.sqrt(-lq)
+        mu1 = mu2 + 1.0
+        eps1 = mu1 / sigma**2
+        eps2 = mu2 / sigma**2
+        ok = ((mu2 > 1.0) & (-lq > eps2)
+              & (lq <= (mu2 - 1.0) * eps2 - mu2 * (np.log1p(1.0 / (mu1 - 1.0)) + np.log1p(1.0 / (mu2 - 1.0)))))
+        ok = ok & (mu1 > lam)
+        log1m_q = _log1mexp(lq)
+        log_a = log1m_q - _log1mexp(np.minimum((mu2 - 1.0) / mu2 * (eps2 + lq), 0.0))
+        log_b = eps1 - lq / (mu1 - 1.0)
+        dd = np.logaddexp(log1m_q + (lam - 1.0) * log_a, lq + (lam - 1.0) * log_b) / (lam - 1.0)
+        rdp = np.where(ok, np.minimum(di, dd), di)
+    return np.where(zero, 0.0, rdp)
+
+
+def _rdp_summary(per_query: np.ndarray, per_query_di: np.ndarray, orders: np.ndarray, delta: float):
+    """Sum RDP over queries, cumulative curves and ``eps = min_lam RDP + ln(1/delta)/(lam-1)``."""
+    n = per_query.shape[0]
+    conv = -math.log(delta) / (orders - 1.0)
+    cum_di = np.cumsum(per_query_di, axis=0)
+    # per_query <= per_query_di elementwise, so the cap only removes rounding
+    # differences: data-dependent <= data-independent then holds exactly.
+    cum = np.minimum(np.cumsum(per_query, axis=0), cum_di)
+    cost = cum[-1] if n else np.zeros(orders.size)
+    di_cost = cum_di[-1] if n else np.zeros(orders.size)
+    eps, order, i = _min_over_orders(cost + conv, orders)
+    di_eps, di_order, di_i = _min_over_orders(di_cost + conv, orders)
+    curve = (cum + conv).min(axis=1)
+    di_curve = (cum_di + conv).min(axis=1)
+    hint = "extend `orders` to larger values"
+    warn = [w for w in (_edge_warning("data-dependent", i, orders.size, "RDP order", hint),
+                        _edge_warning("data-independent", di_i, orders.size, "RDP order", hint)) if w]
+    return dict(eps=eps, order=order, data_independent_eps=di_eps, data_independent_order=di_order,
+                cost=_frozen(cost), data_independent_cost=_frozen(di_cost), eps_curve=_frozen(curve),
+                data_independent_curve=_frozen(di_curve), warning="; ".join(warn) or None)
+
+
+def gnmax_analysis(votes, sigma, delta, *, orders=None) -> PateAnalysis:
+    """Data-dependent RDP analysis of GNMax (Papernot et al. 2018), see module docstring.
+
+    Args:
+        votes: ``(n_answered, n_classes)`` vote counts of the answered queries.
+        sigma: standard deviation of the Gaussian noise added to each count.
+        delta: target delta in (0, 1).
+        orders: RDP orders (default :data:`GNMAX_ORDERS`).
+
+    >>> import numpy as np
+    >>> votes = np.tile([240., 10.] + [0.] * 8, (300, 1))
+    >>> a = gnmax_analysis(votes, sigma=40, delta=1e-5)
+    >>> a.eps < a.data_independent_eps
+    True
+    """
+    v = _votes(votes)
+    sigma = _positive("sigma", sigma)
+    delta = _delta(delta)
+    o = _orders(orders)
+    n = v.shape[0]
+    log_q = _gnmax_log_q(v, sigma)
+    rdp = _gnmax_rdp(log_q, sigma, o)
+    rdp_di = np.broadcast_to(o / sigma**2, rdp.shape)
+    s = _rdp_summary(rdp, rdp_di, o, delta)
+    return PateAnalysis(mechanism="gnmax", delta=delta, n_queries=n, expected_answered=float(n),
+                        orders=_frozen(o), answered_curve=_frozen(np.arange(1, n + 1)),
+                        log_q=_frozen(log_q), **s)
+
+
+def gnmax_epsilon(votes, sigma, delta) -> float:
+    """Data-dependent eps of GNMax on the answered ``votes`` (``(n_answered, n_classes)``).
+
+    >>> import numpy as np
+    >>> round(gnmax_epsilon(np.full((10, 10), 25.0), sigma=40, delta=1e-5), 4)   # q capped: lam/sigma^2
+    0.5427
+    """
+    return float(gnmax_analysis(votes, sigma, delta).eps)
+
+
+def gnmax_eps_curve(votes, sigma, delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """eps vs number of answered queries for GNMax: ``(answered, data_dependent, data_independent)``, each ``(n,)``."""
+    a = gnmax_analysis(votes, sigma, delta)
+    return a.answered_curve, a.eps_curve, a.data_independent_curve
+
+
+# --------------------------------------------------------------------------- Confident-GNMax
+
+
+def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answered=None,
+                             orders=None) -> PateAnalysis:
+    """Data-dependent RDP of Confident-GNMax (Papernot et al. 2018).
+
+    ``votes`` holds EVERY submitted query, answered or not (``(n_submitted, n_classes)``).
+    Query ``i`` is answered when ``max_j n_ij + N(0, sigma1^2) >= threshold``, with
+    probability ``p_i = Phi((max_j n_ij - T) / sigma1)``, and answered ones cost a
+    GNMax step with ``sigma2``. Total RDP per order::
+
+        sum_i RDP_thr(lam; q_i = min(p_i, 1-p_i), sigma = sqrt(2) sigma1) + w_i RDP_gnmax(lam; sigma2)
+
+    with ``w_i = p_i`` (expected cost, default) or ``w_i = answered[i]`` when the
+    realised answered mask is passed.
+
+    The threshold step releases a noisy max count. Changing one teacher moves the
+    max count by at most 1 (L2 sensitivity 1), so its data-independent RDP is
+    ``lam * 1^2 / (2 sigma1^2) = lam / (sqrt(2) sigma1)^2``. GNMax's Thm 6 is stated
+    for count vectors whose neighbours differ by sqrt(2) in L2 (one vote moves from
+    one class to another), i.e. data-independent ``lam / sigma^2``; the two coincide
+    with ``sigma = sqrt(2) sigma1``. So Thm 6 applied with ``sqrt(2) sigma1`` is
+    capped by exactly ``lam / (2 sigma1^2)``; its "unlikely outcome" probability is
+    that of the less likely of answer / no answer, ``min(p, 1-p)``.
+
+    The data-independent figures use the same weights ``w_i`` but no ``q`` bound:
+    ``sum_i lam/(2 sigma1^2) + w_i lam/sigma2^2``.
+
+    ``expected_answered = sum_i p_i``; ``answered_curve`` is its running sum (or
+    the running count of ``answered``) and ``extras['log_p_answered']`` holds
+    ``log p_i``. ``log_q`` is the GNMax (second step) bound.
+
+    >>> import numpy as np
+    >>> votes = np.tile([240., 10.] + [0.] * 8, (100, 1)); votes[50:] = 25.0
+    >>> eps, expected = confident_gnmax_epsilon(votes, threshold=200, sigma1=150, sigma2=40, delta=1e-5)
+    >>> round(eps, 4), round(expected, 2)
+    (0.5648, 36.34)
+    """
+    v = _votes(votes)
+    t = _real("threshold", threshold)
+    sigma1 = _positive("sigma1", sigma1)
+    sigma2 = _positive("sigma2", sigma2)
+    delta = _delta(delta)
+    o = _orders(orders)
+    n = v.shape[0]
+    top = v.max(axis=1)
+    log_p = log_ndtr((top - t) / sigma1)
+    log_1mp = log_ndtr((t - top) / sigma1)
+    log_q_thr = np.minimum(log_p, log_1mp)
+    w = np.exp(log_p) if answered is None else _weights(answered, n)
+
+    rdp_thr = _gnmax_rdp(log_q_thr, math.sqrt(2.0) * sigma1, o)
+    log_q = _gnmax_log_q(v, sigma2)
+    rdp_gn = _gnmax_rdp(log_q, sigma2, o)
+    per_query = rdp_thr + w[:, None] * rdp_gn
+    per_query_di = o[None, :] / (2.0 * sigma1**2) + w[:, None] * (o[None, :] / sigma2**2)
+    s = _rdp_summary(per_query, per_query_di, o, delta)
+    extras = types.MappingProxyType({"log_p_answered": _frozen(log_p), "log_q_threshold": _frozen(log_q_thr),
+                                     "answer_weight": _frozen(w)})
+    return PateAnalysis(mechanism="confident_gnmax", delta=delta, n_queries=n,
+                        expected_answered=float(np.exp(log_p).sum()), orders=_frozen(o),
+                        answered_curve=_frozen(np.cumsum(w)), log_q=_frozen(log_q), extras=extras, **s)
+
+
+def confident_gnmax_epsilon(votes, threshold, sigma1, sigma2, delta) -> tuple[float, float]:
+    """``(eps, expected_answered)`` of Confident-GNMax over all submitted ``votes``.
+
+    See :func:`confident_gnmax_analysis` (expected cost, ``w_i = p_i``).
+    """
+    a = confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta)
+    return float(a.eps), float(a.expected_answered)
+
+
+def confident_gnmax_eps_curve(votes, threshold, sigma1, sigma2, delta, *, answered=None):
+    """eps vs queries for Confident-GNMax: ``(expected_answered, data_dependent, data_independent)``.
+
+    Each ``(n,)``; entry ``i`` after the first ``i+1`` submitted queries; the first
+    array is the running expected number answered (or running count of ``answered``).
+    """
+    a = confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, answered=answered)
+    return a.answered_curve, a.eps_curve, a.data_independent_curve
