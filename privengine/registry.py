@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .config import BaseConfig
 from .errors import UnknownMechanismError
@@ -37,6 +37,8 @@ class Mechanism:
             ``run(config, reporter) -> summary dict``.
         protects: one paragraph: what is protected, against whom, and the guarantee.
         description: one paragraph: what the mechanism does.
+        smoke: config overrides for a tiny run (seconds on a CPU), used by the shared
+            test suite and the browser test for every registered mechanism.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Mechanism:
     run: str | RunFunction
     protects: str
     description: str
+    smoke: Mapping[str, Any] = field(default_factory=dict)
 
     def load_run(self) -> RunFunction:
         if callable(self.run):

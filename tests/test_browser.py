@@ -7,12 +7,14 @@ Skips (with the reason) when Chromium or Playwright is missing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -68,9 +70,17 @@ def app_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(app_url):
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        # The first session of a fresh server opens at Home, as a user following the README
+        # does: Streamlit (<= 1.67) shows a spurious "Page not found" dialog when the very
+        # first session after start-up deep-links into an st.navigation page while a pages/
+        # folder exists (streamlit issue 9992). Later sessions deep-link fine.
+        warm = b.new_page()
+        warm.goto(app_url)
+        _settle(warm)
+        warm.close()
         yield b
         b.close()
 
@@ -111,20 +121,37 @@ def test_every_page_renders_without_error(app_url, page, path):
     assert _errors(page) == []
 
 
-def test_launch_a_small_run_and_watch_it_finish(app_url, page):
+def test_toy_form_typing_launch_and_reload(app_url, page):
     page.goto(f"{app_url}/toy")
     _settle(page)
+    page.get_by_role("spinbutton", name="Delay").fill("9")
+    page.get_by_role("spinbutton", name="Delay").press("Enter")
+    _settle(page)
+    errors = _errors(page)
+    assert len(errors) == 1 and "delay must be in [0, 5]; got 9.0" in errors[0]
+    assert page.get_by_role("button", name="Launch run").is_disabled()
     page.get_by_role("spinbutton", name="Steps").fill("20")
     page.get_by_role("spinbutton", name="Delay").fill("0.05")
     page.get_by_role("spinbutton", name="Delay").press("Enter")
     _settle(page)
     page.get_by_role("button", name="Launch run").click()
     page.wait_for_url("**run=*", timeout=20_000)
-    page.get_by_text("running").or_(page.get_by_text("finished")).first.wait_for(timeout=10_000)
     page.get_by_text("finished").first.wait_for(timeout=30_000)
     page.get_by_text("ε = 1, δ = 1e-05", exact=False).first.wait_for(timeout=10_000)
     assert _errors(page) == []
-    # a reload reattaches to the same run through the URL
-    page.reload()
+    page.reload()  # a reload reattaches to the same run through the URL
     _settle(page)
     page.get_by_text("finished").first.wait_for(timeout=10_000)
+
+
+@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms()])
+def test_launch_a_small_run_of_every_mechanism(app_url, page, name):
+    smoke = json.dumps(dict(registry.get(name).smoke))
+    page.goto(f"{app_url}/{name}?config={urllib.parse.quote(smoke)}")
+    _settle(page)
+    assert _errors(page) == []
+    page.get_by_role("button", name="Launch run").click()
+    page.wait_for_url("**run=*", timeout=20_000)
+    page.get_by_text("finished").first.wait_for(timeout=300_000)
+    _settle(page)
+    assert _errors(page) == []

@@ -46,4 +46,4 @@ def run_toy(config: ToyConfig, reporter) -> dict:
 
 TOY = registry.register(registry.Mechanism(
     name="toy", title="Toy (tests only)", config_cls=ToyConfig, run=run_toy,
-    protects="nothing: a test double", description="Counts steps."), replace=True)
+    protects="nothing: a test double", description="Counts steps.", smoke={"steps": 3}), replace=True)

@@ -2,6 +2,7 @@
 
 The page keeps only the run id, in ``st.session_state`` and in the URL
 (``?run=ID``), so a reload, a second tab or a shared link reattaches to the run.
+``?config=<JSON>`` pre-fills the form (a shareable preset).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     left, right = st.columns([1, 2.2], gap="large")
     with left:
         st.subheader("Configure")
-        initial = _initial_config(run_id)
+        initial = _initial_config(mech.config_cls, run_id)
         config, errors = config_form(mech.config_cls, key=f"form.{name}", initial=initial)
         launch = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
                            icon=":material/play_arrow:", width="stretch")
@@ -74,8 +75,14 @@ def _select_run(name: str, run_id: str) -> None:
         st.query_params["run"] = run_id
 
 
-def _initial_config(run_id: str | None) -> dict | None:
-    """Seed the form with the shown run's config, so 'what produced this chart' is visible."""
+def _initial_config(config_cls, run_id: str | None) -> dict | None:
+    """Seed the form: from ``?config=<JSON>`` (a shareable preset), else the shown run's config."""
+    preset = st.query_params.get("config")
+    if preset:
+        try:
+            return config_cls.from_json(preset).to_dict()
+        except ConfigError as exc:
+            st.error(f"The config in the link was not used: {exc}", icon=":material/error:")
     if run_id is None:
         return None
     return services.store().get_run(run_id).config

@@ -1,0 +1,92 @@
+"""Datasets: real image datasets through torchvision, loaded whole into tensors.
+
+The data root is ``$PRIVENGINE_DATA`` (default ``$PRIVENGINE_HOME/data``), in
+torchvision's layout (``MNIST/raw/...``, ``FashionMNIST/raw/...``, ``cifar-10-batches-py``,
+...). Nothing is downloaded unless asked (``download=True``); a missing dataset
+raises :class:`~privengine.errors.DatasetNotFoundError` naming where it was
+looked for and how to get it. Embedded default datasets (scikit-learn's bundled
+data, seeded generators) live with the mechanism that uses them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import DatasetNotFoundError
+from .store import default_home
+
+# name -> (torchvision class name, channel means, channel stds, number of classes)
+_TORCHVISION = {
+    "mnist": ("MNIST", (0.1307,), (0.3081,), 10),
+    "fashion_mnist": ("FashionMNIST", (0.2860,), (0.3530,), 10),
+    "cifar10": ("CIFAR10", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616), 10),
+    "cifar100": ("CIFAR100", (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), 100),
+    "svhn": ("SVHN", (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970), 10),
+}
+TORCHVISION_DATASETS = tuple(_TORCHVISION)
+
+
+def data_root() -> Path:
+    """Where real datasets are looked for: ``$PRIVENGINE_DATA`` or ``$PRIVENGINE_HOME/data``."""
+    return Path(os.environ.get("PRIVENGINE_DATA") or default_home() / "data")
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """A whole image dataset split in memory.
+
+    Attributes:
+        x: ``(n, channels, height, width)`` float32, standardised per channel.
+        y: ``(n,)`` int64 class labels.
+        n_classes: number of classes.
+        name: dataset name.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    n_classes: int
+    name: str
+
+
+def load_image_dataset(name: str, *, train: bool, root: str | os.PathLike | None = None,
+                       download: bool = False) -> ImageData:
+    """Load a torchvision dataset split as standardised float tensors.
+
+    Args:
+        name: one of :data:`TORCHVISION_DATASETS`.
+        train: the training split (else the test split).
+        root: data root (default :func:`data_root`).
+        download: let torchvision fetch the files if they are missing (needs a network).
+    """
+    import torchvision
+
+    if name not in _TORCHVISION:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(_TORCHVISION)}")
+    cls_name, mean, std, n_classes = _TORCHVISION[name]
+    root = Path(root) if root else data_root()
+    cls = getattr(torchvision.datasets, cls_name)
+    split = {"split": "train" if train else "test"} if name == "svhn" else {"train": train}
+    try:
+        ds = cls(root=str(root), download=download, **split)
+    except RuntimeError as exc:  # torchvision's "Dataset not found or corrupted"
+        raise DatasetNotFoundError(
+            f"{cls_name} ({'train' if train else 'test'} split) was not found under {root} ({exc}). "
+            f"Put torchvision's {cls_name} files there, point PRIVENGINE_DATA at a folder that has them, "
+            "or allow the download (needs a network).") from None
+    images = np.asarray(ds.data)
+    if images.ndim == 3:  # (n, h, w) grayscale
+        images = images[:, None]
+    elif images.shape[-1] == 3:  # (n, h, w, c) -> (n, c, h, w)
+        images = images.transpose(0, 3, 1, 2)
+    x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255.0)
+    x = (x - torch.tensor(mean).view(1, -1, 1, 1)) / torch.tensor(std).view(1, -1, 1, 1)
+    labels = getattr(ds, "targets", None)
+    if labels is None:
+        labels = ds.labels
+    y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
+    return ImageData(x=x, y=y, n_classes=n_classes, name=name)
