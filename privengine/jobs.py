@@ -21,7 +21,7 @@ from typing import Any
 
 from . import registry
 from .config import BaseConfig
-from .device import resolve_device
+from .device import configure_torch_threads, resolve_device
 from .reporter import Reporter
 from .store import RunRecord, RunStore
 
@@ -64,6 +64,7 @@ class JobManager:
         elif not isinstance(config, mech.config_cls):
             raise TypeError(f"config for {mechanism} must be a {mech.config_cls.__name__}; got {type(config).__name__}")
         config.validate()
+        configure_torch_threads()
         device = resolve_device(getattr(config, "device", "cpu"))
         run_id = self.store.create_run(mech.name, config.to_dict(), source=source)
         job = _Job(run_id, mech, config, device.id, device.name)

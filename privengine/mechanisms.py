@@ -1,3 +1,5 @@
 """The mechanisms shipped with privengine, registered on first use of the registry."""
 
 from __future__ import annotations
+
+from .pate import mechanism as _pate  # noqa: F401

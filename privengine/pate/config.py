@@ -1,0 +1,97 @@
+"""Configuration of a PATE run (no torch import: the CLI lists it cheaply)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import RunConfig, knob
+from ..errors import ConfigError
+
+EMBEDDED_DATASETS = ("synthetic", "digits")
+REAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn")
+AGGREGATORS = ("lnmax", "gnmax", "confident_gnmax")
+
+# Examples in each dataset's private (teacher) split and public split (queries + student test).
+SPLIT_SIZES = {
+    "synthetic": (60_000, 5_000),
+    "digits": (1_297, 500),
+    "mnist": (60_000, 10_000),
+    "fashion_mnist": (60_000, 10_000),
+    "cifar10": (50_000, 10_000),
+    "cifar100": (50_000, 10_000),
+    "svhn": (73_257, 26_032),
+}
+MIN_EXAMPLES_PER_TEACHER = 10
+
+
+def student_test_size(n_public: int) -> int:
+    """Public examples kept out of the query pool to test the student: 10%, at least 200."""
+    return max(200, n_public // 10)
+
+
+@dataclass(frozen=True)
+class PateConfig(RunConfig):
+    """A PATE run: K teachers on disjoint private partitions, a noisy vote aggregator, a student."""
+
+    dataset: str = knob("synthetic", choices=EMBEDDED_DATASETS + REAL_DATASETS,
+                        help="synthetic: a seeded 10-class scikit-learn generator (embedded, about a minute on a "
+                             "CPU); digits: scikit-learn's 8x8 digits (small: use few teachers); the others are "
+                             "torchvision datasets read from the data root.")
+    data_root: str = knob("", shown_when=("dataset", REAL_DATASETS),
+                          help="Folder with torchvision's dataset files; empty: $PRIVENGINE_DATA.")
+    download: bool = knob(False, shown_when=("dataset", REAL_DATASETS), advanced=True,
+                          help="Let torchvision download a missing dataset (needs a network).")
+    teachers: int = knob(100, low=1, high=1000,
+                         help="Number of teachers K; each trains on its own 1/K of the private data.")
+    architecture: str = knob("auto", choices=("auto", "mlp", "convnet"),
+                             help="auto: the ConvNet for images, the MLP for tabular data.")
+    width: int = knob(32, low=4, high=512, advanced=True,
+                      help="ConvNet channels per layer / MLP hidden units (the seed's ConvNet uses 128).")
+    depth: int = knob(2, low=1, high=4, advanced=True,
+                      help="ConvNet conv blocks / MLP hidden layers (the seed's ConvNet uses 3).")
+    aggregator: str = knob("confident_gnmax", choices=AGGREGATORS,
+                           help="lnmax: Laplace noise, moments accountant (2016); gnmax: Gaussian noise, RDP "
+                                "(2018); confident_gnmax: answer only when the noisy top vote clears a threshold.")
+    gamma: float = knob(0.05, low=0.0, high=10.0, low_open=True, log=True, shown_when=("aggregator", ("lnmax",)),
+                        help="LNMax noise: each count gets Lap(1/gamma); one query costs 2*gamma pure DP.")
+    sigma: float = knob(20.0, low=0.0, high=1000.0, low_open=True, log=True, shown_when=("aggregator", ("gnmax",)),
+                        help="GNMax noise: each count gets N(0, sigma^2).")
+    threshold: float = knob(80.0, low=0.0, high=10_000.0, shown_when=("aggregator", ("confident_gnmax",)),
+                            help="Confident-GNMax: answer only if max vote + N(0, sigma1^2) >= threshold.")
+    sigma1: float = knob(40.0, low=0.0, high=1000.0, low_open=True, log=True,
+                         shown_when=("aggregator", ("confident_gnmax",)),
+                         help="Confident-GNMax: noise of the threshold check.")
+    sigma2: float = knob(15.0, low=0.0, high=1000.0, low_open=True, log=True,
+                         shown_when=("aggregator", ("confident_gnmax",)),
+                         help="Confident-GNMax: noise of the answer (GNMax step).")
+    queries: int = knob(1000, low=1, high=100_000,
+                        help="Public examples submitted to the ensemble; the student trains on the answered ones.")
+    delta: float = knob(1e-5, low=0.0, high=1.0, low_open=True, high_open=True, log=True,
+                        help="The delta of the (epsilon, delta) guarantee.")
+    moments: int = knob(8, low=1, high=100, shown_when=("aggregator", ("lnmax",)),
+                        help="LNMax: highest moment order L of the moments accountant (eps >= ln(1/delta)/L).")
+    beta: float = knob(0.09, low=0.0, high=10.0, low_open=True, advanced=True,
+                       shown_when=("aggregator", ("lnmax",)),
+                       help="LNMax: beta of the smooth sensitivity of the data-dependent epsilon.")
+    teacher_epochs: int = knob(20, low=1, high=1000, help="Training epochs of every teacher.")
+    teacher_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the teachers.")
+    student_epochs: int = knob(30, low=1, high=1000, help="Training epochs of the student.")
+    student_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the student.")
+    batch_size: int = knob(32, low=1, high=4096, advanced=True, help="Minibatch size of every teacher.")
+    student_batch_size: int = knob(64, low=1, high=4096, advanced=True,
+                                   help="Minibatch size of the student and of the baseline.")
+    baseline: bool = knob(True, help="Also train one non-private model on all private data (the reference line); "
+                                     "it uses the student's learning rate and batch size.")
+    baseline_epochs: int = knob(5, low=1, high=1000, shown_when=("baseline", (True,)),
+                                help="Training epochs of the non-private baseline.")
+
+    def check_rules(self) -> None:
+        n_private, n_public = SPLIT_SIZES[self.dataset]
+        most = n_private // MIN_EXAMPLES_PER_TEACHER
+        if self.teachers > most:
+            raise ConfigError("teachers", f"must be at most {most} for {self.dataset} ({n_private} private examples, "
+                                          f"at least {MIN_EXAMPLES_PER_TEACHER} per teacher); got {self.teachers}")
+        held_out = student_test_size(n_public)
+        if self.queries > n_public - held_out:
+            raise ConfigError("queries", f"must be at most {n_public - held_out} for {self.dataset} ({held_out} public "
+                                         f"examples are kept to test the student); got {self.queries}")

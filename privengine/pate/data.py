@@ -1,0 +1,76 @@
+"""PATE's three disjoint splits: private (teachers), query pool (student), student test.
+
+The teachers see only the private split. Queries come from the public split's
+query pool, which the teachers never saw; the student is tested on the rest of
+the public split. Image datasets: the torchvision train split is private and the
+test split public (as in the PATE papers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data import load_image_dataset
+from .config import REAL_DATASETS, SPLIT_SIZES, student_test_size
+
+DATA_SEED = 1234  # the embedded datasets and the public split are fixed; the run seed drives training and noise
+
+
+@dataclass(frozen=True)
+class PateData:
+    """Tensors on the CPU; ``x`` of shape ``(n, *input_shape)`` float32, ``y`` of shape ``(n,)`` int64."""
+
+    private_x: torch.Tensor
+    private_y: torch.Tensor
+    pool_x: torch.Tensor
+    pool_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    n_classes: int
+    is_image: bool
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.private_x.shape[1:])
+
+
+def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> PateData:
+    """The splits of ``dataset`` (see :data:`~privengine.pate.config.SPLIT_SIZES`)."""
+    if dataset in REAL_DATASETS:
+        train = load_image_dataset(dataset, train=True, root=root or None, download=download)
+        test = load_image_dataset(dataset, train=False, root=root or None, download=download)
+        return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True)
+    x, y, n_classes = _embedded(dataset)
+    n_private = SPLIT_SIZES[dataset][0]
+    return _with_public_split(x[:n_private], y[:n_private], x[n_private:], y[n_private:], n_classes, is_image=False)
+
+
+def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    if dataset == "synthetic":
+        from sklearn.datasets import make_classification
+
+        n = sum(SPLIT_SIZES["synthetic"])
+        x, y = make_classification(n_samples=n, n_features=40, n_informative=12, n_redundant=4, n_classes=10,
+                                   n_clusters_per_class=1, class_sep=1.8, flip_y=0.0, random_state=DATA_SEED)
+        x = (x - x.mean(0)) / x.std(0)
+        return torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.int64), 10
+    if dataset == "digits":
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        order = np.random.default_rng(DATA_SEED).permutation(len(digits.target))
+        x = digits.images[order].astype(np.float32)[:, None] / 16.0
+        x = (x - x.mean()) / x.std()
+        return torch.tensor(x), torch.tensor(digits.target[order], dtype=torch.int64), 10
+    raise ValueError(f"unknown embedded dataset {dataset!r}")
+
+
+def _with_public_split(private_x, private_y, public_x, public_y, n_classes: int, *, is_image: bool) -> PateData:
+    order = torch.from_numpy(np.random.default_rng(DATA_SEED).permutation(len(public_y)))
+    n_test = student_test_size(len(public_y))
+    pool, test = order[n_test:], order[:n_test]
+    return PateData(private_x, private_y, public_x[pool], public_y[pool], public_x[test], public_y[test],
+                    n_classes, is_image)

@@ -1,0 +1,117 @@
+"""K models trained as one batched computation.
+
+The K models share an architecture; their parameters are stacked along a new
+leading dimension (``torch.func.stack_module_state``) and the forward pass is
+``torch.func.vmap`` of ``functional_call`` over that dimension, so one kernel
+call serves all teachers (convolutions become grouped convolutions). Each
+teacher's loss is the mean over its own minibatch and the K losses are summed:
+parameters are disjoint, so every teacher receives exactly the gradient of its
+own loss, and Adam (elementwise) keeps them independent. With K = 1 the same code
+trains the student and the non-private baseline.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+ACTIVATION_BUDGET = 2.5e7  # floats of first-layer activations per prediction chunk (about 100 MB)
+
+
+class Ensemble:
+    """K independently initialised copies of a model, with stacked parameters on ``device``.
+
+    Args:
+        make_model: builds one freshly initialised model.
+        k: number of models.
+        device: where the stacked parameters live.
+    """
+
+    def __init__(self, make_model: Callable[[], nn.Module], k: int, device: torch.device):
+        models = [make_model() for _ in range(k)]
+        params, buffers = stack_module_state(models)
+        self.k = k
+        self.params = {n: p.detach().to(device).requires_grad_() for n, p in params.items()}
+        self.buffers = {n: b.to(device) for n, b in buffers.items()}
+        self._base = copy.deepcopy(models[0]).to("meta")
+        self._first_layer_width = next(p for p in models[0].parameters() if p.dim() > 1).shape[0]
+
+    def _call(self, params, buffers, x):
+        return functional_call(self._base, (params, buffers), (x,))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-model inputs ``x`` of shape ``(K, B, *input)`` -> logits ``(K, B, n_classes)``."""
+        return vmap(self._call)(self.params, self.buffers, x)
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, *, should_stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
+        """Every model's predicted class for shared inputs ``(N, *input)`` -> ``(K, N)`` int64.
+
+        Works in chunks sized to keep the first layer's activations for all K models
+        near :data:`ACTIVATION_BUDGET`; returns None if ``should_stop`` turns true between chunks.
+        """
+        device = next(iter(self.params.values())).device
+        per_example = self._first_layer_width * max(math.prod(x.shape[2:]), 1)
+        chunk = int(min(max(ACTIVATION_BUDGET // (self.k * per_example), 1), 4096))
+        shared = vmap(self._call, in_dims=(0, 0, None))
+        out = []
+        for i in range(0, len(x), chunk):
+            if should_stop is not None and should_stop():
+                return None
+            out.append(shared(self.params, self.buffers, x[i:i + chunk].to(device)).argmax(-1))
+        return torch.cat(out, dim=1) if out else torch.empty(self.k, 0, dtype=torch.int64, device=device)
+
+
+def train_ensemble(ensemble: Ensemble, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr: float, batch_size: int,
+                   generator: torch.Generator, should_stop: Callable[[], bool] = lambda: False,
+                   on_epoch: Callable[[int, torch.Tensor], None] | None = None) -> bool:
+    """Train model k on ``(x[k], y[k])`` for every k at once with Adam and cross-entropy.
+
+    Args:
+        x: ``(K, n, *input)`` inputs, one partition per model, on the ensemble's device.
+        y: ``(K, n)`` int64 labels.
+        generator: drives the per-model shuffling (on the CPU).
+        should_stop: polled after every batch; training returns early when it is true.
+        on_epoch: called as ``on_epoch(epoch, mean_loss_per_model)`` (``(K,)`` tensor) after each epoch.
+
+    Returns:
+        False if stopped early, else True.
+    """
+    k, n = y.shape
+    optimizer = torch.optim.Adam(ensemble.params.values(), lr=lr)
+    rows = torch.arange(k, device=x.device)[:, None]
+    for epoch in range(epochs):
+        order = torch.argsort(torch.rand(k, n, generator=generator), dim=1).to(x.device)
+        loss_sum = torch.zeros(k, device=x.device)
+        batches = 0
+        for start in range(0, n, batch_size):
+            idx = order[:, start:start + batch_size]
+            logits = ensemble.logits(x[rows, idx])
+            per_model = F.cross_entropy(logits.flatten(0, 1), y[rows, idx].flatten(), reduction="none")
+            per_model = per_model.view(k, -1).mean(1)
+            optimizer.zero_grad(set_to_none=True)
+            per_model.sum().backward()
+            optimizer.step()
+            loss_sum += per_model.detach()
+            batches += 1
+            if should_stop():
+                return False
+        if on_epoch is not None:
+            on_epoch(epoch, loss_sum / batches)
+    return True
+
+
+def partition(x: torch.Tensor, y: torch.Tensor, k: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shuffle and split into ``k`` disjoint equal parts: ``(k, n // k, *input)`` and ``(k, n // k)``.
+
+    The ``n mod k`` left-over examples are not used (every teacher gets the same amount of data).
+    """
+    per = len(y) // k
+    order = torch.randperm(len(y), generator=generator)[: per * k]
+    return x[order].view(k, per, *x.shape[1:]), y[order].view(k, per)

@@ -1,0 +1,60 @@
+"""Teacher and student architectures.
+
+``ConvNet``: the seed's design (``depth`` blocks of 3x3 conv with ``width``
+channels, instance normalisation, ReLU, 2x2 average pooling; then a linear
+classifier). Instance norm is ``GroupNorm(width, width)`` (one group per channel),
+which has no running statistics, so the model is a pure function of its
+parameters and batches cleanly under ``torch.func.vmap``.
+``MLP``: ``depth`` hidden layers of ``width`` units with ReLU, for tabular data.
+Both return logits of shape ``(batch, n_classes)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+
+class ConvNet(nn.Module):
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int, *, width: int = 128, depth: int = 3):
+        super().__init__()
+        channels, height, width_px = in_shape
+        layers: list[nn.Module] = []
+        for _ in range(depth):
+            layers += [nn.Conv2d(channels, width, kernel_size=3, padding=1), nn.GroupNorm(width, width), nn.ReLU(),
+                       nn.AvgPool2d(2)]
+            channels, height, width_px = width, height // 2, width_px // 2
+        if height < 1 or width_px < 1:
+            raise ValueError(f"depth {depth} pools a {in_shape[1]}x{in_shape[2]} image below 1 pixel")
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(channels * height * width_px, n_classes)
+
+    def forward(self, x):
+        return self.classifier(self.features(x).flatten(1))
+
+
+class MLP(nn.Module):
+    def __init__(self, in_features: int, n_classes: int, *, width: int = 128, depth: int = 2):
+        super().__init__()
+        layers: list[nn.Module] = []
+        size = in_features
+        for _ in range(depth):
+            layers += [nn.Linear(size, width), nn.ReLU()]
+            size = width
+        layers.append(nn.Linear(size, n_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x.flatten(1))
+
+
+def build_model(architecture: str, input_shape: tuple[int, ...], n_classes: int, *, width: int, depth: int) -> nn.Module:
+    """The model for ``architecture`` (``"convnet"`` or ``"mlp"``) with ``n_classes`` outputs."""
+    if architecture == "convnet":
+        if len(input_shape) != 3:
+            raise ValueError(f"the ConvNet needs (channels, height, width) inputs; got shape {input_shape}")
+        return ConvNet(input_shape, n_classes, width=width, depth=depth)
+    if architecture == "mlp":
+        return MLP(math.prod(input_shape), n_classes, width=width, depth=depth)
+    raise ValueError(f"unknown architecture {architecture!r}")

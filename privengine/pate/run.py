@@ -1,0 +1,170 @@
+"""A PATE run end to end: teachers, votes, noisy answers, privacy analysis, student."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..reporter import Reporter
+from .aggregate import aggregate, vote_counts
+from .config import PateConfig
+from .data import PateData, load_pate_data
+from .ensemble import Ensemble, partition, train_ensemble
+from .models import build_model
+from .privacy import analyse
+
+CURVE_POINTS = 300  # points of the eps-vs-answered curves sent to the store
+
+# Share of the progress bar per stage.
+_TEACHERS, _VOTES, _BASELINE, _STUDENT = 0.6, 0.05, 0.15, 0.2
+
+
+class _Stopped(Exception):
+    """Raised inside the run when the reporter asks to stop; run() returns a partial summary."""
+
+
+def run(config: PateConfig, reporter: Reporter) -> dict:
+    started = time.perf_counter()
+    device = torch.device(reporter.device)
+    torch.manual_seed(config.seed)
+    shuffle = torch.Generator().manual_seed(config.seed)
+    noise = torch.Generator(device=device).manual_seed(config.seed + 1)
+    summary: dict = {"stage": "loading data"}
+
+    def stop_check() -> bool:
+        return reporter.should_stop()
+
+    def checkpoint(stage: str) -> None:
+        summary["stage"] = stage
+        if reporter.should_stop():
+            raise _Stopped
+
+    try:
+        reporter.progress(0.0, "loading data")
+        data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
+        architecture = config.architecture if config.architecture != "auto" else ("convnet" if data.is_image else "mlp")
+
+        def make_model():
+            return build_model(architecture, data.input_shape, data.n_classes, width=config.width, depth=config.depth)
+
+        checkpoint("training teachers")
+        teachers = _train_teachers(config, data, make_model, device, shuffle, reporter)
+
+        checkpoint("voting")
+        reporter.progress(_TEACHERS, "teachers vote on the queries")
+        test_preds = _predict(teachers, data.test_x, stop_check)
+        teacher_acc = (test_preds == data.test_y.to(device)).double().mean(1).cpu().numpy()
+        reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
+        queries_x, queries_y = data.pool_x[: config.queries], data.pool_y[: config.queries].to(device)
+        counts = vote_counts(_predict(teachers, queries_x, stop_check), data.n_classes)
+        answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
+                            sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
+        answered = answers.answered
+        n_answered = int(answered.sum())
+        top2 = counts.topk(min(2, data.n_classes), dim=1).values
+        margins = (top2[:, 0] - top2[:, -1]) if data.n_classes > 1 else top2[:, 0]
+        reporter.artifact("vote_margins", {"margin": margins.cpu().numpy(), "teachers": config.teachers})
+        summary.update(
+            architecture=architecture,
+            teachers=config.teachers,
+            examples_per_teacher=len(data.private_y) // config.teachers,
+            teacher_accuracy_mean=float(teacher_acc.mean()),
+            ensemble_accuracy=float((counts.argmax(1) == queries_y).double().mean()),
+            queries_submitted=config.queries,
+            queries_answered=n_answered,
+            noisy_label_accuracy=(float((answers.labels[answered] == queries_y[answered]).double().mean())
+                                  if n_answered else None),
+        )
+
+        report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config)
+        _report_eps_curves(report.analysis, reporter)
+        summary["privacy"] = [c.to_dict() for c in report.claims]
+        summary["privacy_order"] = report.analysis.order
+        if report.analysis.smooth_sensitivity is not None:
+            summary["smooth_sensitivity"] = report.analysis.smooth_sensitivity
+        reporter.metric(0, fraction_answered=n_answered / config.queries,
+                        ensemble_accuracy=summary["ensemble_accuracy"])
+
+        if config.baseline:
+            checkpoint("training the non-private baseline")
+            summary["baseline_accuracy"] = _train_single(
+                make_model, data.private_x, data.private_y, data.test_x, data.test_y, config.baseline_epochs,
+                config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
+                _TEACHERS + _VOTES, _BASELINE)
+        if n_answered == 0:
+            summary["student_accuracy"] = None
+            reporter.log("No query was answered: the student was not trained (lower the threshold or sigma1).")
+        else:
+            checkpoint("training the student")
+            summary["student_accuracy"] = _train_single(
+                make_model, queries_x[answered.cpu()], answers.labels[answered].cpu(), data.test_x, data.test_y,
+                config.student_epochs, config.student_lr, config, device, shuffle, reporter, "student_accuracy",
+                _TEACHERS + _VOTES + _BASELINE, _STUDENT)
+        summary["student"] = "supervised on the answered queries only (not the 2016 semi-supervised student)"
+        summary["stage"] = "done"
+        reporter.progress(1.0, "done")
+    except _Stopped:
+        summary["stopped_during"] = summary["stage"]
+    summary["seconds"] = time.perf_counter() - started
+    return summary
+
+
+def _predict(ensemble: Ensemble, x: torch.Tensor, stop_check) -> torch.Tensor:
+    out = ensemble.predict(x, should_stop=stop_check)
+    if out is None:
+        raise _Stopped
+    return out
+
+
+def _train_teachers(config: PateConfig, data: PateData, make_model, device, shuffle, reporter: Reporter) -> Ensemble:
+    xs, ys = partition(data.private_x, data.private_y, config.teachers, shuffle)
+    xs, ys = xs.to(device), ys.to(device)
+    teachers = Ensemble(make_model, config.teachers, device)
+
+    def on_epoch(epoch: int, losses: torch.Tensor) -> None:
+        reporter.metric(epoch + 1, teacher_loss_mean=losses.mean().item(), teacher_loss_max=losses.max().item())
+        reporter.progress(_TEACHERS * (epoch + 1) / config.teacher_epochs,
+                          f"training {config.teachers} teachers: epoch {epoch + 1}/{config.teacher_epochs}")
+
+    if not train_ensemble(teachers, xs, ys, epochs=config.teacher_epochs, lr=config.teacher_lr,
+                          batch_size=config.batch_size, generator=shuffle, should_stop=reporter.should_stop,
+                          on_epoch=on_epoch):
+        raise _Stopped
+    return teachers
+
+
+def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, config: PateConfig, device, shuffle,
+                  reporter: Reporter, metric: str, progress_start: float, progress_share: float) -> float:
+    """Train one model (an ensemble of one) on ``(x, y)``; report test accuracy per epoch as ``metric``."""
+    model = Ensemble(make_model, 1, device)
+    test_y = test_y.to(device)
+    accuracy = float("nan")
+
+    def on_epoch(epoch: int, losses: torch.Tensor) -> None:
+        nonlocal accuracy
+        accuracy = float((model.predict(test_x)[0] == test_y).double().mean())
+        reporter.metric(epoch + 1, **{metric: accuracy, metric.replace("accuracy", "loss"): losses.item()})
+        reporter.progress(progress_start + progress_share * (epoch + 1) / epochs, f"{metric.split('_')[0]}: "
+                          f"epoch {epoch + 1}/{epochs}")
+
+    if not train_ensemble(model, x[None].to(device), y[None].to(device), epochs=epochs, lr=lr,
+                          batch_size=config.student_batch_size, generator=shuffle, should_stop=reporter.should_stop,
+                          on_epoch=on_epoch):
+        raise _Stopped
+    return accuracy
+
+
+def _report_eps_curves(analysis, reporter: Reporter) -> None:
+    """eps (data-dependent and data-independent) against the number of queries answered, thinned."""
+    n = len(analysis.eps_curve)
+    if n == 0:
+        return
+    answered = np.rint(analysis.answered_curve).astype(int)
+    # the last row of each answered count, thinned to about CURVE_POINTS points
+    last_of_count = np.flatnonzero(np.r_[answered[1:] != answered[:-1], True])
+    keep = last_of_count[np.unique(np.linspace(0, len(last_of_count) - 1, CURVE_POINTS).astype(int))]
+    for i in keep:
+        reporter.metric(int(answered[i]), eps_data_dependent=float(analysis.eps_curve[i]),
+                        eps_data_independent=float(analysis.data_independent_curve[i]))

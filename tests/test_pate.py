@@ -1,0 +1,212 @@
+"""PATE engine: batched teachers, aggregation, privacy analysis wiring, seed-bug regressions, end-to-end runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from privengine.accounting.pate import GNMAX_ORDERS, lnmax_analysis
+from privengine.errors import ConfigError
+from privengine.jobs import JobManager
+from privengine.pate.aggregate import aggregate, vote_counts
+from privengine.pate.config import PateConfig
+from privengine.pate.ensemble import Ensemble, partition, train_ensemble
+from privengine.pate.models import build_model
+from privengine.pate.privacy import analyse
+from tests.conftest import SHARED_DATA
+
+CPU = torch.device("cpu")
+
+
+def _mlp():
+    return build_model("mlp", (6,), 3, width=8, depth=1)
+
+
+# ---- config -----------------------------------------------------------------------------
+
+def test_cross_field_rules_name_the_field():
+    with pytest.raises(ConfigError, match=r"`teachers` must be at most 129 for digits \(1297 private examples, at least 10 per teacher\); got 200"):
+        PateConfig(dataset="digits", teachers=200).validate()
+    with pytest.raises(ConfigError, match="`queries` must be at most 4500 for synthetic"):
+        PateConfig(queries=4800).validate()
+
+
+# ---- batched teachers ---------------------------------------------------------------------
+
+def test_batched_training_equals_training_each_model_alone():
+    torch.manual_seed(0)
+    k, n = 3, 40
+    x, y = torch.randn(k, n, 6), torch.randint(0, 3, (k, n))
+    batched = Ensemble(_mlp, k, CPU)
+    alone = [Ensemble(_mlp, 1, CPU) for _ in range(k)]
+    for i, single in enumerate(alone):  # same initial parameters
+        for name, p in single.params.items():
+            p.data.copy_(batched.params[name].data[i:i + 1])
+    gen = torch.Generator().manual_seed(0)
+    # full-batch epochs: the data order cannot differ between the two ways of training
+    train_ensemble(batched, x, y, epochs=5, lr=0.01, batch_size=n, generator=gen)
+    for i, single in enumerate(alone):
+        train_ensemble(single, x[i:i + 1], y[i:i + 1], epochs=5, lr=0.01, batch_size=n, generator=gen)
+        for name, p in single.params.items():
+            torch.testing.assert_close(p.data[0], batched.params[name].data[i], rtol=1e-5, atol=1e-6)
+
+
+def test_predict_matches_direct_logits_and_chunks(monkeypatch):
+    import privengine.pate.ensemble as ensemble_module
+
+    ens = Ensemble(_mlp, 4, CPU)
+    x = torch.randn(50, 6)
+    direct = ens.logits(x.expand(4, 50, 6)).argmax(-1)
+    monkeypatch.setattr(ensemble_module, "ACTIVATION_BUDGET", 4 * 8 * 3)  # forces chunks of 3 examples
+    assert torch.equal(ens.predict(x), direct)
+    assert ens.predict(x, should_stop=lambda: True) is None
+
+
+def test_partition_is_disjoint_and_equal_sized():
+    x = torch.arange(103).float()[:, None]
+    xs, ys = partition(x, torch.arange(103), 10, torch.Generator().manual_seed(1))
+    assert xs.shape == (10, 10, 1) and ys.shape == (10, 10)
+    assert len(set(ys.flatten().tolist())) == 100  # no example in two partitions
+
+
+def test_teachers_learn_on_separable_data():
+    torch.manual_seed(0)
+    centers = torch.randn(3, 6) * 4
+    y = torch.randint(0, 3, (600,))
+    x = centers[y] + torch.randn(600, 6)
+    xs, ys = partition(x, y, 5, torch.Generator().manual_seed(0))
+    ens = Ensemble(_mlp, 5, CPU)
+    train_ensemble(ens, xs, ys, epochs=15, lr=0.01, batch_size=16, generator=torch.Generator().manual_seed(0))
+    accuracy = (ens.predict(x) == y).float().mean(1)
+    assert accuracy.min() > 0.9
+
+
+# ---- aggregation and the seed bugs (REFERENCE 1d) ------------------------------------------
+
+def test_vote_counts_use_the_true_number_of_classes():
+    predictions = torch.tensor([[0, 1, 1], [0, 1, 0]])  # classes 2..9 never predicted
+    counts = vote_counts(predictions, 10)
+    assert counts.shape == (3, 10)
+    assert counts[:, 0].tolist() == [2, 0, 1] and counts[:, 2:].sum() == 0
+
+
+def test_laplace_noise_is_real_valued_so_ties_break_both_ways():
+    # With Lap(0.1) noise truncated to integers (the seed's bug) the tie would always go to class 0.
+    counts = torch.tensor([[5.0, 5.0, 0.0]]).repeat(4000, 1)
+    answers = aggregate(counts, aggregator="lnmax", gamma=10.0, generator=torch.Generator().manual_seed(0))
+    share = (answers.labels == 1).double().mean().item()
+    assert 0.45 < share < 0.55  # binomial sd ~0.008
+    assert set(answers.labels.tolist()) == {0, 1}
+
+
+def test_gaussian_noise_scale():
+    counts = torch.zeros(20000, 2)
+    counts[:, 0] = 1.0
+    answers = aggregate(counts, aggregator="gnmax", sigma=1.0, generator=torch.Generator().manual_seed(0))
+    # P[N(0,1) - N(0,1) > 1] = P[N(0, 2) > 1] = 1 - Phi(1/sqrt 2)
+    expected = 0.5 * math.erfc(1 / 2)
+    assert abs((answers.labels == 1).double().mean().item() - expected) < 0.01
+
+
+def test_confident_gnmax_answers_only_above_the_threshold():
+    counts = torch.tensor([[90.0, 10.0], [50.0, 50.0]]).repeat(100, 1)
+    answers = aggregate(counts, aggregator="confident_gnmax", threshold=80.0, sigma1=1.0, sigma2=1.0,
+                        generator=torch.Generator().manual_seed(0))
+    assert answers.answered[0::2].all() and not answers.answered[1::2].any()
+    assert (answers.labels[1::2] == -1).all() and (answers.labels[0::2] == 0).all()
+
+
+def _votes(n=60, teachers=250, seed=0):
+    rng = np.random.default_rng(seed)
+    top = rng.integers(120, 250, n)
+    votes = np.zeros((n, 10))
+    votes[np.arange(n), rng.integers(0, 10, n)] = top
+    votes[:, 9] += teachers - votes.sum(1)  # the rest vote for class 9 (or add to it)
+    return votes
+
+
+def test_analysis_charges_the_answered_queries_not_rows_indexed_by_labels():
+    votes = _votes()
+    config = PateConfig(aggregator="lnmax", gamma=0.05)
+    report = analyse(votes, np.ones(len(votes), dtype=bool), config)
+    assert report.analysis.eps == pytest.approx(lnmax_analysis(votes, 0.05, 1e-5).eps)
+    labels = np.argmax(votes, axis=1)  # what the seed passed as "indices"
+    assert report.analysis.eps != pytest.approx(lnmax_analysis(votes[labels], 0.05, 1e-5).eps)
+
+
+def test_data_independent_bound_counts_answered_queries_only():
+    votes = _votes()
+    answered = np.zeros(len(votes), dtype=bool)
+    answered[:17] = True
+    report = analyse(votes, answered, PateConfig(aggregator="gnmax", sigma=40.0))
+    lam = GNMAX_ORDERS
+    expected = np.min(17 * lam / 40.0**2 + math.log(1e5) / (lam - 1))
+    assert report.analysis.data_independent_eps == pytest.approx(expected, rel=1e-12)
+    claims = {c.label: c for c in report.claims}
+    assert claims["data-dependent"].epsilon <= claims["data-independent"].epsilon
+    assert "Thm 6" in claims["data-dependent"].accountant and claims["data-dependent"].delta == 1e-5
+
+
+def test_convnet_outputs_one_logit_per_class():
+    model = build_model("convnet", (3, 32, 32), 100, width=8, depth=3)  # the seed's Net had 10 outputs for CIFAR-100
+    logits = model(torch.randn(2, 3, 32, 32))
+    assert logits.shape == (2, 100)
+    assert torch.allclose(torch.log_softmax(logits, dim=1).exp().sum(1), torch.ones(2))
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident_gnmax"])
+def test_tiny_run_through_the_job_manager(store, aggregator):
+    manager = JobManager(store)
+    try:
+        run_id = manager.submit("pate", {"teachers": 20, "teacher_epochs": 3, "student_epochs": 5, "queries": 300,
+                                         "aggregator": aggregator, "threshold": 10.0, "sigma1": 5.0, "sigma2": 4.0,
+                                         "sigma": 4.0, "gamma": 0.2, "baseline_epochs": 1})
+        run = manager.wait(run_id, timeout=300)
+    finally:
+        manager.shutdown()
+    assert run.state == "finished", run.traceback
+    s = run.summary
+    assert s["student_accuracy"] > 0.3 and s["baseline_accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert s["queries_answered"] > 0 and s["examples_per_teacher"] == 3000
+    labels = {c["label"] for c in s["privacy"]}
+    assert labels == {"data-dependent", "data-independent"}
+    metrics = store.metrics(run_id)
+    eps = metrics[metrics["name"] == "eps_data_independent"]
+    assert eps["value"].is_monotonic_increasing and eps["step"].is_monotonic_increasing
+    art = store.artifacts(run_id)
+    assert len(art["teacher_accuracy"]["accuracy"]) == 20 and len(art["vote_margins"]["margin"]) == 300
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_tiny_run_on_cuda(store):
+    manager = JobManager(store)
+    run_id = manager.submit("pate", {"teachers": 10, "teacher_epochs": 1, "student_epochs": 1, "queries": 100,
+                                     "device": "cuda"})
+    run = manager.wait(run_id, timeout=300)
+    manager.shutdown()
+    assert run.state == "finished", run.traceback and "CUDA" in run.device
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "MNIST" / "raw").exists(), reason=f"MNIST is not under {SHARED_DATA}")
+def test_tiny_run_on_real_mnist(store):
+    manager = JobManager(store)
+    run_id = manager.submit("pate", {"dataset": "mnist", "data_root": str(SHARED_DATA), "teachers": 10, "width": 8,
+                                     "teacher_epochs": 1, "student_epochs": 3, "queries": 200, "baseline": False,
+                                     "aggregator": "gnmax", "sigma": 2.0})
+    run = manager.wait(run_id, timeout=600)
+    manager.shutdown()
+    assert run.state == "finished", run.traceback
+    assert run.summary["architecture"] == "convnet" and run.summary["teacher_accuracy_mean"] > 0.8
+
+
+def test_missing_real_dataset_fails_with_where_it_looked(store, tmp_path):
+    manager = JobManager(store)
+    run_id = manager.submit("pate", {"dataset": "cifar10", "data_root": str(tmp_path), "teachers": 10})
+    run = manager.wait(run_id, timeout=60)
+    manager.shutdown()
+    assert run.state == "failed" and str(tmp_path) in run.error and "PRIVENGINE_DATA" in run.error
