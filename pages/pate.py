@@ -17,8 +17,8 @@ def draw(snapshot) -> None:
     summary = snapshot.run.summary or {}
 
     tiles = st.columns(4)
-    tiles[0].metric("Teacher accuracy (mean)", _pct(summary.get("teacher_accuracy_mean")))
-    tiles[1].metric("Ensemble accuracy (no noise)", _pct(_last(m, "ensemble_accuracy")))
+    tiles[0].metric("Teacher acc. (mean)", _pct(summary.get("teacher_accuracy_mean")))
+    tiles[1].metric("Ensemble, no noise", _pct(_last(m, "ensemble_accuracy")))
     tiles[2].metric("Noisy labels correct", _pct(summary.get("noisy_label_accuracy")))
     tiles[3].metric("Queries answered", _pct(_last(m, "fraction_answered")))
 

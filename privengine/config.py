@@ -61,6 +61,11 @@ class Knob:
     min_items: int = 1
     max_items: int | None = None
     shown_when: tuple[str, tuple] | None = None
+    choice_labels: tuple[tuple[str, str], ...] = ()
+
+    def choice_label(self, choice: str) -> str:
+        """The human-readable name of a choice (the choice itself when none was given)."""
+        return dict(self.choice_labels).get(choice, choice)
 
 
 def knob(
@@ -78,6 +83,7 @@ def knob(
     min_items: int = 1,
     max_items: int | None = None,
     shown_when: tuple[str, tuple] | None = None,
+    choice_labels: dict[str, str] | None = None,
 ) -> Any:
     """Declare a config field.
 
@@ -93,9 +99,10 @@ def knob(
         min_items, max_items: length bounds of a list-valued field.
         shown_when: ``(other_field, values)``: the field only matters when
             ``other_field`` takes one of ``values``; the form hides it otherwise.
+        choice_labels: human-readable names of some choices, for the form.
     """
     meta = Knob(low, high, low_open, high_open, choices, log, help, label, advanced,
-                min_items, max_items, shown_when)
+                min_items, max_items, shown_when, tuple((choice_labels or {}).items()))
     return dataclasses.field(default=default, metadata={"knob": meta})
 
 

@@ -103,5 +103,6 @@ def test_launch_runs_in_background_and_reattaches_by_url(store):
     fresh.query_params["run"] = run_id
     fresh.run()
     _assert_clean(fresh)
-    assert any("ε = 1, δ = 1e-05" in i.value for i in fresh.info)
-    assert any(m.value.endswith("finished") for m in fresh.metric)
+    assert any("ε = 1, δ = 1e-05" in m.value for m in fresh.markdown)
+    assert any("accountant: none (test only)" in c.value.lower() for c in fresh.caption)
+    assert any(f"Run **{run_id}**" in c.value for c in fresh.caption)

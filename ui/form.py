@@ -92,7 +92,8 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
         return spec.check(st.toggle(label, value=bool(initial), key=key, help=help_text))
     if spec.knob.choices is not None:
         choices = list(spec.knob.choices)
-        return spec.check(st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text))
+        return spec.check(st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
+                                       format_func=spec.knob.choice_label))
     if spec.kind == "str":
         return spec.check(st.text_input(label, value=initial, key=key, help=help_text))
     if spec.kind == "int":

@@ -11,7 +11,7 @@ from typing import Callable
 
 import streamlit as st
 
-from privengine.claims import claims_of
+from privengine.claims import PrivacyClaim, claims_of
 from privengine.store import RunSnapshot
 
 from . import services
@@ -22,8 +22,8 @@ MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
 
 Draw = Callable[[RunSnapshot], None]
 
-_STATE_ICONS = {"queued": "⏳", "running": "🏃", "finished": "✅", "failed": "❌", "stopped": "⏹️",
-                "interrupted": "⚠️"}
+_STATE_COLOURS = {"queued": "gray", "running": "blue", "finished": "green", "failed": "red", "stopped": "orange",
+                  "interrupted": "orange"}
 
 
 def live_run(run_id: str, draw: Draw | None = None) -> None:
@@ -35,6 +35,8 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
         snapshot = services.store().snapshot(run_id, max_points=MAX_POINTS)
         _header(snapshot)
         (draw or default_draw)(snapshot)
+        if not snapshot.run.active:
+            summary_table(snapshot.run.summary)
         if active and not snapshot.run.active:
             st.rerun()  # the run ended: redraw the whole page once, without the timer
 
@@ -43,11 +45,10 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
 
 def _header(snapshot: RunSnapshot) -> None:
     run = snapshot.run
-    c1, c2, c3, c4 = st.columns([1.2, 2, 1, 1])
-    c1.metric("State", f"{_STATE_ICONS.get(run.state, '')} {run.state}")
-    c2.metric("Device", run.device or "not started")
-    c3.metric("Elapsed", f"{run.elapsed_s:.1f} s" if run.elapsed_s is not None else "-")
-    c4.metric("Run", run.id)
+    elapsed = f"{run.elapsed_s:.1f} s" if run.elapsed_s is not None else "not started"
+    st.badge(run.state, color=_STATE_COLOURS.get(run.state, "gray"))
+    st.caption(f"Run **{run.id}** · device **{run.device or 'not assigned yet'}** · elapsed **{elapsed}** · "
+               f"from {run.source}")
     if run.active:
         if run.progress is not None:
             st.progress(run.progress, text=run.progress_text or None)
@@ -62,14 +63,40 @@ def _header(snapshot: RunSnapshot) -> None:
             st.code(run.traceback or "no traceback recorded", language="text")
     elif run.state == "interrupted":
         st.warning(f"Interrupted: {run.error}", icon=":material/warning:")
+    elif run.state == "stopped" and run.summary and run.summary.get("stopped_during"):
+        st.warning(f"Stopped during {run.summary['stopped_during']}; the results below are partial.",
+                   icon=":material/stop_circle:")
     for claim in claims_of(run.summary):
-        st.info(claim.text(), icon=":material/shield:")
-    if not run.active:
-        summary_table(run.summary)
+        privacy_claim(claim)
+
+
+def privacy_claim(claim: PrivacyClaim) -> None:
+    """An epsilon as a headline with everything it rests on right under it."""
+    with st.container(border=True):
+        st.markdown(f":material/shield: **{claim.headline()}** — {claim.label}")
+        details = [f"Accountant: {claim.accountant}."]
+        if claim.order is not None:
+            details.append(f"Optimal order: {claim.order:g}.")
+        details.append(f"Neighbouring datasets: {claim.neighbouring}.")
+        details.extend(claim.caveats)
+        st.caption(_escape_markdown(" ".join(details)))
+
+
+def _escape_markdown(text: str) -> str:
+    """Show ``*`` and ``_`` in formulas literally instead of as emphasis."""
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
 
 
 def summary_table(summary: dict | None) -> None:
-    """The run summary's plain values (privacy claims are drawn by the header)."""
-    rows = {k: v for k, v in (summary or {}).items() if k != "privacy" and not isinstance(v, (dict, list))}
+    """The run summary's plain values (privacy claims are drawn by the header), in an expander."""
+    rows = {k.replace("_", " "): _readable(v) for k, v in (summary or {}).items()
+            if k != "privacy" and not isinstance(v, (dict, list))}
     if rows:
-        st.dataframe({"value": {k: str(v) for k, v in rows.items()}}, width="stretch")
+        with st.expander("Run summary", expanded=False):
+            st.dataframe({"value": rows}, width="stretch")
+
+
+def _readable(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)

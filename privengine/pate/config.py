@@ -34,6 +34,9 @@ class PateConfig(RunConfig):
     """A PATE run: K teachers on disjoint private partitions, a noisy vote aggregator, a student."""
 
     dataset: str = knob("synthetic", choices=EMBEDDED_DATASETS + REAL_DATASETS,
+                        choice_labels={"synthetic": "synthetic (embedded)", "digits": "digits 8x8 (embedded)",
+                                       "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10",
+                                       "cifar100": "CIFAR-100", "svhn": "SVHN"},
                         help="synthetic: a seeded 10-class scikit-learn generator (embedded, about a minute on a "
                              "CPU); digits: scikit-learn's 8x8 digits (small: use few teachers); the others are "
                              "torchvision datasets read from the data root.")
@@ -44,12 +47,15 @@ class PateConfig(RunConfig):
     teachers: int = knob(100, low=1, high=1000,
                          help="Number of teachers K; each trains on its own 1/K of the private data.")
     architecture: str = knob("auto", choices=("auto", "mlp", "convnet"),
+                             choice_labels={"auto": "auto", "mlp": "MLP", "convnet": "ConvNet"},
                              help="auto: the ConvNet for images, the MLP for tabular data.")
     width: int = knob(32, low=4, high=512, advanced=True,
                       help="ConvNet channels per layer / MLP hidden units (the seed's ConvNet uses 128).")
     depth: int = knob(2, low=1, high=4, advanced=True,
                       help="ConvNet conv blocks / MLP hidden layers (the seed's ConvNet uses 3).")
     aggregator: str = knob("confident_gnmax", choices=AGGREGATORS,
+                           choice_labels={"lnmax": "LNMax (Laplace)", "gnmax": "GNMax (Gaussian)",
+                                          "confident_gnmax": "Confident-GNMax"},
                            help="lnmax: Laplace noise, moments accountant (2016); gnmax: Gaussian noise, RDP "
                                 "(2018); confident_gnmax: answer only when the noisy top vote clears a threshold.")
     gamma: float = knob(0.05, low=0.0, high=10.0, low_open=True, log=True, shown_when=("aggregator", ("lnmax",)),

@@ -32,7 +32,7 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig) -> Priv
     if config.aggregator == "lnmax":
         a = lnmax_analysis(votes[answered], config.gamma, config.delta, config.moments, beta=config.beta)
         accountant = (f"moments accountant of LNMax (Papernot et al. 2016), orders l = 1..{config.moments}, "
-                      f"each query 2*gamma = {2 * config.gamma:g} pure DP")
+                      f"each query 2·gamma = {2 * config.gamma:g} pure DP")
         extra = (f"Smooth sensitivity of the data-dependent epsilon: {a.smooth_sensitivity:.4g} "
                  f"(beta = {config.beta:g}).",)
         di_extra = ()
