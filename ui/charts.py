@@ -18,7 +18,7 @@ def curves(metrics: pd.DataFrame, names: Iterable[str], *, title: str, x_title: 
     for name in names:
         part = metrics[metrics["name"] == name]
         if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines+markers" if len(part) < 40 else "lines",
+            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)),
                                      name=(labels or {}).get(name, name)))
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
     return fig
@@ -30,9 +30,14 @@ def overlay(per_run: dict[str, pd.DataFrame], name: str, *, title: str | None = 
     for label, metrics in per_run.items():
         part = metrics[metrics["name"] == name]
         if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines", name=label))
+            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)), name=label))
     fig.update_layout(title=title or name, xaxis_title="step", **LAYOUT)
     return fig
+
+
+def _mode(n_points: int) -> str:
+    """Markers where points are few enough to see (a single point has no line)."""
+    return "lines+markers" if n_points < 40 else "lines"
 
 
 def show(fig: go.Figure, *, key: str) -> None:
