@@ -40,7 +40,7 @@ def draw(snapshot) -> None:
             fig.add_trace(go.Histogram(x=accuracies, nbinsx=30, name="teachers"))
         fig.update_layout(title="Individual teacher accuracy (student test split)", xaxis_title="accuracy",
                           yaxis_title="teachers", **charts.LAYOUT)
-        charts.show(fig, key=f"{run_id}.teacher_hist")
+        charts.show(charts.waiting_if_empty(fig, "after the teachers are trained"), key=f"{run_id}.teacher_hist")
         student = charts.curves(m, ["student_accuracy", "baseline_accuracy"], title="Student test accuracy",
                                 x_title="epoch", labels={"student_accuracy": "student (noisy labels)",
                                                          "baseline_accuracy": "non-private baseline"})
@@ -52,9 +52,9 @@ def draw(snapshot) -> None:
     fig = go.Figure()
     if margins.get("margin"):
         fig.add_trace(go.Histogram(x=margins["margin"], nbinsx=40))
-    fig.update_layout(title="Vote margin per query (top count minus runner-up; large margins are cheap in the "
-                            "data-dependent analysis)", xaxis_title="votes", yaxis_title="queries", **charts.LAYOUT)
-    charts.show(fig, key=f"{run_id}.margins")
+    fig.update_layout(title="Vote margin per query: top count − runner-up (large margins are cheap)",
+                      xaxis_title="votes", yaxis_title="queries", **charts.LAYOUT)
+    charts.show(charts.waiting_if_empty(fig, "after the teachers vote"), key=f"{run_id}.margins")
 
 
 def _pct(value) -> str:

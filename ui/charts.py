@@ -21,6 +21,16 @@ def curves(metrics: pd.DataFrame, names: Iterable[str], *, title: str, x_title: 
             fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)),
                                      name=(labels or {}).get(name, name)))
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
+    return waiting_if_empty(fig)
+
+
+def waiting_if_empty(fig: go.Figure, text: str = "no data yet") -> go.Figure:
+    """Replace the empty axes of a figure without traces by a short note."""
+    if not fig.data:
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        fig.add_annotation(text=text, showarrow=False, font=dict(size=14, color="gray"), xref="paper",
+                           yref="paper", x=0.5, y=0.5)
     return fig
 
 
@@ -32,7 +42,7 @@ def overlay(per_run: dict[str, pd.DataFrame], name: str, *, title: str | None = 
         if not part.empty:
             fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)), name=label))
     fig.update_layout(title=title or name, xaxis_title="step", **LAYOUT)
-    return fig
+    return waiting_if_empty(fig)
 
 
 def _mode(n_points: int) -> str:
