@@ -41,7 +41,7 @@ class ImageData:
     """A whole image dataset split in memory.
 
     Attributes:
-        x: ``(n, channels, height, width)`` float32, standardised per channel.
+        x: ``(n, channels, height, width)`` float32, standardised per channel (or in [0, 1]).
         y: ``(n,)`` int64 class labels.
         n_classes: number of classes.
         name: dataset name.
@@ -54,14 +54,16 @@ class ImageData:
 
 
 def load_image_dataset(name: str, *, train: bool, root: str | os.PathLike | None = None,
-                       download: bool = False) -> ImageData:
-    """Load a torchvision dataset split as standardised float tensors.
+                       download: bool = False, standardize: bool = True) -> ImageData:
+    """Load a torchvision dataset split as float tensors.
 
     Args:
         name: one of :data:`TORCHVISION_DATASETS`.
         train: the training split (else the test split).
         root: data root (default :func:`data_root`).
         download: let torchvision fetch the files if they are missing (needs a network).
+        standardize: subtract the channel means and divide by the channel stds of the
+            training split; False gives pixel values in [0, 1].
     """
     import torchvision
 
@@ -84,7 +86,8 @@ def load_image_dataset(name: str, *, train: bool, root: str | os.PathLike | None
     elif images.shape[-1] == 3:  # (n, h, w, c) -> (n, c, h, w)
         images = images.transpose(0, 3, 1, 2)
     x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255.0)
-    x = (x - torch.tensor(mean).view(1, -1, 1, 1)) / torch.tensor(std).view(1, -1, 1, 1)
+    if standardize:
+        x = (x - torch.tensor(mean).view(1, -1, 1, 1)) / torch.tensor(std).view(1, -1, 1, 1)
     labels = getattr(ds, "targets", None)
     if labels is None:
         labels = ds.labels

@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 from .pate import mechanism as _pate  # noqa: F401
+from .split_label import mechanism as _split_label  # noqa: F401

@@ -33,9 +33,13 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
     advanced = [s for s in specs if s.knob.advanced and s.name not in _FIXED_FIELDS]
     fixed = [s for s in specs if s.name in _FIXED_FIELDS]
 
+    hidden: set[str] = set()
+
     def draw(group: list[FieldSpec]) -> None:
         for spec in group:
-            if not _shown(spec, values, start):
+            parent = spec.knob.shown_when[0] if spec.knob.shown_when else None
+            if parent in hidden or not _shown(spec, values, start):  # hidden with its parent, too
+                hidden.add(spec.name)
                 values[spec.name] = start[spec.name]
                 continue
             try:

@@ -1,0 +1,28 @@
+"""Registers ``split_label``: label protection in two-party split learning (no torch import)."""
+
+from __future__ import annotations
+
+from privengine import registry
+
+from .config import SplitLabelConfig
+
+SPLIT_LABEL = registry.register(registry.Mechanism(
+    name="split_label",
+    title="Split learning: label leakage and protection",
+    config_cls=SplitLabelConfig,
+    run="privengine.split_label.run:run",
+    protects=(
+        "The **labels of the active party** in two-party split learning, against the **passive party** that "
+        "holds the features and the bottom model and sees only the per-example gradients sent back at the cut "
+        "layer. Its norm and direction attacks are run on every batch. The guarantee is not an (ε, δ): Marvell "
+        "caps the per-batch sumKL between the gradient distributions of positives and negatives, which bounds "
+        "every attack's leak AUC by 1/2 + √sumKL/2 − sumKL/8 under a Gaussian model of the gradients."),
+    description=(
+        "A passive party (features, bottom MLP) and an active party (labels, top layer, loss) train a binary "
+        "classifier with a rare positive class. The active party perturbs the cut-layer gradients it sends: "
+        "no protection, isotropic Gaussian noise, max norm alignment, or Marvell's optimal noise for a sumKL "
+        "threshold or a power scale. Watch the test AUC and the passive party's leak AUC (norm and cosine "
+        "attacks, at the cut layer and at its first layer) per epoch, the gradient-norm histograms, and, in "
+        "trade-off mode, test AUC against leak AUC for several protections."),
+    smoke={"n_train": 2000, "epochs": 2, "batch_size": 250, "bottom_widths": [32, 8], "n_features": 10},
+), replace=True)
