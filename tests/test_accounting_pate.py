@@ -1,8 +1,9 @@
 """Tests of privengine.accounting.pate (PATE privacy accounting), public API only.
 
-The reference implementations below are plain per-query, per-order Python loops
-written from the formulas in shared/REFERENCE.md section 1 (math module only),
-independent of the vectorised numpy code under test.
+The reference implementations (bench/pate_reference.py, shared with the benchmark)
+are plain per-query, per-order Python loops written from the formulas in
+shared/REFERENCE.md section 1 (math module only), independent of the vectorised
+numpy code under test.
 
 Published-figure note: Papernot et al. (2018) report eps = 1.97 (delta = 1e-5) for
 MNIST Confident-GNMax with T=200, sigma1=150, sigma2=40 and 286 answered queries.
@@ -20,6 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from bench.pate_reference import confident_gnmax_eps as ref_confident
+from bench.pate_reference import gnmax_eps as ref_gnmax
+from bench.pate_reference import lnmax_eps as ref_lnmax
+from bench.pate_reference import lnmax_smooth_sensitivity as ref_lnmax_ss
 from privengine.accounting.pate import (
     GNMAX_ORDERS,
     PateAnalysis,
@@ -38,123 +43,6 @@ from privengine.errors import ConfigError
 
 ORDERS = [float(x) for x in GNMAX_ORDERS]
 LOG_1E5 = math.log(1e5)
-
-
-# --------------------------------------------------------------------------- reference loops
-
-
-def ref_lnmax_q(row, gamma):
-    m = len(row)
-    js = max(range(m), key=lambda j: row[j])
-    q = 0.0
-    for j in range(m):
-        if j != js:
-            d = row[js] - row[j]
-            q += (2 + gamma * d) / (4 * math.exp(gamma * d))
-    return min(q, 1 - 1 / m)
-
-
-def ref_lnmax_alpha(q, eps0, l):
-    a = min(0.5 * eps0**2 * l * (l + 1), eps0 * l)
-    if q < 1 / (math.exp(eps0) + 1):
-        mid = math.log((1 - q) * ((1 - q) / (1 - math.exp(eps0) * q)) ** l + q * math.exp(eps0 * l))
-        a = min(a, mid)
-    return a
-
-
-def ref_lnmax(votes, gamma, delta, moments=8):
-    """(dd_eps, di_eps, l*) by loops."""
-    eps0 = 2 * gamma
-    tot = [0.0] * moments
-    for row in votes:
-        q = ref_lnmax_q(list(row), gamma)
-        for l in range(1, moments + 1):
-            tot[l - 1] += ref_lnmax_alpha(q, eps0, l)
-    dd = [(tot[l - 1] + math.log(1 / delta)) / l for l in range(1, moments + 1)]
-    n = len(votes)
-    di = [(n * min(0.5 * eps0**2 * l * (l + 1), eps0 * l) + math.log(1 / delta)) / l for l in range(1, moments + 1)]
-    best = min(range(moments), key=lambda i: dd[i])
-    return dd[best], min(di), best + 1
-
-
-def ref_lnmax_ss(votes, gamma, l, beta):
-    """Brute force: move votes one at a time on sorted counts, recompute q from scratch."""
-    eps0 = 2 * gamma
-
-    def alpha(counts):
-        return ref_lnmax_alpha(ref_lnmax_q(counts, gamma), eps0, l)
-
-    kmax = int(max(max(r) for r in votes)) + 2
-    per_query = []
-    for row in votes:
-        c = sorted((float(x) for x in row), reverse=True)
-        ls_k, run = [], 0.0
-        for k in range(kmax):
-            if c[0] - c[1] - 2 * k > 0:
-                a0 = alpha([c[0] - k, c[1] + k] + c[2:])
-                a1 = alpha([c[0] - k - 1, c[1] + k + 1] + c[2:])
-                run = max(run, abs(a1 - a0))
-            ls_k.append(run)
-        per_query.append(ls_k)
-    return max(math.exp(-beta * k) * sum(pq[k] for pq in per_query) for k in range(kmax)) / l
-
-
-def ref_tail(d, s):
-    """Pr[N(0, s^2) > d]."""
-    return 0.5 * math.erfc(d / (s * math.sqrt(2)))
-
-
-def ref_gnmax_logq(row, sigma):
-    m = len(row)
-    js = max(range(m), key=lambda j: row[j])
-    q = sum(ref_tail(row[js] - row[j], math.sqrt(2) * sigma) for j in range(m) if j != js)
-    return math.log(min(q, 1 - 1 / m))
-
-
-def ref_rdp(logq, sigma, lam):
-    if logq == -math.inf:
-        return 0.0
-    di = lam / sigma**2
-    mu2 = sigma * math.sqrt(-logq)
-    mu1 = mu2 + 1
-    eps1, eps2 = mu1 / sigma**2, mu2 / sigma**2
-    if (mu1 > lam and mu2 > 1 and -logq > eps2
-            and logq <= (mu2 - 1) * eps2 - mu2 * (math.log(1 + 1 / (mu1 - 1)) + math.log(1 + 1 / (mu2 - 1)))):
-        q = math.exp(logq)
-        a = (1 - q) / (1 - (math.exp(eps2) * q) ** ((mu2 - 1) / mu2))
-        b = math.exp(eps1) / q ** (1 / (mu1 - 1))
-        # log((1-q) A^(lam-1) + q B^(lam-1)), summed as two logs (B^(lam-1) can overflow a float)
-        t1, t2 = math.log(1 - q) + (lam - 1) * math.log(a), math.log(q) + (lam - 1) * math.log(b)
-        hi, lo = max(t1, t2), min(t1, t2)
-        return min(di, (hi + math.log1p(math.exp(lo - hi))) / (lam - 1))
-    return di
-
-
-def ref_rdp_to_eps(total, delta):
-    return min(t + math.log(1 / delta) / (lam - 1) for t, lam in zip(total, ORDERS))
-
-
-def ref_gnmax(votes, sigma, delta):
-    total = [0.0] * len(ORDERS)
-    for row in votes:
-        lq = ref_gnmax_logq(list(row), sigma)
-        for i, lam in enumerate(ORDERS):
-            total[i] += ref_rdp(lq, sigma, lam)
-    return ref_rdp_to_eps(total, delta)
-
-
-def ref_confident(votes, t, s1, s2, delta):
-    total = [0.0] * len(ORDERS)
-    expected = 0.0
-    for row in votes:
-        top = max(row)
-        p = ref_tail(t - top, s1)  # Pr[top + N(0, s1^2) >= T]
-        q = min(p, ref_tail(top - t, s1))
-        expected += p
-        lq2 = ref_gnmax_logq(list(row), s2)
-        for i, lam in enumerate(ORDERS):
-            total[i] += ref_rdp(math.log(q), math.sqrt(2) * s1, lam) + p * ref_rdp(lq2, s2, lam)
-    return ref_rdp_to_eps(total, delta), expected
 
 
 def random_votes(rng, n, m, teachers, concentration=0.3):
