@@ -1,0 +1,17 @@
+"""Differentially private Bayesian inference (``dp_bayes``).
+
+A mean-field Gaussian approximation q(theta | z), z = (mean, log sd), is released
+through the exponential mechanism with the sanitized ELBO as utility and sampled
+with preconditioned SGLD; an exact (linear model) or importance-sampled
+(logistic model) reference posterior measures what privacy costs.
+
+Modules: ``config`` (knobs; no torch), ``data`` (seeded synthetic records),
+``models`` (likelihoods and proper priors, analytic gradients), ``sanitizer``,
+``objective`` (the (sanitized) ELBO and its gradient), ``laplace`` (mode and Hessian),
+``vi`` (Adam on the objective), ``sgld`` (the preconditioned, vectorised sampler),
+``reference`` (reference posteriors), ``metrics``, ``privacy`` (the privacy claims),
+``charts_data`` (artifacts for the page), ``run`` (the run function), ``mechanism``
+(registration).
+
+This package's ``__init__`` imports nothing, so importing the config stays torch-free.
+"""

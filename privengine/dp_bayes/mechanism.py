@@ -1,0 +1,27 @@
+"""Registers differentially private Bayesian inference (``dp_bayes``)."""
+
+from ..registry import Mechanism, register
+from .config import DpBayesConfig
+
+DP_BAYES = register(Mechanism(
+    name="dp_bayes",
+    title="DP Bayesian inference: exponential mechanism + SGLD",
+    config_cls=DpBayesConfig,
+    run="privengine.dp_bayes.run:run",
+    protects=(
+        "The **records of a Bayesian regression** (one (x, y) pair per person). What is published is a "
+        "mean-field Gaussian approximation of the posterior, z = (mean, log sd) per parameter, drawn by the "
+        "exponential mechanism: changing one record (replace-one, or add/remove) changes the probability "
+        "of any released z by at most a factor e^ε, against anyone who sees the release. This holds for an "
+        "exact draw; the dashboard draws with SGLD, an approximate sampler, so the guarantee is approximate "
+        "((ε, (1 + e^ε)·TV)-DP at an unknown total-variation distance TV). The reference posterior, the "
+        "non-private VI baseline and the diagnostics shown are computed from the raw data and are not private."),
+    description=(
+        "Each record's log-likelihood l is sanitized to τ·tanh(l/τ), which bounds the sensitivity of the "
+        "utility U(z) = E_q[Σ sanitized loglik + log prior] + w·H(q) (the ELBO for w = 1) by 2τ. One draw of z "
+        "from f(z) ∝ exp(ε U(z) / (2Δ_U)) is ε-DP; it is sampled with preconditioned, vectorised SGLD and "
+        "scored against the exact posterior (linear model) or an importance-sampled one (logistic model), "
+        "next to non-private mean-field VI. The private mean typically lands about √(4τ/ε) posterior sds "
+        "away, and the private sds can be wildly overconfident; a sweep charts both against ε."),
+    smoke={"n_records": 500, "vi_steps": 200, "warmup_steps": 100, "burn_in": 200, "steps": 300},
+))

@@ -1,0 +1,238 @@
+"""The ``dp_bayes`` run: reference posterior, non-private VI, then the private release by SGLD.
+
+Stages (each reports live and stops within about a second when asked):
+
+1. seeded synthetic records; the reference posterior (exact for the linear model) on the CPU in float64;
+2. non-private VI: Adam on the plain ELBO, started at the Laplace approximation;
+3. warm-up: Adam on the sanitized utility U (entropy weight w) from the VI solution, to U's maximiser z*;
+4. SGLD on f(z) ∝ exp(c U(z)), c = eps / (2 Delta_U), one chain per released draw (release mode) or per
+   (epsilon, repeat) pair (sweep mode): ``burn_in`` steps, then ``steps`` more; the final states are the draws.
+
+VI and SGLD run in float32 on the run's device (the reference and the scores in float64).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from .charts_data import density_table, sweep_row
+from .config import DpBayesConfig
+from .data import Records, synthetic_records
+from .laplace import laplace_approximation
+from .metrics import score
+from .models import build_model
+from .objective import Objective
+from .privacy import release_claim, sweep_claim
+from .reference import StopRequested, reference_posterior
+from .sanitizer import sensitivity
+from .sgld import PreconditionedSGLD, exponential_mechanism_transform
+from .vi import laplace_start, maximise
+
+CHECK_EVERY = 10          # steps between stop checks of the optimisers and of small samplers
+BIG_STEP = 1_000_000      # chains x samples x records above which SGLD checks every step
+TRACE_POINTS = 1000       # trace and utility points per SGLD run, at most
+DENSITY_EVERY_S = 2.0     # seconds between refreshes of the live density chart
+PROGRESS_EVERY_S = 0.5
+SAMPLER_DTYPE = torch.float32
+
+
+class _Live:
+    """Turns the stages' callbacks into metrics, artifacts, progress and stop checks."""
+
+    def __init__(self, reporter, reference, z_vi: np.ndarray, *, total_steps: int):
+        self.reporter = reporter
+        self.reference = reference
+        self.z_vi = z_vi
+        self.total_steps = max(total_steps, 1)
+        self.done = 0
+        self._last_progress = self._last_density = 0.0
+
+    def progress(self, stage: str) -> None:
+        now = time.monotonic()
+        if now - self._last_progress >= PROGRESS_EVERY_S:
+            self._last_progress = now
+            self.reporter.progress(min(self.done / self.total_steps, 1.0), stage)
+
+    def optimiser(self, metric: str, stage: str, offset: int = 0):
+        def on_report(step: int, values: torch.Tensor) -> bool:
+            self.reporter.metric(offset + step, **{metric: float(values[0])})
+            self.done = offset + step
+            self.progress(stage)
+            return self.reporter.should_stop()
+        return on_report
+
+    def sampler(self, stage: str, *, offset: int, c: torch.Tensor, labels: dict[int, str], trace_every: int):
+        """SGLD callback: utility of the labelled chains, trace of chain 0, live densities."""
+        sums = torch.zeros_like(c)
+        since = [0, 0]  # steps summed, steps done at the previous report
+        p = len(self.reference.mean)
+        names = self.reference.names
+
+        def on_report(done: int, z: torch.Tensor, log_f: torch.Tensor) -> bool:
+            window = done - since[1]
+            since[1] = done
+            sums.add_(log_f / c * window)
+            since[0] += window
+            step = offset + done
+            if done % trace_every == 0:
+                u = (sums / since[0]).cpu().numpy()
+                z0 = z[0].double().cpu().numpy()
+                values = {label: float(u[i]) for i, label in labels.items()}
+                values |= {f"mean_sd.{n}": (z0[j] - self.reference.mean[j]) / self.reference.sd[j]
+                           for j, n in enumerate(names)}
+                values |= {f"log_sd_ratio.{n}": z0[p + j] - math.log(self.reference.sd[j]) for j, n in enumerate(names)}
+                self.reporter.metric(step, **values)
+                sums.zero_()
+                since[0] = 0
+            now = time.monotonic()
+            if now - self._last_density >= DENSITY_EVERY_S:
+                self._last_density = now
+                self.densities(z[0])
+            self.done = step
+            self.progress(stage)
+            return self.reporter.should_stop()
+        return on_report
+
+    def densities(self, z_private: torch.Tensor) -> None:
+        self.reporter.artifact("densities", density_table(self.reference, self.z_vi,
+                                                          z_private.double().cpu().numpy()))
+
+
+def _chain_epsilons(config: DpBayesConfig) -> list[float]:
+    if config.mode == "release":
+        return [config.epsilon] * config.draws
+    return [e for e in config.sweep_epsilons for _ in range(config.sweep_repeats)]
+
+
+def _describe(z: np.ndarray, names: tuple[str, ...]) -> dict:
+    p = len(names)
+    return {n: {"mean": float(z[j]), "log_sd": float(z[p + j]), "sd": math.exp(max(z[p + j], -700.0))}
+            for j, n in enumerate(names)}
+
+
+def run(config: DpBayesConfig, reporter) -> dict:
+    started = time.perf_counter()
+    device = torch.device(reporter.device)
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    records = synthetic_records(config.model, n=config.n_records, coefficients=config.coefficients,
+                                intercept=config.intercept, noise_sd=config.noise_sd, seed=config.data_seed)
+    priors = dict(prior_sd=config.prior_sd, sigma_prior_scale=config.sigma_prior_scale)
+    exact_model = build_model(config.model, records, **priors)
+    model = build_model(config.model, Records(records.x.to(device, SAMPLER_DTYPE),
+                                              records.y.to(device, SAMPLER_DTYPE)), **priors)
+    names = model.names
+    eps_chain = _chain_epsilons(config)
+    delta_u = sensitivity(config.tau, config.neighbouring)
+    sgld_steps = config.burn_in + config.steps
+    total = config.vi_steps + config.warmup_steps + sgld_steps
+
+    reporter.progress(0.0, "reference posterior")
+    laplace = laplace_approximation(exact_model)
+    try:
+        reference = reference_posterior(exact_model, seed=config.seed, laplace=laplace,
+                                        should_stop=reporter.should_stop)
+    except StopRequested:
+        return {"stopped_in": "reference posterior"}
+    reporter.log(f"reference posterior: {reference.method}")
+
+    # non-private VI, started at the Laplace approximation (its optimum for a Gaussian posterior)
+    z0, scale = laplace_start(laplace, 1)
+    z0, scale = z0.to(device, SAMPLER_DTYPE), scale.to(device, SAMPLER_DTYPE)
+    live = _Live(reporter, reference, z0[0].double().cpu().numpy(), total_steps=total)
+    vi_obj = Objective(model, tau=None, entropy_weight=1.0, mc_samples=config.mc_samples)
+    z_vi = maximise(vi_obj, z0, scale=scale, steps=config.vi_steps, generator=gen, report_every=CHECK_EVERY,
+                    on_report=live.optimiser("vi_elbo", "non-private VI"))
+    live.z_vi = z_vi[0].double().cpu().numpy()
+    vi_scores = score(live.z_vi, reference)
+    if reporter.stop_was_requested:
+        return {"stopped_in": "non-private VI", "vi": vi_scores.summary()}
+
+    # private warm-up to the sanitized utility's maximiser
+    utility = Objective(model, tau=config.tau, entropy_weight=config.entropy_weight, mc_samples=config.mc_samples)
+    z_star = maximise(utility, z_vi, scale=scale, steps=config.warmup_steps, generator=gen,
+                      report_every=CHECK_EVERY,
+                      on_report=live.optimiser("utility", "warm-up (Adam on the sanitized utility)",
+                                               offset=config.vi_steps))
+    if reporter.stop_was_requested:
+        return {"stopped_in": "warm-up", "vi": vi_scores.summary()}
+
+    # SGLD on exp(c U)
+    c = torch.tensor([e / (2 * delta_u) for e in eps_chain], device=device, dtype=SAMPLER_DTYPE)
+    chains = config.chains
+    transform = exponential_mechanism_transform(z_star.expand(chains, -1), c, config.entropy_weight)
+
+    def grad_log_f(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        value, grad = utility.value_and_grad(z, generator=gen)
+        return c * value, c[:, None] * grad
+
+    sampler = PreconditionedSGLD(grad_log_f, transform=transform, step_size=config.step_size, generator=gen)
+    if config.mode == "release":
+        labels = {0: "utility"}
+    else:
+        labels = {i * config.sweep_repeats: f"utility.eps={e:g}" for i, e in enumerate(config.sweep_epsilons)}
+    check_every = CHECK_EVERY if chains * config.mc_samples * config.n_records <= BIG_STEP else 1
+    trace_every = check_every * max(1, sgld_steps // (TRACE_POINTS * check_every))
+    offset = config.vi_steps + config.warmup_steps
+    reporter.artifact("phases", {"vi_end": config.vi_steps, "warmup_end": offset,
+                                 "burn_in_end": offset + config.burn_in, "end": offset + sgld_steps})
+    sgld_started = time.perf_counter()
+    y = torch.zeros_like(transform.center)
+    y, _ = sampler.run(y, config.burn_in, report_every=check_every,
+                          on_report=live.sampler("SGLD burn-in", offset=offset, c=c, labels=labels,
+                                                 trace_every=trace_every))
+    if reporter.stop_was_requested:
+        return {"stopped_in": "SGLD burn-in", "vi": vi_scores.summary()}
+    y, _ = sampler.run(y, config.steps, report_every=check_every,
+                          on_report=live.sampler("SGLD sampling", offset=offset + config.burn_in, c=c,
+                                                 labels=labels, trace_every=trace_every))
+    if reporter.stop_was_requested:
+        return {"stopped_in": "SGLD sampling", "vi": vi_scores.summary()}
+    sgld_seconds = time.perf_counter() - sgld_started
+    z_final = transform.forward(y).double().cpu().numpy()
+    live.densities(torch.from_numpy(z_final[0]))
+    scores = [score(z, reference) for z in z_final]
+
+    reporter.artifact("scores", {
+        "names": list(names), "reference_mean": reference.mean, "reference_sd": reference.sd,
+        "vi": {"mean_error_sd": vi_scores.mean_error_sd, "sd_ratio": vi_scores.sd_ratio, **vi_scores.summary()},
+        "private": [{"mean_error_sd": s.mean_error_sd, "log_sd_ratio": s.log_sd_ratio, **s.summary()}
+                    for s in scores[: min(chains, 10)]],
+    })
+    summary = {
+        "model": config.model,
+        "reference": reference.method,
+        "tau": config.tau,
+        "neighbouring": config.neighbouring,
+        "sensitivity_delta_u": delta_u,
+        "entropy_weight": config.entropy_weight,
+        **{f"vi_{k}": v for k, v in vi_scores.summary().items()},
+        "sgld_steps_per_s": sgld_steps / max(sgld_seconds, 1e-9),
+        "sgld_chains": chains,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
+                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples)
+    if config.mode == "release":
+        released = [_describe(z, names) for z in z_final]
+        reporter.artifact("release", released)
+        summary |= {
+            "epsilon": config.epsilon, "draws": config.draws,
+            "predicted_mean_spread_sd": math.sqrt(2 * delta_u / config.epsilon),
+            **{f"private_{k}": v for k, v in scores[0].summary().items()},
+            "released": released,
+            "privacy": [release_claim(epsilon=config.epsilon, draws=config.draws, **claim_args).to_dict()],
+        }
+    else:
+        rows = [sweep_row(e, i % config.sweep_repeats, s) for i, (e, s) in enumerate(zip(eps_chain, scores))]
+        reporter.artifact("sweep", {"rows": rows, "vi": vi_scores.summary(), "delta_u": delta_u})
+        summary |= {
+            "sweep": rows,
+            "privacy": [sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats,
+                                    **claim_args).to_dict()],
+        }
+    reporter.progress(1.0, "done")
+    return summary

@@ -1,0 +1,97 @@
+"""dp_bayes end to end: runs through the job manager, the privacy claims they state, and the page."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import privengine.dp_bayes.mechanism  # noqa: F401  (registers dp_bayes until privengine.mechanisms does)
+from privengine import registry
+from privengine.claims import claims_of
+from privengine.jobs import JobManager
+from tests.conftest import ROOT
+
+SMALL = dict(registry.get("dp_bayes").smoke)
+
+
+@pytest.fixture
+def manager(store):
+    m = JobManager(store)
+    yield m
+    m.shutdown()
+
+
+def _finish(manager, **overrides):
+    run_id = manager.submit("dp_bayes", SMALL | overrides)
+    run = manager.wait(run_id, timeout=300)
+    assert run.state == "finished", run.traceback
+    return run_id, run
+
+
+def test_release_states_an_honest_claim_and_scores_the_draw(manager, store):
+    run_id, run = _finish(manager, draws=3, epsilon=2.0, neighbouring="add-remove")
+    s = run.summary
+    (claim,) = claims_of(s)
+    assert claim.epsilon == pytest.approx(6.0) and claim.delta == 0  # k draws cost k * eps
+    assert "add or remove one record" in claim.neighbouring
+    text = " ".join(claim.caveats)
+    assert "SGLD" in text and "(1 + e^ε)·TV" in text and "not private" in text
+    assert s["sensitivity_delta_u"] == pytest.approx(SMALL.get("tau", 4.0))
+    assert len(s["released"]) == 3 and set(s["released"][0]) == {"beta1", "beta2", "intercept", "log_sigma"}
+    assert s["vi_mean_error_sd_rms"] < 0.5 and 0.8 < s["vi_sd_ratio_geomean"] < 1.25
+    assert s["private_mean_error_sd_rms"] > 0 and math.isfinite(s["private_kl"])
+    metrics = store.metrics(run_id)
+    assert {"vi_elbo", "utility", "mean_sd.beta1", "log_sd_ratio.log_sigma"} <= set(metrics["name"])
+    art = store.artifacts(run_id)
+    dens = art["densities"]["beta1"]
+    assert len(dens["x"]) == len(dens["reference"]) == len(dens["vi"]) == len(dens["private"])
+    assert art["phases"]["end"] == SMALL["vi_steps"] + SMALL["warmup_steps"] + SMALL["burn_in"] + SMALL["steps"]
+
+
+def test_sweep_repeats_the_release_over_epsilons(manager, store):
+    run_id, run = _finish(manager, mode="sweep", sweep_epsilons=[0.5, 50.0], sweep_repeats=3)
+    rows = store.artifacts(run_id)["sweep"]["rows"]
+    assert sorted((r["epsilon"], r["repeat"]) for r in rows) == [(e, k) for e in (0.5, 50.0) for k in range(3)]
+    (claim,) = claims_of(run.summary)
+    assert claim.epsilon == pytest.approx(3 * 50.5) and "evaluation only" in claim.label
+    err = {e: sorted(r["mean_error_sd_rms"] for r in rows if r["epsilon"] == e) for e in (0.5, 50.0)}
+    assert err[50.0][1] < err[0.5][1]  # the median error shrinks as epsilon grows
+
+
+def test_logistic_model_runs_with_an_approximate_reference(manager):
+    _, run = _finish(manager, model="logistic", intercept=0.5)
+    assert "approximation" in run.summary["reference"]
+    assert claims_of(run.summary)[0].epsilon == pytest.approx(1.0)
+
+
+def test_page_renders_and_launches_the_smoke_run():
+    at = AppTest.from_file(str(ROOT / "pages" / "dp_bayes.py"), default_timeout=60)
+    at.query_params["config"] = json.dumps(SMALL)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.title[0].value == registry.get("dp_bayes").title
+    at.button(key="launch.dp_bayes").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    from ui import services
+
+    run_id = at.session_state["run.dp_bayes"]
+    assert services.manager().wait(run_id, timeout=300).state == "finished"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Posterior density" in h.value for h in at.subheader)
+
+
+def test_page_draws_a_finished_sweep():
+    from ui import services
+
+    run_id = services.manager().submit("dp_bayes", SMALL | {"mode": "sweep", "sweep_epsilons": [1.0, 10.0],
+                                                             "sweep_repeats": 2})
+    assert services.manager().wait(run_id, timeout=300).state == "finished"
+    at = AppTest.from_file(str(ROOT / "pages" / "dp_bayes.py"), default_timeout=60)
+    at.query_params["run"] = run_id
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Error vs ε" in h.value for h in at.subheader)
