@@ -5,3 +5,4 @@ from __future__ import annotations
 from .pate import mechanism as _pate  # noqa: F401
 from .split_label import mechanism as _split_label  # noqa: F401
 from .dp_bayes import mechanism as _dp_bayes  # noqa: F401
+from .dpsgd import mechanism as _dpsgd  # noqa: F401

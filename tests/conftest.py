@@ -49,3 +49,12 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def torch_threads_as_in_runs():
+    """Tests use the torch thread count runs use (cores - 1): two intra-op threads on a busy 2-core
+    machine made small-tensor tests many times slower."""
+    from privengine.device import configure_torch_threads
+
+    configure_torch_threads()

@@ -17,15 +17,6 @@ from privengine.errors import ConfigError
 TAU = 4.0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """These tensors are small: one thread is fastest, and avoids thrashing on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _model(kind: str = "linear", n: int = 300, **kw):
     records = synthetic_records(kind, n=n, coefficients=(2.0, -3.5), intercept=-5.0 if kind == "linear" else 0.5,
                                 noise_sd=0.1, seed=1)

@@ -15,15 +15,6 @@ from privengine.dp_bayes.models import build_model
 from privengine.dp_bayes.reference import conditional_coefficients, importance_reference, linear_reference
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """These tensors are small: one thread is fastest, and avoids thrashing on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def seed_model():
     """The seed's setting: N = 4000, y = 2 x1 - 3.5 x2 - 5 + N(0, 0.1^2), priors N(0, 10^2) and half-Cauchy(1)."""

@@ -21,15 +21,6 @@ from privengine.dp_bayes.sgld import (
 from privengine.dp_bayes.vi import laplace_start, maximise
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """These tensors are small: one thread is fastest, and avoids thrashing on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_sgld_recovers_the_mean_and_covariance_of_a_correlated_gaussian():
     """4000 chains with a diagonal preconditioner on a 3-D Gaussian with correlations up to 0.6 and scales 1e-3..10."""
     gen = torch.Generator().manual_seed(0)

@@ -77,7 +77,7 @@ def _help(spec: FieldSpec) -> str:
 
 def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
     """One widget for one field; returns the checked value or raises ConfigError."""
-    label, help_text = spec.label.capitalize(), _help(spec)
+    label, help_text = spec.label[:1].upper() + spec.label[1:], _help(spec)
     if spec.name == "device":
         options = ["auto"] + [d.id for d in services.devices()]
         names = {d.id: d.name for d in services.devices()} | {"auto": f"auto ({services.devices()[0].name})"}

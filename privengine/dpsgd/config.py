@@ -1,0 +1,105 @@
+"""Knobs of a DP-SGD run (no torch import: the CLI lists mechanisms cheaply).
+
+One run trains one model per (setting, seed): a setting is a value of ``alphas``
+(0 = isotropic DP-SGD; alpha > 0 = anisotropic noise, or the projected update
+when ``variant`` is ``"projected"``), and the seeds are ``seed, seed + 1, ...,
+seed + n_seeds - 1``. Every model of a run uses the same noise multiplier,
+sample rate and number of steps, so each one has the same epsilon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from privengine.config import RunConfig, knob
+from privengine.errors import ConfigError
+
+DATASETS = ("linreg", "digits", "mnist", "fashion_mnist", "cifar10")
+MODELS = ("auto", "linear", "mlp", "cnn")
+ACCOUNTANTS = ("prv", "rdp", "gdp")
+VARIANTS = ("anisotropic", "projected")
+NOISE_MODES = ("target_epsilon", "sigma")
+GRAD_SAMPLE_MODES = ("hooks", "ghost")
+SAMPLINGS = ("poisson", "shuffle")
+
+
+@dataclass(frozen=True)
+class DPSGDConfig(RunConfig):
+    dataset: str = knob("linreg", choices=DATASETS,
+                        help="linreg: the embedded synthetic linear regression whose gradients live near a "
+                             "low-dimensional subspace; digits: scikit-learn's bundled 8x8 digits; mnist, "
+                             "fashion_mnist, cifar10: torchvision files under the data root.")
+    model: str = knob("auto", choices=MODELS,
+                      help="auto: linear for linreg, the small GroupNorm CNN for images. linear on images is "
+                           "softmax regression; mlp has one hidden layer.")
+    epochs: float = knob(10.0, low=0.0, high=1000.0, low_open=True,
+                         help="Passes over the private data; steps = int(epochs / q) with q = batch / n_private.")
+    batch_size: int = knob(100, low=1, high=1_000_000,
+                           help="Expected (logical) batch B of Poisson sampling: each private example joins a "
+                                "step with probability q = B / n_private.")
+    physical_batch_size: int = knob(256, low=1, high=1_000_000, advanced=True,
+                                    help="Largest batch sent through the model at once (Opacus' "
+                                         "BatchMemoryManager splits logical batches); no effect on privacy.")
+    lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, label="learning rate",
+                     help="SGD learning rate (about 0.1 for linreg, 1-4 for the CNNs with batch 256).")
+    momentum: float = knob(0.0, low=0.0, high=0.99, advanced=True, help="SGD momentum.")
+    max_grad_norm: float = knob(1.0, low=0.0, high=1e4, low_open=True, log=True, label="clip norm",
+                                help="C: each per-example gradient (all parameters flattened) is clipped to this norm.")
+    noise_mode: str = knob("target_epsilon", choices=NOISE_MODES,
+                           help="Give the noise multiplier sigma directly, or calibrate it to a target epsilon "
+                                "with Opacus' get_noise_multiplier for this accountant, q and step count.")
+    target_epsilon: float = knob(3.0, low=0.05, high=100.0, log=True, shown_when=("noise_mode", ("target_epsilon",)),
+                                 help="Epsilon each trained model should reach at the end of training.")
+    noise_multiplier: float = knob(1.0, low=0.05, high=100.0, log=True, label="sigma",
+                                   shown_when=("noise_mode", ("sigma",)),
+                                   help="Noise multiplier: noise std inside span(U) is sigma * C per step (sum).")
+    delta: float = knob(1e-5, low=0.0, high=0.1, low_open=True, log=True, help="Target delta of every claim.")
+    accountant: str = knob("prv", choices=ACCOUNTANTS,
+                           help="Opacus accountant: prv (numerical composition, tightest; the default), rdp "
+                                "(Renyi DP), gdp (Gaussian DP, a CLT approximation that can underestimate).")
+    alphas: tuple[float, ...] = knob((0.0, 4.0), low=0.0, high=1e6, max_items=8, label="alphas",
+                                     help="One compared setting per value. 0 = isotropic DP-SGD; alpha > 0 "
+                                          "multiplies the noise variance outside span(U) by 1 + alpha.")
+    variant: str = knob("anisotropic", choices=VARIANTS,
+                        help="What a setting with alpha > 0 does: anisotropic noise N(0, s^2 [I + alpha (I - UU^T)]), "
+                             "or projected: keep only the span(U) part of the noisy gradient (the alpha -> infinity "
+                             "limit; alpha's value is then irrelevant, so at most one alpha > 0 is allowed).")
+    subspace_rank: int = knob(8, low=1, high=100_000, label="subspace rank k",
+                              help="Rank k of the public gradient subspace U (d x k).")
+    public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True,
+                                  help="Fraction of the training split declared public: used only to estimate U, "
+                                       "never trained on, and not protected.")
+    public_batch: int = knob(256, low=1, high=100_000, advanced=True,
+                             help="Public examples whose per-example gradients estimate U at each refresh (m >= k).")
+    refresh_every: int = knob(20, low=1, high=1_000_000, label="refresh interval (steps)",
+                              help="R: re-estimate U from public gradients at the current model every R steps.")
+    grad_sample_mode: str = knob("hooks", choices=GRAD_SAMPLE_MODES, advanced=True,
+                                 help="hooks: Opacus per-example gradients; ghost: Opacus fast gradient "
+                                      "clipping (per-example norms without per-example gradients where the "
+                                      "layer allows it).")
+    sampling: str = knob("poisson", choices=SAMPLINGS, advanced=True,
+                         help="poisson: Opacus' Poisson sampler, which the accountants assume; shuffle: fixed-size "
+                              "batches of a shuffled pass (faster, but the reported epsilon is then not a proof).")
+    n_seeds: int = knob(2, low=1, high=20, label="seeds",
+                        help="Train every setting with seeds seed, seed+1, ...; the comparison shows mean and std.")
+    train_limit: int = knob(0, low=0, high=10_000_000, advanced=True,
+                            help="Use only this many training examples (a seeded random subset; 0 = all).")
+    data_root: str = knob("", advanced=True,
+                          help="Folder with torchvision datasets (empty: $PRIVENGINE_DATA or $PRIVENGINE_HOME/data).")
+
+    def check_rules(self) -> None:
+        if self.dataset == "linreg" and self.model not in ("auto", "linear"):
+            raise ConfigError("model", f"must be auto or linear for the linreg dataset; got {self.model!r}")
+        if len(set(self.alphas)) != len(self.alphas):
+            raise ConfigError("alphas", f"must not repeat a value; got {list(self.alphas)}")
+        if self.variant == "projected" and sum(a > 0 for a in self.alphas) > 1:
+            raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
+                                        f"(the projection ignores alpha's size); got {list(self.alphas)}")
+        if self.uses_subspace and self.subspace_rank > self.public_batch:
+            raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
+                                               f"gradients span at most m directions; got {self.subspace_rank}")
+
+    @property
+    def uses_subspace(self) -> bool:
+        """Whether some setting needs the public basis U."""
+        return any(a > 0 for a in self.alphas)

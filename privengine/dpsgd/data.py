@@ -1,0 +1,135 @@
+"""Data of a DP-SGD run: the private / public / test splits, on the run's device.
+
+- ``linreg`` (embedded default, generated here): x = A s + tau e with A a random
+  ``(D, R)`` orthonormal matrix, s ~ N(0, I_R), e ~ N(0, I_D); y = x^T w* + N(0, NOISE^2)
+  with w* = A b. Per-example gradients (x^T w - y) x of the squared loss then lie
+  near span(A), an R-dimensional subspace of R^D: the setting where a public
+  subspace can help. Population excess risk is exact:
+  E(w, c) = (w - w*)^T Sigma (w - w*) + c^2, Sigma = A A^T + tau^2 I (c: the bias).
+- ``digits``: scikit-learn's bundled 8x8 digits, pixels / 16 centred, 20% held out for test.
+- ``mnist``, ``fashion_mnist``, ``cifar10``: torchvision files through
+  :func:`privengine.data.load_image_dataset`.
+
+A seeded ``public_fraction`` of the training split is declared public (used only
+for the subspace). The split depends on the run's base seed only, so every model
+of a seed sweep sees the same private set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from privengine.data import load_image_dataset
+from privengine.errors import ConfigError
+
+LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
+DIGITS_TEST_FRACTION = 0.2
+
+
+@dataclass(frozen=True)
+class Population:
+    """The linreg generator's truth: ``excess_risk(w, c)`` in closed form."""
+
+    basis: torch.Tensor   # (D, R) orthonormal A
+    w_star: torch.Tensor  # (D,)
+    tau: float
+
+    def excess_risk(self, w: torch.Tensor, bias: torch.Tensor | float = 0.0) -> float:
+        """(w - w*)^T (A A^T + tau^2 I) (w - w*) + bias^2 for ``w`` of shape (D,)."""
+        delta = w - self.w_star
+        return float((self.basis.T @ delta).pow(2).sum() + self.tau ** 2 * delta.pow(2).sum()
+                     + torch.as_tensor(bias).pow(2).sum())
+
+    def null_risk(self) -> float:
+        """Excess risk of the zero predictor: the 'chance' level of the regression."""
+        return self.excess_risk(torch.zeros_like(self.w_star))
+
+
+@dataclass(frozen=True)
+class Task:
+    """The splits of one run. ``y`` is float ``(n,)`` for regression, int64 ``(n,)`` class labels otherwise."""
+
+    name: str
+    x_private: torch.Tensor
+    y_private: torch.Tensor
+    x_public: torch.Tensor
+    y_public: torch.Tensor
+    x_test: torch.Tensor | None
+    y_test: torch.Tensor | None
+    n_outputs: int
+    population: Population | None = None
+
+    @property
+    def regression(self) -> bool:
+        return self.population is not None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_private.shape[1:])
+
+    @property
+    def n_private(self) -> int:
+        return len(self.x_private)
+
+    @property
+    def n_public(self) -> int:
+        return len(self.x_public)
+
+
+def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: int, data_root: str,
+              device: torch.device) -> Task:
+    """Build the splits of ``dataset`` (see the module docstring) on ``device``."""
+    gen = torch.Generator().manual_seed(seed)
+    population = None
+    if dataset == "linreg":
+        x_train, y_train, population = _linreg(gen)
+        x_test = y_test = None
+        n_outputs = 1
+    elif dataset == "digits":
+        x_all, y_all = _digits()
+        perm = torch.randperm(len(x_all), generator=gen)
+        n_test = round(DIGITS_TEST_FRACTION * len(x_all))
+        x_test, y_test = x_all[perm[:n_test]], y_all[perm[:n_test]]
+        x_train, y_train = x_all[perm[n_test:]], y_all[perm[n_test:]]
+        n_outputs = 10
+    else:
+        train = load_image_dataset(dataset, train=True, root=data_root or None)
+        test = load_image_dataset(dataset, train=False, root=data_root or None)
+        x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y
+        n_outputs = train.n_classes
+    if train_limit:
+        keep = torch.randperm(len(x_train), generator=gen)[:train_limit]
+        x_train, y_train = x_train[keep], y_train[keep]
+    n_public = max(1, math.floor(public_fraction * len(x_train)))
+    if len(x_train) - n_public < 2:
+        raise ConfigError("public_fraction", f"leaves fewer than 2 private examples of {len(x_train)}")
+    perm = torch.randperm(len(x_train), generator=gen)
+    pub, priv = perm[:n_public], perm[n_public:]
+
+    def put(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(device)
+
+    if population is not None:
+        population = Population(put(population.basis), put(population.w_star), population.tau)
+    return Task(dataset, put(x_train[priv]), put(y_train[priv]), put(x_train[pub]), put(y_train[pub]),
+                put(x_test), put(y_test), n_outputs, population)
+
+
+def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:
+    basis, _ = torch.linalg.qr(torch.randn(LINREG_D, LINREG_RANK, generator=gen))
+    w_star = basis @ torch.randn(LINREG_RANK, generator=gen)
+    s = torch.randn(LINREG_N, LINREG_RANK, generator=gen)
+    x = s @ basis.T + LINREG_TAU * torch.randn(LINREG_N, LINREG_D, generator=gen)
+    y = x @ w_star + LINREG_NOISE * torch.randn(LINREG_N, generator=gen)
+    return x, y, Population(basis, w_star, LINREG_TAU)
+
+
+def _digits() -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.as_tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (n, 1, 8, 8) in [0, 1]
+    return (x - 0.5) / 0.5, torch.as_tensor(bunch.target, dtype=torch.int64)

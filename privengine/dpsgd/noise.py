@@ -1,0 +1,56 @@
+"""Anisotropic Gaussian noise around a public subspace (written here: no library provides it).
+
+For an orthonormal basis U (d x k) and alpha >= 0 the covariance is
+
+    Sigma = std^2 [ I + alpha (I - U U^T) ]:
+
+variance std^2 inside span(U), std^2 (1 + alpha) in its orthogonal complement.
+The smallest directional variance is std^2, that of isotropic noise, which is why
+DP-SGD with this noise has the privacy of isotropic DP-SGD with the same std
+(the extra noise is independent of the data: post-processing).
+
+Sampler: z ~ N(0, I_d), c = sqrt(1 + alpha),
+
+    x = std * (c z - (c - 1) U U^T z),
+
+so Cov(x) = std^2 [c^2 I - (c^2 - 1) U U^T] = Sigma. At alpha = 0, x = std * z exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def sample_anisotropic(basis: torch.Tensor, alpha: float, std: float, n: int,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw ``n`` vectors from N(0, std^2 [I + alpha (I - basis basis^T)]).
+
+    Args:
+        basis: ``(d, k)`` matrix with orthonormal columns (k may be 0).
+        alpha: extra relative variance outside span(basis), >= 0.
+        std: standard deviation inside span(basis), >= 0.
+        n: number of draws.
+        generator: torch generator on ``basis.device`` (None: torch's default).
+
+    Returns:
+        ``(n, d)`` tensor on ``basis.device`` with ``basis.dtype``.
+
+    >>> U = torch.eye(3)[:, :1]
+    >>> sample_anisotropic(U, 3.0, 2.0, 5, torch.Generator().manual_seed(0)).shape
+    torch.Size([5, 3])
+    """
+    if alpha < 0 or std < 0:
+        raise ValueError(f"alpha and std must be >= 0; got alpha={alpha}, std={std}")
+    d = basis.shape[0]
+    z = torch.randn(n, d, generator=generator, device=basis.device, dtype=basis.dtype)
+    return shape_noise(z, basis, alpha=alpha, std=std)
+
+
+def shape_noise(z: torch.Tensor, basis: torch.Tensor, *, alpha: float, std: float) -> torch.Tensor:
+    """Turn standard normal rows ``z`` (``(n, d)``) into draws of the anisotropic law above."""
+    if alpha == 0:
+        return std * z
+    c = math.sqrt(1.0 + alpha)
+    return std * (c * z - (c - 1.0) * (z @ basis) @ basis.T)

@@ -1,0 +1,184 @@
+"""``run(config, reporter)``: the isotropic baseline and the anisotropic settings over several seeds.
+
+Every model of a run trains on the same private split with the same sigma,
+q = B / n_private and steps = int(epochs / q), so each has the same epsilon;
+the models differ only in the noise shape (alpha, variant) and the seed. Seeds
+are the outer loop, so a stopped sweep still holds every setting.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from typing import Callable
+
+import numpy as np
+import torch
+
+from privengine.errors import ConfigError
+
+from . import metrics as M
+from .accounting import History, calibrate_noise_multiplier, dpsgd_claims, epsilon_of
+from .config import DPSGDConfig
+from .data import Task, load_task
+from .training import EVAL_POINTS, ModelResult, Plan, train_model
+
+EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
+
+
+def run(config: DPSGDConfig, reporter) -> dict:
+    device = torch.device(reporter.device)
+    reporter.progress(0.0, "loading data")
+    task = load_task(dataset=config.dataset, seed=config.seed, public_fraction=config.public_fraction,
+                     train_limit=config.train_limit, data_root=config.data_root, device=device)
+    plan = make_plan(config, task.n_private, reporter)
+    if plan is None:
+        return {"dataset": task.name, "models_trained": 0, "stopped": True, "stopped_during": "calibrating sigma"}
+    seeds = [config.seed + i for i in range(config.n_seeds)]
+    total = len(seeds) * len(config.alphas)
+    reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
+                 f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
+                 f"{total} models")
+    results: list[ModelResult] = []
+    for seed in seeds:
+        for alpha in config.alphas:
+            label = M.setting_label(alpha, config.variant)
+            index = len(results)
+            on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total)
+            result = train_model(task, config, plan, alpha=alpha, seed=seed, device=device,
+                                 should_stop=reporter.should_stop, on_eval=on_eval)
+            results.append(result)
+            reporter.log(f"{label}, seed {seed}: {_final_text(result, task)} after {result.steps_done} steps "
+                         f"in {result.seconds:.1f} s" + (" (stopped)" if result.stopped else ""))
+            reporter.artifact("comparison", comparison(results, task, config))
+            if result.stopped:
+                summary = summarise(results, task, config, plan, stopped=True)
+                return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {total}) at "
+                                                    f"step {result.steps_done} of {plan.steps}"}
+    reporter.progress(1.0, "done")
+    return summarise(results, task, config, plan, stopped=False)
+
+
+def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int):
+    """The ``on_eval`` callback of model ``index``: its curves, progress, and (first model only) epsilon."""
+    eps_every = plan.eval_every * max(1, round(EVAL_POINTS / EPSILON_POINTS))
+
+    def on_eval(step: int, values: dict[str, float], history: History) -> None:
+        reporter.metric(step, **{M.metric_key(k, label, seed): v for k, v in values.items()})
+        if index == 0 and (step % eps_every == 0 or step == plan.steps):  # the same curve for every model
+            reporter.metric(step, **{M.EPSILON: epsilon_of(history, accountant=config.accountant,
+                                                           delta=config.delta)[0]})
+        reporter.progress((index + step / plan.steps) / total, f"{label}, seed {seed}: step {step} of {plan.steps}")
+
+    return on_eval
+
+
+def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
+    """sigma (given, or calibrated to the target epsilon), q = B / n_private, steps = int(epochs / q).
+
+    None if a stop was requested during the calibration.
+    """
+    if config.batch_size >= n_private:
+        raise ConfigError("batch_size", f"must be below the number of private examples ({n_private}); "
+                                        f"got {config.batch_size}")
+    q = config.batch_size / n_private
+    steps = int(config.epochs / q)
+    if steps < 1:
+        raise ConfigError("epochs", f"must give at least one step (epochs >= q = {q:.3g}); got {config.epochs}")
+    if config.noise_mode == "sigma":
+        sigma = config.noise_multiplier
+    else:
+        reporter.progress(0.0, f"calibrating sigma to epsilon = {config.target_epsilon:g}")
+        try:
+            sigma = _interruptible(functools.partial(
+                calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
+                sample_rate=q, steps=steps, accountant=config.accountant), reporter.should_stop)
+        except ValueError as exc:  # Opacus: "The privacy budget is too low."
+            raise ConfigError("target_epsilon", f"cannot be reached with q = {q:.3g} and {steps} steps "
+                                                f"({exc}); raise it or train for fewer steps") from None
+        if sigma is None:
+            return None
+    return Plan(noise_multiplier=sigma, sample_rate=q, steps=steps, expected_batch_size=config.batch_size)
+
+
+def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25) -> float | None:
+    """``fn()`` in a helper thread while this one keeps asking ``should_stop`` (Opacus' calibration
+    can take several seconds); None if a stop came first (the daemon helper then ends unobserved)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except Exception as exc:  # re-raised in the caller's thread below
+            outcome["error"] = exc
+
+    helper = threading.Thread(target=target, name="dpsgd-calibration", daemon=True)
+    helper.start()
+    while helper.is_alive():
+        helper.join(poll_s)
+        if helper.is_alive() and should_stop():
+            return None
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _metric_name(task: Task) -> str:
+    return M.EXCESS_RISK if task.regression else M.TEST_ACC
+
+
+def _final_text(result: ModelResult, task: Task) -> str:
+    name = _metric_name(task)
+    value = result.final.get(name)
+    return f"{name} = {value:.4g}" if value is not None else f"{name} not measured"
+
+
+def comparison(results: list[ModelResult], task: Task, config: DPSGDConfig) -> list[dict]:
+    """One row per setting: mean and sample std over seeds of the final metric, epsilon, captured energy."""
+    name = _metric_name(task)
+    rows = []
+    for alpha in config.alphas:
+        mine = [r for r in results if r.alpha == alpha and name in r.final]
+        if not mine:
+            continue
+        values = np.array([r.final[name] for r in mine])
+        energies = [r.energy_mean for r in mine if not math.isnan(r.energy_mean)]
+        eps = max(epsilon_of(r.history, accountant=config.accountant, delta=config.delta)[0] for r in mine)
+        rows.append({"setting": mine[0].setting, "alpha": alpha, "metric": name, "n_seeds": len(mine),
+                     "mean": float(values.mean()), "std": float(values.std(ddof=1)) if len(mine) > 1 else 0.0,
+                     "values": values.tolist(), "epsilon": eps,
+                     "captured_energy": float(np.mean(energies)) if energies else None})
+    return rows
+
+
+def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan: Plan, *, stopped: bool) -> dict:
+    """The run summary: headline values per setting, per-model rows, and the privacy claims."""
+    name = _metric_name(task)
+    rows = comparison(results, task, config)
+    summary: dict = {
+        "dataset": task.name, "metric": name, "n_private": task.n_private, "n_public": task.n_public,
+        "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
+        "steps_per_model": plan.steps, "models_trained": len(results), "stopped": stopped,
+    }
+    if task.regression:
+        summary["null_excess_risk"] = task.population.null_risk()
+    for row in rows:
+        summary[f"{row['setting']}: {name}"] = (f"{row['mean']:.4g} ± {row['std']:.2g} "
+                                               f"({row['n_seeds']} seed{'s' if row['n_seeds'] > 1 else ''})")
+    if rows:
+        best = (min if task.regression else max)(rows, key=lambda r: r["mean"])
+        summary["best_setting"] = best["setting"]
+    summary["comparison"] = rows
+    summary["models"] = [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
+                          "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
+                          "captured_energy": None if math.isnan(r.energy_mean) else r.energy_mean}
+                         for r in results]
+    public_note = (f"The subspace U comes from public data only: {task.n_public} training examples (a seeded "
+                   f"random {config.public_fraction:.0%} of the training split, the same for every model) are "
+                   "declared public; they are never trained on and are not protected by this guarantee.")
+    claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
+                          delta=config.delta, n_private=task.n_private, public_note=public_note,
+                          sampling=config.sampling)
+    summary["privacy"] = [c.to_dict() for c in claims]
+    return summary

@@ -1,0 +1,283 @@
+"""One private training run: one setting (alpha, variant), one seed, on Opacus.
+
+The pieces ``PrivacyEngine.make_private`` would assemble, built here from Opacus'
+public parts so the shaped-noise optimizer can be used and the sample rate is
+exactly q = B / n_private:
+
+- model: ``GradSampleModule`` (hooks) or ``GradSampleModuleFastGradientClipping``
+  (ghost clipping, with ``DPLossFastGradientClipping`` as the loss);
+- data: Opacus' ``UniformWithReplacementSampler`` (Poisson sampling, ``steps``
+  batches) or fixed-size shuffled batches, split into physical batches by
+  ``BatchMemoryManager``;
+- optimizer: :func:`~.optimizer.make_optimizer` over SGD, with the accountant's
+  step hook (noise multiplier sigma, sample rate q) attached.
+
+Every ``refresh_every`` steps the basis U is re-estimated from public examples
+at the current model (:mod:`.subspace`); the isotropic setting skips it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from opacus.grad_sample import GradSampleModule, GradSampleModuleFastGradientClipping
+from opacus.utils.batch_memory_manager import BatchMemoryManager
+from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+from opacus.validators import ModuleValidator
+from torch import nn
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
+
+from privengine.errors import ConfigError
+
+from . import metrics as M
+from .accounting import History, make_accountant
+from .config import DPSGDConfig
+from .data import Task
+from .models import build_model, num_parameters
+from .optimizer import make_optimizer
+from .subspace import per_example_gradients, top_right_singular_vectors
+
+# Opacus' full backward hooks on the first layer warn on every batch because inputs need no gradient.
+warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed",
+                        category=UserWarning)
+
+EVAL_POINTS = 20      # evaluations per trained model
+EVAL_SUBSET = 2000    # test examples of the intermediate evaluations (the last one uses the whole test split)
+EVAL_CHUNK = 2048     # test examples per forward pass
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every model of a run shares: sigma, q, the number of steps, when to evaluate."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    expected_batch_size: int
+
+    @property
+    def eval_every(self) -> int:
+        return max(1, self.steps // EVAL_POINTS)
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """Outcome of one trained model (``final`` holds the last evaluation's values)."""
+
+    setting: str
+    alpha: float
+    seed: int
+    steps_done: int
+    history: History
+    final: dict[str, float]
+    energy_mean: float
+    seconds: float
+    stopped: bool
+
+
+class _TensorBatches(Dataset):
+    """Tensors already on the device; ``__getitems__`` fetches a whole batch with one indexing op."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+    def __getitems__(self, indices: list[int]):
+        idx = torch.as_tensor(indices, dtype=torch.int64, device=self.x.device)
+        return self.x[idx], self.y[idx]
+
+
+def _as_is(batch):
+    return batch
+
+
+def derived_generator(seed: int, stream: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """An independent generator per (seed, purpose), from numpy's SeedSequence."""
+    state = int(np.random.SeedSequence([seed, stream]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    return torch.Generator(device=device).manual_seed(state)
+
+
+STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD = range(5)
+
+
+def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, device: torch.device,
+                should_stop: Callable[[], bool],
+                on_eval: Callable[[int, dict[str, float], History], None]) -> ModelResult:
+    """Train one model privately; call ``on_eval(step, values, history)`` at each evaluation.
+
+    ``should_stop()`` is asked before every physical batch and evaluation chunk;
+    when it says yes the model's partial result is returned with ``stopped=True``.
+    """
+    return _Training(task, config, plan, alpha=alpha, seed=seed, device=device).run(should_stop, on_eval)
+
+
+class _Training:
+    """The Opacus objects of one model and its loop."""
+
+    def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int,
+                 device: torch.device):
+        self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
+        self.model = _model(task, config, seed, device)
+        self.uses_basis = alpha > 0
+        d = num_parameters(self.model)
+        if self.uses_basis and config.subspace_rank > min(d, task.n_public):
+            raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
+                                               f"got {config.subspace_rank}")
+        self.shadow = copy.deepcopy(self.model)  # hook-free twin for the public per-example gradients
+        self.criterion = nn.MSELoss() if task.regression else nn.CrossEntropyLoss()
+        ghost = config.grad_sample_mode == "ghost"
+        if ghost:
+            self.gsm = GradSampleModuleFastGradientClipping(self.model, batch_first=True, loss_reduction="mean",
+                                                            max_grad_norm=config.max_grad_norm)
+        else:
+            self.gsm = GradSampleModule(self.model, batch_first=True, loss_reduction="mean")
+        sgd = torch.optim.SGD(self.gsm.parameters(), lr=config.lr, momentum=config.momentum)
+        self.optimizer = make_optimizer(sgd, grad_sample_mode=config.grad_sample_mode, alpha=alpha,
+                                        projected=self.uses_basis and config.variant == "projected",
+                                        noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
+                                        expected_batch_size=plan.expected_batch_size,
+                                        generator=derived_generator(seed, STREAM_NOISE, device))
+        self.accountant = make_accountant(config.accountant)
+        self._account = self.accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate)
+        self.optimizer.attach_step_hook(self._on_step)
+        self.loss_fn = DPLossFastGradientClipping(self.gsm, self.optimizer, self.criterion, "mean") if ghost \
+            else self.criterion
+        self.public_gen = derived_generator(seed, STREAM_PUBLIC)
+        self.svd_gen = derived_generator(seed, STREAM_SVD, device)
+        self.steps_done = 0
+        self.losses: list[float] = []      # private batch losses since the last evaluation
+        self.energies: list[float] = []    # captured energies since the last evaluation
+        self.all_energies: list[float] = []
+        self.final: dict[str, float] = {}
+
+    def _on_step(self, optimizer) -> None:
+        """Opacus' step hook: runs once per logical step, after the noise."""
+        self._account(optimizer)
+        self.steps_done += 1
+        if self.uses_basis and not math.isnan(optimizer.last_energy):
+            self.energies.append(optimizer.last_energy)
+            self.all_energies.append(optimizer.last_energy)
+
+    def run(self, should_stop: Callable[[], bool], on_eval) -> ModelResult:
+        t0 = time.perf_counter()
+        stopped, evaluated_at, refreshed_at = False, -1, None
+        self.gsm.train()
+        with BatchMemoryManager(data_loader=_loader(self.task, self.config, self.plan, self.seed),
+                                max_physical_batch_size=self.config.physical_batch_size,
+                                optimizer=self.optimizer) as batches:
+            for xb, yb in batches:
+                if should_stop():
+                    stopped = True
+                    break
+                if self.uses_basis and (refreshed_at is None
+                                        or self.steps_done - refreshed_at >= self.config.refresh_every):
+                    self.optimizer.set_basis(self._public_basis())
+                    refreshed_at = self.steps_done
+                before = self.steps_done
+                loss = self.loss_fn(self.gsm(xb), yb)
+                loss.backward()
+                self.optimizer.step()  # a logical step only after the last physical batch of a logical one
+                self.optimizer.zero_grad()
+                if len(xb):
+                    self.losses.append(loss.item())
+                at = self.steps_done
+                if at > before and (at % self.plan.eval_every == 0 or at == self.plan.steps):
+                    if not self._evaluate(should_stop, on_eval):
+                        stopped = True
+                        break
+                    evaluated_at = at
+        if not stopped and evaluated_at != self.steps_done:
+            stopped = not self._evaluate(should_stop, on_eval)
+        self.gsm.cleanup()
+        energy = float(np.mean(self.all_energies)) if self.all_energies else math.nan
+        return ModelResult(setting=M.setting_label(self.alpha, self.config.variant), alpha=self.alpha,
+                           seed=self.seed, steps_done=self.steps_done, history=list(self.accountant.history),
+                           final=self.final, energy_mean=energy, seconds=time.perf_counter() - t0,
+                           stopped=stopped)
+
+    def _evaluate(self, should_stop, on_eval) -> bool:
+        """Evaluate, report, and reset the windows; False if a stop came meanwhile."""
+        full = self.steps_done == self.plan.steps
+        value = _evaluate(self.model, self.task, should_stop, limit=None if full else EVAL_SUBSET)
+        if value is None:
+            return False
+        values = {M.EXCESS_RISK if self.task.regression else M.TEST_ACC: value}
+        if self.losses:
+            values[M.TRAIN_LOSS] = float(np.mean(self.losses))
+        if self.energies:
+            values[M.ENERGY] = float(np.mean(self.energies))
+        self.losses.clear()
+        self.energies.clear()
+        self.final = {**self.final, **values}
+        on_eval(self.steps_done, values, list(self.accountant.history))
+        return True
+
+    def _public_basis(self) -> torch.Tensor:
+        """U from clipped per-example gradients of a fresh draw of public examples at the current model.
+
+        The hook-free ``shadow`` is evaluated at the trained model's parameters.
+        """
+        task, config = self.task, self.config
+        m = min(config.public_batch, task.n_public)
+        idx = torch.randperm(task.n_public, generator=self.public_gen)[:m].to(task.x_public.device)
+        params = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
+        g = per_example_gradients(self.shadow, self.criterion, task.x_public[idx], task.y_public[idx],
+                                  params=params, clip=config.max_grad_norm)
+        return top_right_singular_vectors(g, config.subspace_rank, generator=self.svd_gen, init=self.optimizer.basis)
+
+
+def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> nn.Module:
+    kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
+    model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs,
+                        regression=task.regression, generator=derived_generator(seed, STREAM_INIT))
+    if task.regression:  # least squares from the zero predictor, whose excess risk is the 'chance' level
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+    ModuleValidator.validate(model, strict=True)
+    return model.to(device)
+
+
+def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int) -> DataLoader:
+    data = _TensorBatches(task.x_private, task.y_private)
+    gen = derived_generator(seed, STREAM_SAMPLING)
+    if config.sampling == "poisson":
+        sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
+                                                generator=gen, steps=plan.steps)
+    else:
+        sampler = BatchSampler(RandomSampler(data, num_samples=plan.steps * plan.expected_batch_size,
+                                             generator=gen), plan.expected_batch_size, drop_last=True)
+    return DataLoader(data, batch_sampler=sampler, collate_fn=_as_is)
+
+
+def _evaluate(model: nn.Module, task: Task, should_stop: Callable[[], bool], *, limit: int | None) -> float | None:
+    """Accuracy on the first ``limit`` test examples (None: all), or the linreg excess risk.
+
+    None if a stop was requested meanwhile.
+    """
+    if task.regression:
+        linear = next(m for m in model.modules() if isinstance(m, nn.Linear))
+        return task.population.excess_risk(linear.weight.detach().reshape(-1), linear.bias.detach())
+    n = len(task.x_test) if limit is None else min(limit, len(task.x_test))
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, n, EVAL_CHUNK):
+            if should_stop():
+                return None
+            stop = min(start + EVAL_CHUNK, n)
+            out = model(task.x_test[start:stop])
+            correct += int((out.argmax(dim=1) == task.y_test[start:stop]).sum())
+    return correct / n

@@ -1,0 +1,208 @@
+"""DP-SGD runs end to end: epsilon equals Opacus' accountant, private training beats chance, stop, errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from opacus.accountants import PRVAccountant, RDPAccountant
+
+import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd until privengine/mechanisms.py imports it)
+from privengine.claims import claims_of
+from privengine.dpsgd import metrics as M
+from privengine.dpsgd.config import DPSGDConfig
+from privengine.dpsgd.run import run
+from privengine.errors import ConfigError
+from privengine.jobs import JobManager
+from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+
+class MemoryReporter:
+    """The reporter interface, kept in memory (a test double of privengine.reporter.Reporter)."""
+
+    def __init__(self, device: str = "cpu", stop_after_metrics: int | None = None):
+        self.device = device
+        self.metrics: dict[str, list[tuple[int, float]]] = {}
+        self.artifacts: dict[str, object] = {}
+        self.logs: list[str] = []
+        self._stop_after = stop_after_metrics
+
+    def metric(self, step: int, **values: float) -> None:
+        for name, value in values.items():
+            self.metrics.setdefault(name, []).append((step, value))
+
+    def artifact(self, name: str, data) -> None:
+        self.artifacts[name] = data
+
+    def log(self, text: str) -> None:
+        self.logs.append(text)
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        assert 0.0 <= fraction <= 1.0
+
+    def should_stop(self) -> bool:
+        return self._stop_after is not None and sum(map(len, self.metrics.values())) >= self._stop_after
+
+
+def _run(device: str = "cpu", **changes):
+    """Run one config (one seed unless ``n_seeds`` is given) with an in-memory reporter."""
+    reporter = MemoryReporter(device)
+    return run(DPSGDConfig().replace(**({"n_seeds": 1} | changes)), reporter), reporter
+
+
+@pytest.fixture(scope="module")
+def linreg_sweep():
+    """The embedded linear regression: isotropic and alpha = 4, two seeds, sigma given, RDP accountant."""
+    return _run(epochs=2.0, n_seeds=2, noise_mode="sigma", noise_multiplier=0.9, accountant="rdp")
+
+
+def _opacus_epsilon(accountant, history, delta=1e-5) -> float:
+    acc = accountant()
+    acc.history = history
+    return acc.get_epsilon(delta=delta)
+
+
+def test_reported_epsilon_is_opacus_accountant_for_isotropic_and_anisotropic(linreg_sweep):
+    summary, _ = linreg_sweep
+    q, steps = summary["sample_rate"], summary["steps_per_model"]
+    assert q == 100 / summary["n_private"] and steps == int(2.0 / q)
+    assert summary["noise_multiplier"] == 0.9
+    models = summary["models"]
+    assert {m["alpha"] for m in models} == {0.0, 4.0} and all(m["steps"] == steps for m in models)
+    each, together = claims_of(summary)
+    assert each.epsilon == pytest.approx(_opacus_epsilon(RDPAccountant, [(0.9, q, steps)]), rel=1e-12)
+    assert together.epsilon == pytest.approx(_opacus_epsilon(RDPAccountant, [(0.9, q, 4 * steps)]), rel=1e-12)
+    for row in summary["comparison"]:  # alpha > 0 costs exactly what alpha = 0 costs
+        assert row["epsilon"] == each.epsilon
+    assert each.delta == 1e-5 and each.order is not None
+    assert any("public" in c for c in each.caveats)
+
+
+def test_private_linear_regression_beats_the_zero_predictor(linreg_sweep):
+    summary, reporter = linreg_sweep
+    null = summary["null_excess_risk"]
+    for row in summary["comparison"]:
+        assert row["n_seeds"] == 2 and len(row["values"]) == 2
+        assert max(row["values"]) < 0.05 * null, row
+    # live curves: one per (setting, seed) and metric, and the epsilon curve rising to the claim
+    for setting in (M.ISOTROPIC, "alpha=4"):
+        for seed in (0, 1):
+            assert reporter.metrics[M.metric_key(M.EXCESS_RISK, setting, seed)]
+            assert reporter.metrics[M.metric_key(M.TRAIN_LOSS, setting, seed)]
+    energy = [v for _, v in reporter.metrics[M.metric_key(M.ENERGY, "alpha=4", 0)]]
+    assert all(0.0 <= e <= 1.0 for e in energy) and M.metric_key(M.ENERGY, M.ISOTROPIC, 0) not in reporter.metrics
+    eps_curve = [v for _, v in reporter.metrics[M.EPSILON]]
+    assert eps_curve == sorted(eps_curve) and eps_curve[-1] == pytest.approx(claims_of(summary)[0].epsilon)
+    assert reporter.artifacts["comparison"] == summary["comparison"]
+
+
+def test_prv_epsilon_and_calibration_to_a_target():
+    summary, _ = _run(epochs=1.0, alphas=(0.5,), accountant="prv", target_epsilon=2.0)
+    q, steps, sigma = summary["sample_rate"], summary["steps_per_model"], summary["noise_multiplier"]
+    (claim,) = claims_of(summary)
+    assert claim.epsilon == pytest.approx(_opacus_epsilon(PRVAccountant, [(sigma, q, steps)]), rel=1e-12)
+    assert 1.98 <= claim.epsilon <= 2.0
+
+
+def test_projected_variant_beats_isotropic_on_the_low_rank_regression():
+    summary, _ = _run(epochs=3.0, variant="projected", noise_mode="sigma")
+    rows = {r["setting"]: r for r in summary["comparison"]}
+    assert set(rows) == {M.ISOTROPIC, M.PROJECTED}
+    assert rows[M.PROJECTED]["mean"] < 0.75 * rows[M.ISOTROPIC]["mean"]  # 0.67x here, 0.35x after 10 epochs
+    assert summary["best_setting"] == M.PROJECTED
+
+
+def test_ghost_clipping_and_physical_batches_match_per_example_hooks():
+    """Same seeds, so the same Poisson batches and noise: only the clipping route and batch splitting differ."""
+    common = dict(epochs=1.0, alphas=(0.0, 2.0), noise_mode="sigma")
+    hooks, _ = _run(grad_sample_mode="hooks", **common)
+    ghost_split, _ = _run(grad_sample_mode="ghost", physical_batch_size=32, **common)  # logical batch 100
+    hooks_split, _ = _run(grad_sample_mode="hooks", physical_batch_size=32, **common)
+    for a, b, c in zip(hooks["models"], ghost_split["models"], hooks_split["models"]):
+        assert a[M.EXCESS_RISK] == pytest.approx(b[M.EXCESS_RISK], rel=1e-3)
+        assert a[M.EXCESS_RISK] == pytest.approx(c[M.EXCESS_RISK], rel=1e-3)
+
+
+def test_private_cnn_on_digits_beats_chance():
+    summary, _ = _run(dataset="digits", epochs=4.0, batch_size=64, lr=2.0, alphas=(0.0, 2.0), noise_mode="sigma",
+                      noise_multiplier=1.0, subspace_rank=16)
+    rows = {r["setting"]: r for r in summary["comparison"]}
+    assert rows[M.ISOTROPIC]["mean"] > 0.6 and rows["alpha=2"]["mean"] > 0.3  # chance: 0.1
+    assert 0 < claims_of(summary)[0].epsilon < 10
+
+
+def test_stop_mid_run_returns_a_partial_summary_with_its_privacy_cost():
+    reporter = MemoryReporter(stop_after_metrics=12)
+    summary = run(DPSGDConfig().replace(noise_mode="sigma", n_seeds=3), reporter)
+    assert summary["stopped"] and summary["models_trained"] == 1
+    assert summary["stopped_during"].startswith("isotropic, seed 0 (model 1 of 6)")
+    (model,) = summary["models"]
+    assert 0 < model["steps"] < summary["steps_per_model"]
+    (claim,) = claims_of(summary)
+    q = summary["sample_rate"]
+    assert claim.epsilon == pytest.approx(_opacus_epsilon(PRVAccountant, [(1.0, q, model["steps"])]), rel=1e-12)
+
+
+def test_stop_through_the_job_manager(store):
+    manager = JobManager(store)
+    try:
+        run_id = manager.submit("dpsgd", {"noise_mode": "sigma"})
+        deadline = time.monotonic() + 60
+        while store.metrics(run_id).empty and time.monotonic() < deadline:
+            time.sleep(0.05)
+        manager.stop(run_id)
+        record = manager.wait(run_id, timeout=10)
+    finally:
+        manager.shutdown()
+    assert record.state == "stopped"
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"model": "cnn"}, "model"),
+    ({"variant": "projected", "alphas": (0.0, 1.0, 2.0)}, "alphas"),
+    ({"alphas": (1.0, 1.0)}, "alphas"),
+    ({"subspace_rank": 300, "public_batch": 100}, "subspace_rank"),
+    ({"delta": 0.5}, "delta"),
+])
+def test_bad_configs_name_the_field(changes, field):
+    with pytest.raises(ConfigError) as err:
+        DPSGDConfig().replace(**changes)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"batch_size": 20_000}, "batch_size"),
+    ({"subspace_rank": 200, "public_fraction": 0.01}, "subspace_rank"),  # 100 public examples
+    ({"noise_mode": "target_epsilon", "target_epsilon": 0.05, "epochs": 50.0}, "target_epsilon"),
+])
+def test_inputs_found_wrong_at_run_time_raise_config_errors(changes, field):
+    with pytest.raises(ConfigError) as err:
+        _run(**({"noise_mode": "sigma", "accountant": "rdp"} | changes))
+    assert err.value.field == field
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "MNIST").exists(), reason="MNIST files are not in ../shared/data")
+def test_mnist_cnn_trains_privately():
+    summary, _ = _run(dataset="mnist", data_root=str(SHARED_DATA), train_limit=3000, epochs=1.0, batch_size=100,
+                      lr=2.0, alphas=(0.0,), noise_mode="sigma", noise_multiplier=1.0)
+    assert summary["n_private"] + summary["n_public"] == 3000
+    assert summary["comparison"][0]["mean"] > 0.3  # chance: 0.1, after only ~29 noisy steps
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_runs_on_cuda():
+    summary, _ = _run(device="cuda", epochs=1.0, noise_mode="sigma")
+    assert summary["models_trained"] == 2 and not summary["stopped"]
+
+
+def test_stop_during_sigma_calibration_returns_promptly():
+    reporter = MemoryReporter()
+    reporter.should_stop = lambda: True  # a stop is already requested when the calibration starts
+    t0 = time.monotonic()
+    summary = run(DPSGDConfig().replace(accountant="prv"), reporter)  # the PRV calibration alone takes seconds
+    assert time.monotonic() - t0 < 1.0
+    assert summary["stopped"] and summary["models_trained"] == 0 and "privacy" not in summary
+    assert summary["stopped_during"] == "calibrating sigma"
