@@ -95,8 +95,9 @@ def _recent_runs_picker(name: str, run_id: str | None) -> None:
     ids = [r.id for r in runs]
     labels = {r.id: f"{r.id} · {r.state}" for r in runs}
     index = ids.index(run_id) if run_id in ids else None
+    states = ",".join(r.state for r in runs)  # a new widget when a state changes, so labels never go stale
     choice = st.selectbox("Show a recent run", ids, index=index, format_func=labels.get,
-                          key=f"pick.{name}.{run_id}", placeholder="pick a run")
+                          key=f"pick.{name}.{run_id}.{states}", placeholder="pick a run")
     if choice is not None and choice != run_id:
         _select_run(name, choice)
         st.rerun()
