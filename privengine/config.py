@@ -26,7 +26,7 @@ import json
 import math
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from .errors import ConfigError
 
@@ -230,8 +230,6 @@ class BaseConfig:
     Subclasses declare fields with :func:`knob` and may override :meth:`check_rules`
     for rules that involve several fields.
     """
-
-    kind_name: ClassVar[str] = "config"
 
     @classmethod
     @functools.cache

@@ -88,11 +88,6 @@ def register(mechanism: Mechanism, *, replace: bool = False) -> Mechanism:
     return mechanism
 
 
-def unregister(name: str) -> None:
-    with _lock:
-        _mechanisms.pop(name, None)
-
-
 def get(name: str) -> Mechanism:
     """The mechanism called ``name``, or :class:`UnknownMechanismError` listing the known ones."""
     _ensure_builtins()

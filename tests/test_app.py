@@ -106,3 +106,4 @@ def test_launch_runs_in_background_and_reattaches_by_url(store):
     assert any("ε = 1, δ = 1e-05" in m.value for m in fresh.markdown)
     assert any("accountant: none (test only)" in c.value.lower() for c in fresh.caption)
     assert any(f"Run **{run_id}**" in c.value for c in fresh.caption)
+    assert any("toy run of 3 steps" in c.value for c in fresh.code)  # the run's log

@@ -32,6 +32,7 @@ class ToyConfig(RunConfig):
 
 
 def run_toy(config: ToyConfig, reporter) -> dict:
+    reporter.log(f"toy run of {config.steps} steps")
     for step in range(config.steps):
         if reporter.should_stop():
             return {"steps_done": step}

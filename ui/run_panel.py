@@ -7,6 +7,7 @@ redraws the page without the timer).
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import streamlit as st
@@ -35,6 +36,7 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
         snapshot = services.store().snapshot(run_id, max_points=MAX_POINTS)
         _header(snapshot)
         (draw or default_draw)(snapshot)
+        _log(run_id)
         if not snapshot.run.active:
             summary_table(snapshot.run.summary)
         if active and not snapshot.run.active:
@@ -85,6 +87,15 @@ def privacy_claim(claim: PrivacyClaim) -> None:
 def _escape_markdown(text: str) -> str:
     """Show ``*`` and ``_`` in formulas literally instead of as emphasis."""
     return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+
+
+def _log(run_id: str) -> None:
+    """The run's log lines (stage changes, notes from the mechanism), newest last."""
+    lines = services.store().logs(run_id, limit=50)
+    if lines:
+        with st.expander(f"Log ({len(lines)} line{'s' if len(lines) > 1 else ''})"):
+            st.code("\n".join(f"{time.strftime('%H:%M:%S', time.localtime(ts))}  {text}" for ts, text in lines),
+                    language="text")
 
 
 def summary_table(summary: dict | None) -> None:
