@@ -211,8 +211,11 @@ def _print_run(run: RunRecord, out: TextIO) -> None:
     for claim in claims_of(run.summary):
         print(f"privacy: {claim.text()}", file=out)
     for key, value in (run.summary or {}).items():
-        if key != "privacy":
-            print(f"{key}: {value}", file=out)
+        if key == "privacy":
+            continue
+        if isinstance(value, (list, dict)):  # tables: too wide for a terminal line
+            value = f"<{len(value)} entries; see `show --json` or `export`>"
+        print(f"{key}: {value}", file=out)
 
 
 def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
