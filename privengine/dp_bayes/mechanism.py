@@ -5,7 +5,7 @@ from .config import DpBayesConfig
 
 DP_BAYES = register(Mechanism(
     name="dp_bayes",
-    title="DP Bayesian inference: exponential mechanism + SGLD",
+    title="DP Bayesian inference",
     config_cls=DpBayesConfig,
     run="privengine.dp_bayes.run:run",
     protects=(

@@ -8,7 +8,7 @@ from .config import SplitLabelConfig
 
 SPLIT_LABEL = registry.register(registry.Mechanism(
     name="split_label",
-    title="Split learning: label leakage and protection",
+    title="Split learning: label leakage",
     config_cls=SplitLabelConfig,
     run="privengine.split_label.run:run",
     protects=(
