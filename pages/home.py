@@ -18,11 +18,13 @@ st.caption(f"Runs go to **{device.name}** by default (CUDA, then Apple MPS, else
 mechanisms = registry.all_mechanisms()
 if not mechanisms:
     st.warning("No mechanism is registered.", icon=":material/warning:")
-for mech in mechanisms:
-    with st.container(border=True):
+columns = st.columns(2)
+for i, mech in enumerate(mechanisms):
+    with columns[i % 2].container(border=True):
         st.subheader(mech.title)
         st.markdown(f"**Protects:** {mech.protects}")
-        st.markdown(mech.description)
+        with st.expander("How it works"):
+            st.markdown(mech.description)
         link_to_mechanism(mech.name, f"Open {mech.title}")
 
 st.subheader("Recent runs")
