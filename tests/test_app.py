@@ -107,3 +107,16 @@ def test_launch_runs_in_background_and_reattaches_by_url(store):
     assert any("accountant: none (test only)" in c.value.lower() for c in fresh.caption)
     assert any(f"Run **{run_id}**" in c.value for c in fresh.caption)
     assert any("toy run of 3 steps" in c.value for c in fresh.code)  # the run's log
+
+
+def test_config_link_prefills_the_form_and_bad_links_say_why():
+    at = _toy_app()
+    at.query_params["config"] = '{"steps": 7, "mode": "b"}'
+    at.run()
+    assert at.number_input(key="form.toy.steps").value == 7
+    assert at.selectbox(key="form.toy.mode").value == "b"
+    bad = _toy_app()
+    bad.query_params["config"] = '{"steps": 0}'
+    bad.run()
+    assert any("The config in the link was not used: `steps` must be in [1, 100000]; got 0" in e.value
+               for e in bad.error)
