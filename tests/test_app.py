@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from privengine import registry
+from privengine.claims import PrivacyClaim
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -40,10 +41,14 @@ def test_runs_page_empty_and_with_runs(store):
     assert any("No runs match" in i.value for i in at.info)
     run_id = store.create_run("toy", {"steps": 1})
     store.add_metrics(run_id, [(0, "loss", 1.0)])
-    store.mark_ended(run_id, "finished", summary={"steps_done": 1})
+    claim = PrivacyClaim("toy", 2.5, 1e-5, "Opacus RDP accountant (Mironov et al.), orders 2..64", "add/remove one")
+    store.mark_ended(run_id, "finished", summary={"steps_done": 1, "privacy": [claim.to_dict()]})
     at = _page("pages/runs.py")
     _assert_clean(at)
-    assert run_id in at.dataframe[0].value["run"].tolist()
+    table = at.dataframe[0].value
+    assert run_id in table["run"].tolist()
+    assert table["privacy"].tolist() == ["ε = 2.5, δ = 1e-05 [toy]"]
+    assert table["accountant"].tolist() == ["Opacus RDP accountant"]
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.name != "toy"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pandas as pd
@@ -11,7 +12,8 @@ from privengine.store import RunRecord
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
-    """One row per run: id, mechanism, state, start time, duration, device, origin, headline privacy claim."""
+    """One row per run: id, mechanism, state, start time, duration, device, origin, headline privacy claim
+    and its accountant (the run's page has the full statement: neighbouring relation, order, caveats)."""
     rows = []
     for run in runs:
         claims = claims_of(run.summary)
@@ -24,9 +26,15 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
             "device": run.device or "",
             "source": run.source,
             "privacy": f"{claims[0].headline()} [{claims[0].label}]" if claims else "",
+            "accountant": _short(claims[0].accountant) if claims else "",
         })
     return pd.DataFrame(rows, columns=["run", "mechanism", "state", "created", "elapsed (s)", "device", "source",
-                                       "privacy"])
+                                       "privacy", "accountant"])
+
+
+def _short(accountant: str) -> str:
+    """The accountant's name without its parameters and reference (the run's page shows them all)."""
+    return re.split(r"[,(:]", accountant, maxsplit=1)[0].strip()
 
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
