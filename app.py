@@ -1,19 +1,16 @@
 """privengine dashboard: builds the navigation (Home, one page per registered mechanism, Runs)."""
 
-from pathlib import Path
-
 import streamlit as st
 
 from privengine import registry
+from ui.links import PAGES_DIR, page_script
 from ui.mechanism_page import render_mechanism_page
-
-PAGES_DIR = Path(__file__).parent / "pages"
 
 
 def mechanism_page(name: str, title: str) -> st.Page:
     """The mechanism's own page script if it has one, else the generic page."""
-    script = PAGES_DIR / f"{name}.py"
-    if script.exists():
+    script = page_script(name)
+    if script is not None:
         return st.Page(script, title=title, url_path=name, icon=":material/science:")
 
     def generic() -> None:

@@ -1,5 +1,7 @@
 """Runs: every stored run; filter, open, stop, delete, export, and overlay the curves of several."""
 
+import functools
+
 import streamlit as st
 
 from privengine import registry
@@ -11,7 +13,7 @@ from ui.runs_table import config_differences, runs_frame
 st.title("Runs")
 store = services.store()
 
-known = sorted({m.name for m in registry.all_mechanisms()} | {r.mechanism for r in store.list_runs()})
+known = sorted({m.name for m in registry.all_mechanisms()} | set(store.mechanisms()))
 f1, f2, f3 = st.columns([2, 2, 1])
 mechanisms = f1.multiselect("Mechanism", known, placeholder="all mechanisms")
 states = f2.multiselect("State", list(STATES), placeholder="all states")
@@ -53,10 +55,11 @@ for run in selected[:6]:
         c1, c2, c3 = st.columns([2, 1, 1])
         with c1:
             link_to_mechanism(run.mechanism, f"Open run {run.id} ({run.mechanism}, {run.state})", run_id=run.id)
-        c2.download_button("CSV", store.export_csv(run.id), file_name=f"{run.id}.csv", mime="text/csv",
-                           key=f"csv.{run.id}", icon=":material/download:")
-        c3.download_button("JSON", store.export_json(run.id), file_name=f"{run.id}.json", mime="application/json",
-                           key=f"json.{run.id}", icon=":material/download:")
+        # callables: the export is built when the button is clicked, not on every rerun
+        c2.download_button("CSV", functools.partial(store.export_csv, run.id), file_name=f"{run.id}.csv",
+                           mime="text/csv", key=f"csv.{run.id}", icon=":material/download:")
+        c3.download_button("JSON", functools.partial(store.export_json, run.id), file_name=f"{run.id}.json",
+                           mime="application/json", key=f"json.{run.id}", icon=":material/download:")
 if len(selected) > 6:
     st.caption("Links and exports are shown for the first six selected runs.")
 

@@ -74,9 +74,9 @@ def resolve_device(requested: str) -> DeviceChoice:
     ``"auto"`` picks :func:`detect_device`; any other value must be present here,
     else :class:`ConfigError` lists what is available.
     """
-    choices = available_devices()
     if requested == "auto":
-        return choices[0]
+        return detect_device()
+    choices = available_devices()
     for c in choices:
         if c.id == requested or c.id.split(":")[0] == requested:
             return c

@@ -54,7 +54,7 @@ class JobManager:
         self._queue: collections.deque[_Job] = collections.deque()
         self._running: dict[str, _Job] = {}
         self._done = threading.Condition(self._lock)
-        self.recovered = store.recover_interrupted()
+        store.recover_interrupted()
 
     def submit(self, mechanism: str, config: BaseConfig | dict[str, Any], *, source: str = "api") -> str:
         """Validate and queue a run; return its id. Raises ConfigError on bad input."""

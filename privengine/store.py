@@ -281,6 +281,10 @@ class RunStore:
             sql += f" LIMIT {int(limit)}"
         return [_record(r) for r in self._conn().execute(sql, args).fetchall()]
 
+    def mechanisms(self) -> list[str]:
+        """The mechanisms that have stored runs (registered or not)."""
+        return [r[0] for r in self._conn().execute("SELECT DISTINCT mechanism FROM runs ORDER BY mechanism")]
+
     def metrics(self, run_id: str, *, names: Iterable[str] | None = None,
                 max_points: int | None = None) -> pd.DataFrame:
         """Metric points as a long table (step, name, value), ordered by name and step.

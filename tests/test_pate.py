@@ -148,6 +148,9 @@ def test_data_independent_bound_counts_answered_queries_only():
     claims = {c.label: c for c in report.claims}
     assert claims["data-dependent"].epsilon <= claims["data-independent"].epsilon
     assert "Thm 6" in claims["data-dependent"].accountant and claims["data-dependent"].delta == 1e-5
+    # the partition depends on the dataset size, so only replace-one neighbours keep the one-vote sensitivity
+    assert "replace one" in claims["data-dependent"].neighbouring
+    assert "add/remove is not covered" in claims["data-independent"].neighbouring
 
 
 def test_convnet_outputs_one_logit_per_class():

@@ -64,14 +64,16 @@ class _ShapedNoise:
         params = self.params
         for p in params:
             _check_processed_flag(p.summed_grad)
-        flat = torch.cat([p.summed_grad.reshape(-1) for p in params])
-        if self.basis is not None:
-            self.last_energy = captured_energy(self.basis, flat)
-        if self.isotropic:
-            super().add_noise()  # exactly Opacus' isotropic DP-SGD
-            return
         if self.basis is None:
+            if self.isotropic:
+                super().add_noise()  # exactly Opacus' isotropic DP-SGD
+                return
             raise RuntimeError("set_basis() must be called before a step with alpha > 0 or projected")
+        flat = torch.cat([p.summed_grad.reshape(-1) for p in params])
+        self.last_energy = captured_energy(self.basis, flat)
+        if self.isotropic:
+            super().add_noise()  # exactly Opacus' isotropic DP-SGD (the energy above is a diagnostic)
+            return
         std = self.noise_multiplier * self.max_grad_norm
         noisy = flat + sample_anisotropic(self.basis, self.alpha, std, 1, self.generator)[0]
         if self.projected:

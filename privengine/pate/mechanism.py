@@ -10,7 +10,7 @@ PATE = register(Mechanism(
     run="privengine.pate.run:run",
     protects=(
         "The **private training set**. Each teacher sees only its own partition, and only noisy "
-        "aggregates of the teachers' votes leave the ensemble, so changing one training example "
+        "aggregates of the teachers' votes leave the ensemble, so replacing one training example "
         "(which moves at most one vote per query) changes what the student learns by a bounded "
         "amount: (ε, δ)-DP with respect to that example, against anyone who sees the student or "
         "the answered labels (the teachers themselves stay private). The public queries and the "

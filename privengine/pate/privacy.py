@@ -10,8 +10,10 @@ from ..accounting.pate import PateAnalysis, confident_gnmax_analysis, gnmax_anal
 from ..claims import PrivacyClaim
 from .config import PateConfig
 
-NEIGHBOURING = ("private training sets that differ in one example (add, remove or replace); it sits in one "
-                "teacher's partition, so each query's vote vector changes by moving at most one vote")
+NEIGHBOURING = ("private training sets of the same, public size that differ in one example (replace one): the "
+                "random partition depends only on the size and the seed, so the example sits in one teacher's "
+                "partition and each query's vote vector changes by moving at most one vote (adding or removing "
+                "an example can reshuffle every partition, so add/remove is not covered)")
 DATA_DEPENDENT_CAVEAT = ("The data-dependent epsilon is computed from the private votes, so publishing it is "
                          "itself not covered by this guarantee (the data-independent bound is).")
 

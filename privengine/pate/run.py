@@ -33,9 +33,6 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     noise = torch.Generator(device=device).manual_seed(config.seed + 1)
     summary: dict = {"stage": "loading data"}
 
-    def stop_check() -> bool:
-        return reporter.should_stop()
-
     def checkpoint(stage: str) -> None:
         summary["stage"] = stage
         if reporter.should_stop():
@@ -54,11 +51,11 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 
         checkpoint("voting")
         reporter.progress(_TEACHERS, "teachers vote on the queries")
-        test_preds = _predict(teachers, data.test_x, stop_check)
+        test_preds = _predict(teachers, data.test_x, reporter.should_stop)
         teacher_acc = (test_preds == data.test_y.to(device)).double().mean(1).cpu().numpy()
         reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
         queries_x, queries_y = data.pool_x[: config.queries], data.pool_y[: config.queries].to(device)
-        counts = vote_counts(_predict(teachers, queries_x, stop_check), data.n_classes)
+        counts = vote_counts(_predict(teachers, queries_x, reporter.should_stop), data.n_classes)
         answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
                             sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
         answered = answers.answered
