@@ -133,7 +133,8 @@ class PateAnalysis:
         log_q: ``(n,)`` per-query log of the bound on Pr[answer != plurality class].
         smooth_sensitivity: LNMax only: smooth sensitivity of ``eps`` at ``order``
             (see :func:`lnmax_smooth_sensitivity`), else ``None``.
-        warning: text when the minimum sits at the last order searched, else ``None``.
+        warning: text when the data-dependent minimum sits at the last order searched, else ``None``.
+        data_independent_warning: the same for the data-independent bound.
         extras: mechanism-specific per-query arrays (e.g. ``log_p_answered``).
     """
 
@@ -154,6 +155,7 @@ class PateAnalysis:
     log_q: np.ndarray
     smooth_sensitivity: float | None = None
     warning: str | None = None
+    data_independent_warning: str | None = None
     extras: Mapping[str, np.ndarray] = field(default_factory=lambda: types.MappingProxyType({}))
 
 
@@ -408,8 +410,6 @@ def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
     di_eps, di_order, di_i = _min_over_orders((di_cost + log_inv_delta) / ls, ls)
 
     hint = f"eps cannot go below ln(1/delta)/L = {log_inv_delta / L:.4g}; increase `moments`"
-    warnings = [w for w in (_edge_warning("data-dependent", i, L, f"moment l = L = {L}", hint),
-                            _edge_warning("data-independent", di_i, L, f"moment l = L = {L}", hint)) if w]
 
     ss = None
     if compute_smooth_sensitivity:
@@ -422,7 +422,8 @@ def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
         cost=_frozen(cost), data_independent_cost=_frozen(di_cost),
         answered_curve=_frozen(np.arange(1, n + 1)), eps_curve=_frozen(eps_curve),
         data_independent_curve=_frozen(di_curve), log_q=_frozen(log_q),
-        smooth_sensitivity=ss, warning="; ".join(warnings) or None,
+        smooth_sensitivity=ss, warning=_edge_warning("data-dependent", i, L, f"moment l = L = {L}", hint),
+        data_independent_warning=_edge_warning("data-independent", di_i, L, f"moment l = L = {L}", hint),
     )
 
 
@@ -523,11 +524,11 @@ def _rdp_summary(per_query: np.ndarray, per_query_di: np.ndarray, orders: np.nda
     curve = (cum + conv).min(axis=1)
     di_curve = (cum_di + conv).min(axis=1)
     hint = "extend `orders` to larger values"
-    warn = [w for w in (_edge_warning("data-dependent", i, orders.size, "RDP order", hint),
-                        _edge_warning("data-independent", di_i, orders.size, "RDP order", hint)) if w]
     return dict(eps=eps, order=order, data_independent_eps=di_eps, data_independent_order=di_order,
                 cost=_frozen(cost), data_independent_cost=_frozen(di_cost), eps_curve=_frozen(curve),
-                data_independent_curve=_frozen(di_curve), warning="; ".join(warn) or None)
+                data_independent_curve=_frozen(di_curve),
+                warning=_edge_warning("data-dependent", i, orders.size, "RDP order", hint),
+                data_independent_warning=_edge_warning("data-independent", di_i, orders.size, "RDP order", hint))
 
 
 def gnmax_analysis(votes, sigma, delta, *, orders=None) -> PateAnalysis:

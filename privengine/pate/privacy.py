@@ -55,20 +55,13 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig) -> Priv
             if config.aggregator == "confident_gnmax" else ()
     claims = (
         PrivacyClaim("data-dependent", a.eps, config.delta, accountant, NEIGHBOURING, a.order,
-                     (DATA_DEPENDENT_CAVEAT,) + extra + _edge_caveat(a.order, a.orders, config)),
+                     (DATA_DEPENDENT_CAVEAT,) + extra + _warning(a.warning)),
         PrivacyClaim("data-independent", a.data_independent_eps, config.delta, accountant, NEIGHBOURING,
-                     a.data_independent_order, di_extra + _edge_caveat(a.data_independent_order, a.orders, config)),
+                     a.data_independent_order, di_extra + _warning(a.data_independent_warning)),
     )
     return PrivacyReport(a, claims)
 
 
-def _edge_caveat(order: float, orders: np.ndarray, config: PateConfig) -> tuple[str, ...]:
-    """A warning when the best order is the largest one searched: more orders could give a smaller epsilon."""
-    if order != orders[-1]:
-        return ()
-    if config.aggregator == "lnmax":
-        floor = -np.log(config.delta) / config.moments
-        return (f"The minimum sits at the last moment searched (l = L = {config.moments}): epsilon cannot go below "
-                f"ln(1/delta)/L = {floor:.3g} here; raise `moments` for a tighter bound.",)
-    return (f"The minimum sits at the largest Renyi order searched ({order:g}): larger orders might give a "
-            "smaller epsilon.",)
+def _warning(text: str | None) -> tuple[str, ...]:
+    """The analysis' warning (minimum at the last order searched) as a caveat, if any."""
+    return () if text is None else (text[:1].upper() + text[1:] + ".",)
