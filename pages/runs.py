@@ -66,10 +66,9 @@ if len(selected) > 6:
 if len(selected) >= 2:
     st.subheader("Compare")
     differences = config_differences(selected)
-    if differences.shape[1] > 2:
-        st.markdown("Config values that differ:")
-        st.dataframe(differences, hide_index=True, width="stretch")
-    else:
+    st.markdown("Headline privacy claims and the config values that differ:")
+    st.dataframe(differences, hide_index=True, width="stretch")
+    if differences.shape[1] <= 3:
         st.caption("The selected runs have identical configs.")
     per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=400) for r in selected}
     names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})

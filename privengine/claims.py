@@ -1,8 +1,11 @@
 """Privacy claims: every epsilon privengine shows travels with its accountant and assumptions.
 
 A run's summary carries a list of claims under the key ``"privacy"`` (see
-:func:`claims_of`); the dashboard and the CLI print them with :meth:`PrivacyClaim.text`.
-A bare epsilon is never shown.
+:func:`claims_of`). Exactly one of them is the run's *headline* (``"headline":
+true``), chosen by the mechanism: the guarantee that covers everything the run
+publishes. Every view that shows a single number per run (runs tables, compare,
+exports, the CLI) shows that one, through :func:`headline_of`; the run's page shows
+all claims with :meth:`PrivacyClaim.text`. A bare epsilon is never shown.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ class PrivacyClaim:
     """One (epsilon, delta) statement and what it rests on.
 
     Attributes:
-        label: which guarantee this is, e.g. ``"data-dependent"`` or ``"data-independent"``.
+        label: which guarantee this is, e.g. ``"data-independent (a priori)"``.
         epsilon: the privacy loss bound.
-        delta: the failure probability (0 for pure DP).
+        delta: the failure probability (0 when the accountant gives an epsilon-only statement;
+            the label and caveats say under which conditions, e.g. "exact draw only").
         accountant: the analysis that produced epsilon, with its reference.
         neighbouring: the neighbouring relation, e.g. "add or remove one training example".
         order: the moment / Renyi order that achieved the bound, where one was optimised.
         caveats: conditions the reader must know (sampler assumptions, unreleased data-dependent values, ...).
+        headline: whether this is the run's headline claim (exactly one per run).
     """
 
     label: str
@@ -32,15 +37,15 @@ class PrivacyClaim:
     neighbouring: str
     order: float | None = None
     caveats: tuple[str, ...] = ()
+    headline: bool = False
 
-    def headline(self) -> str:
+    def statement(self) -> str:
         """``ε = 2.04, δ = 1e-05`` (epsilon to 3 significant digits)."""
-        delta = "0 (pure DP)" if self.delta == 0 else f"{self.delta:g}"
-        return f"ε = {self.epsilon:.3g}, δ = {delta}"
+        return f"ε = {self.epsilon:.3g}, δ = {self.delta:g}"
 
     def text(self) -> str:
-        """One paragraph: headline, label, accountant, order, neighbouring relation, caveats."""
-        parts = [f"{self.headline()} [{self.label}]", f"accountant: {self.accountant}"]
+        """One paragraph: statement, label, accountant, order, neighbouring relation, caveats."""
+        parts = [f"{self.statement()} [{self.label}]", f"accountant: {self.accountant}"]
         if self.order is not None:
             parts.append(f"optimal order {self.order:g}")
         parts.append(f"neighbouring datasets: {self.neighbouring}")
@@ -62,3 +67,20 @@ def claims_of(summary: dict[str, Any] | None) -> list[PrivacyClaim]:
     if not summary:
         return []
     return [PrivacyClaim.from_dict(c) for c in summary.get("privacy", [])]
+
+
+def headline_of(summary: dict[str, Any] | None) -> PrivacyClaim | None:
+    """The run's headline claim: the one marked ``headline`` (None if the run states no claim, or was
+    stored before claims were marked: no unmarked claim is ever promoted to a headline)."""
+    marked = [c for c in claims_of(summary) if c.headline]
+    if len(marked) > 1:
+        raise ValueError(f"a run must mark exactly one headline claim; found {len(marked)}")
+    return marked[0] if marked else None
+
+
+def delta_caveat(delta: float, n: int) -> tuple[str, ...]:
+    """A warning when delta is not small against 1/n (n: the number of protected records), else nothing."""
+    if delta < 1.0 / max(n, 1):
+        return ()
+    return (f"delta = {delta:g} is not small against 1/n = {1.0 / max(n, 1):.2g}: an (ε, δ) guarantee with such a "
+            "delta can allow releasing a whole record.",)

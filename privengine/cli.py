@@ -16,7 +16,7 @@ import time
 from typing import Any, NoReturn, Sequence, TextIO
 
 from . import registry
-from .claims import claims_of
+from .claims import claims_of, headline_of
 from .config import FieldSpec
 from .errors import ConfigError, PrivengineError, RunNotFoundError
 from .store import STATES, RunRecord, RunStore
@@ -208,8 +208,8 @@ def _print_run(run: RunRecord, out: TextIO) -> None:
     print("config: " + " ".join(f"{k}={v}" for k, v in run.config.items()), file=out)
     if run.error:
         print(f"error: {run.error}", file=out)
-    for claim in claims_of(run.summary):
-        print(f"privacy: {claim.text()}", file=out)
+    for claim in sorted(claims_of(run.summary), key=lambda c: not c.headline):  # the headline first
+        print(f"privacy{' (headline)' if claim.headline else ''}: {claim.text()}", file=out)
     for key, value in (run.summary or {}).items():
         if key == "privacy":
             continue
@@ -224,8 +224,10 @@ def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
         print("no runs stored yet", file=out)
     for run in runs:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
-        print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  {run.device or ''}",
-              file=out)
+        headline = headline_of(run.summary)
+        privacy = f"  {headline.statement()} [{headline.label}]" if headline else ""
+        print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  "
+              f"{run.device or '':8s}{privacy}", file=out)
     return EXIT_OK
 
 

@@ -300,8 +300,14 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 @dataclass(frozen=True)
 class RunConfig(BaseConfig):
-    """Fields every mechanism run has: the compute device and the random seed."""
+    """Fields every mechanism run has: the compute device, the random seed and the noise source."""
 
     device: str = knob("auto", choices=DEVICE_CHOICES,
                        help="Where tensors live: auto picks CUDA, then Apple MPS, else CPU.")
-    seed: int = knob(0, low=0, high=2**31 - 1, help="Seed of every random generator of the run.")
+    seed: int = knob(0, low=0, high=2**31 - 1,
+                     help="Seed of the run's random generators (initialisation, batches, and, unless secure noise "
+                          "is on, the privacy noise: see secure noise).")
+    secure_noise: bool = knob(False, label="secure noise (OS entropy)",
+                              help="Draw the privacy noise from OS entropy that is never recorded. Off (exploration): "
+                                   "the noise is derived from the seed, so runs replay exactly but anyone with the "
+                                   "run's record can regenerate the noise. Turn it on for anything you publish.")

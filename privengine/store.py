@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator
 import pandas as pd
 
 from .errors import PrivengineError, RunNotFoundError
+from .claims import headline_of
 from .jsonable import to_jsonable
 
 ACTIVE_STATES = ("queued", "running")
@@ -328,11 +329,13 @@ class RunStore:
     # ---- export -----------------------------------------------------------------------
 
     def export_json(self, run_id: str) -> str:
-        """The whole run (record, all metrics, artifacts, logs) as one JSON document."""
+        """The whole run (record, headline privacy claim, all metrics, artifacts, logs) as one JSON document."""
         run = self.get_run(run_id)
         metrics = self.metrics(run_id)
+        headline = headline_of(run.summary)
         doc = {
             "run": {k: getattr(run, k) for k in RunRecord.__dataclass_fields__},
+            "headline_privacy": None if headline is None else headline.to_dict(),
             "metrics": {name: {"step": g["step"].tolist(), "value": [_finite_or_none(v) for v in g["value"]]}
                         for name, g in metrics.groupby("name", sort=True)},
             "artifacts": self.artifacts(run_id),

@@ -41,8 +41,11 @@ def test_runs_page_empty_and_with_runs(store):
     assert any("No runs match" in i.value for i in at.info)
     run_id = store.create_run("toy", {"steps": 1})
     store.add_metrics(run_id, [(0, "loss", 1.0)])
-    claim = PrivacyClaim("toy", 2.5, 1e-5, "Opacus RDP accountant (Mironov et al.), orders 2..64", "add/remove one")
-    store.mark_ended(run_id, "finished", summary={"steps_done": 1, "privacy": [claim.to_dict()]})
+    # the first claim is not the headline: the table must show the one the mechanism marked
+    raw = PrivacyClaim("data-dependent", 0.3, 1e-5, "some analysis", "replace one")
+    claim = PrivacyClaim("toy", 2.5, 1e-5, "Opacus RDP accountant (Mironov et al.), orders 2..64", "add/remove one",
+                         headline=True)
+    store.mark_ended(run_id, "finished", summary={"steps_done": 1, "privacy": [raw.to_dict(), claim.to_dict()]})
     at = _page("pages/runs.py")
     _assert_clean(at)
     table = at.dataframe[0].value

@@ -27,13 +27,14 @@ def test_good_run_lands_in_the_store_and_can_be_shown_and_exported(private_home)
     assert RunStore().get_run(run_id).summary["steps_done"] == 3  # same store as the dashboard's
 
     listed = cli("runs")
-    assert run_id in listed.stdout and "finished" in listed.stdout
+    assert run_id in listed.stdout and "finished" in listed.stdout and "ε = 1, δ = 1e-05 [toy]" in listed.stdout
     shown = cli("show", run_id)
-    assert "privacy: ε = 1, δ = 1e-05 [toy]" in shown.stdout and "accountant:" in shown.stdout
+    assert "privacy (headline): ε = 1, δ = 1e-05 [toy]" in shown.stdout and "accountant:" in shown.stdout
     csv = cli("export", run_id, "--format", "csv")
     assert csv.returncode == 0 and csv.stdout.splitlines()[0] == "step,acc,loss"
     exported = json.loads(cli("export", run_id, "--format", "json").stdout)
     assert exported["run"]["id"] == run_id
+    assert exported["headline_privacy"]["label"] == "toy" and exported["headline_privacy"]["headline"] is True
 
 
 def test_bad_value_exits_2_with_one_line_naming_the_field():

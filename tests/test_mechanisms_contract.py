@@ -7,7 +7,7 @@ import time
 import pytest
 
 from privengine import registry
-from privengine.claims import claims_of
+from privengine.claims import claims_of, headline_of
 from privengine.jobs import JobManager
 
 MECHANISMS = [m.name for m in registry.all_mechanisms()]
@@ -35,8 +35,33 @@ def test_smoke_run_finishes_reports_and_states_its_privacy(name, manager, store)
     run = manager.wait(run_id, timeout=600)
     assert run.state == "finished", run.traceback
     assert not store.metrics(run_id).empty
-    for claim in claims_of(run.summary):  # every epsilon names its accountant, delta and neighbours
+    claims = claims_of(run.summary)
+    for claim in claims:  # every epsilon names its accountant, delta, neighbours and where its noise came from
         assert claim.accountant and claim.neighbouring and claim.epsilon >= 0 and 0 <= claim.delta < 1
+        if name != "toy":
+            assert any(c.startswith("Noise source: reproducible") and "seed 0" in c for c in claim.caveats)
+        assert "pure DP" not in claim.text()
+    if claims:  # exactly one headline, the figure every single-number view shows
+        assert sum(c.headline for c in claims) == 1 and headline_of(run.summary).headline
+    elif name == "split_label":  # no (eps, delta) exists: its leakage bound states the noise source instead
+        assert any(c.startswith("Noise source") for c in run.summary["label_leakage_bound"]["caveats"])
+
+
+@pytest.mark.parametrize("name", [m for m in MECHANISMS if m != "toy"])
+def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store):
+    """Issue 10, item 5: with secure noise the noise comes from OS entropy: two runs of one seed differ,
+    and the claims say the noise cannot be regenerated from the record; seeded runs replay exactly."""
+    def results(secure: bool) -> str:
+        run_id = manager.submit(name, dict(registry.get(name).smoke) | {"secure_noise": secure})
+        run = manager.wait(run_id, timeout=600)
+        assert run.state == "finished", run.traceback
+        caveats = " ".join(c for claim in claims_of(run.summary) for c in claim.caveats)
+        caveats += " ".join(run.summary.get("label_leakage_bound", {}).get("caveats", []))
+        assert ("secure mode" in caveats) == secure
+        return store.export_csv(run_id)
+
+    assert results(False) == results(False)
+    assert results(True) != results(True)
 
 
 @pytest.mark.parametrize("name", MECHANISMS)

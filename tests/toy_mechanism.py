@@ -41,7 +41,7 @@ def run_toy(config: ToyConfig, reporter) -> dict:
             raise RuntimeError(f"toy failure at step {step}")
         time.sleep(config.delay)
     reporter.artifact("hist", {"bins": [0, 1, 2], "counts": [3, 4]})
-    claim = PrivacyClaim("toy", 1.0, 1e-5, "none (test only)", "add/remove one example")
+    claim = PrivacyClaim("toy", 1.0, 1e-5, "none (test only)", "add/remove one example", headline=True)
     return {"steps_done": config.steps, "device": reporter.device, "privacy": [claim.to_dict()]}
 
 

@@ -16,7 +16,7 @@ from privengine.errors import ConfigError
 
 from . import services
 
-_FIXED_FIELDS = ("device", "seed")  # rendered last, outside the mechanism's own knobs
+_FIXED_FIELDS = ("device", "seed", "secure_noise")  # rendered last, outside the mechanism's own knobs
 
 
 def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, Any] | None = None

@@ -68,14 +68,17 @@ def _header(snapshot: RunSnapshot) -> None:
     elif run.state == "stopped" and run.summary and run.summary.get("stopped_during"):
         st.warning(f"Stopped during {run.summary['stopped_during']}; the results below are partial.",
                    icon=":material/stop_circle:")
-    for claim in claims_of(run.summary):
+    for claim in sorted(claims_of(run.summary), key=lambda c: not c.headline):  # the headline first
         privacy_claim(claim)
 
 
 def privacy_claim(claim: PrivacyClaim) -> None:
-    """An epsilon as a headline with everything it rests on right under it."""
+    """An epsilon with everything it rests on right under it; the run's headline claim says so."""
     with st.container(border=True):
-        st.markdown(f":material/shield: **{claim.headline()}** — {claim.label}")
+        if claim.headline:
+            st.markdown(f":material/shield: **{claim.statement()}** — {claim.label} · *headline*")
+        else:
+            st.markdown(f":material/info: {claim.statement()} — {claim.label}")
         details = [f"Accountant: {claim.accountant}."]
         if claim.order is not None:
             details.append(f"Optimal order: {claim.order:g}.")
