@@ -16,7 +16,8 @@ INTRO = (
     "only: variance σ²C² inside span(U), as in isotropic DP-SGD, and (1 + α) times more outside it "
     "(or, in the *projected* variant, only the span(U) part of the noisy gradient is kept). The accountant "
     "sees the noise multiplier σ, so every setting has the ε of isotropic DP-SGD. One run trains the "
-    "isotropic baseline (α = 0) and each α in the list over several seeds.")
+    "isotropic baseline (α = 0) and each α in the list over several seeds; every model draws its own batches "
+    "and noise, and the run's headline ε composes all of them, since the run reports every model's results.")
 
 PALETTE = plotly.colors.qualitative.Plotly
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -86,7 +87,7 @@ def draw(snapshot) -> None:
                      log_y=quality == M.EXCESS_RISK)
     _per_model_chart(metrics, series.get(M.TRAIN_LOSS, []), M.TRAIN_LOSS, key=f"dpsgd.{run_id}.loss",
                      settings=settings, log_y=True)
-    charts.show(charts.curves(metrics, [M.EPSILON], title="ε spent by each model (the same for every setting)",
+    charts.show(charts.curves(metrics, [M.EPSILON], title="ε spent by each model alone (the run's headline composes all models)",
                               x_title="optimizer step", y_title="ε"), key=f"dpsgd.{run_id}.epsilon")
     if M.ENERGY in series:
         _per_model_chart(metrics, series[M.ENERGY], M.ENERGY, key=f"dpsgd.{run_id}.energy", settings=settings)

@@ -108,15 +108,16 @@ def test_prv_epsilon_and_calibration_to_a_target():
 
 
 def test_projected_variant_beats_isotropic_on_the_low_rank_regression():
-    summary, _ = _run(epochs=3.0, variant="projected", noise_mode="sigma")
+    summary, _ = _run(epochs=6.0, n_seeds=2, variant="projected", noise_mode="sigma")
     rows = {r["setting"]: r for r in summary["comparison"]}
     assert set(rows) == {M.ISOTROPIC, M.PROJECTED}
-    assert rows[M.PROJECTED]["mean"] < 0.75 * rows[M.ISOTROPIC]["mean"]  # 0.67x here, 0.35x after 10 epochs
+    assert rows[M.PROJECTED]["mean"] < 0.75 * rows[M.ISOTROPIC]["mean"]  # 0.51x here (independent noise per model)
     assert summary["best_setting"] == M.PROJECTED
 
 
 def test_ghost_clipping_and_physical_batches_match_per_example_hooks():
-    """Same seeds, so the same Poisson batches and noise: only the clipping route and batch splitting differ."""
+    """Same seeds and model indices, so the same Poisson batches and noise: only the clipping route and batch
+    splitting differ."""
     common = dict(epochs=1.0, alphas=(0.0, 2.0), noise_mode="sigma")
     hooks, _ = _run(grad_sample_mode="hooks", **common)
     ghost_split, _ = _run(grad_sample_mode="ghost", physical_batch_size=32, **common)  # logical batch 100

@@ -2,8 +2,10 @@
 
 Every model of a run trains on the same private split with the same sigma,
 q = B / n_private and steps = int(epochs / q), so each has the same epsilon;
-the models differ only in the noise shape (alpha, variant) and the seed. Seeds
-are the outer loop, so a stopped sweep still holds every setting.
+the models differ in the noise shape (alpha, variant) and the seed, and each
+draws its own Poisson batches and noise (keyed by its index in the run), so the
+run's headline claim composes all of them. Seeds are the outer loop, so a
+stopped sweep still holds every setting.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 from privengine.errors import ConfigError
+from privengine.randomness import noise_caveat
 
 from . import metrics as M
 from .accounting import History, calibrate_noise_multiplier, dpsgd_claims, epsilon_of
@@ -46,7 +49,7 @@ def run(config: DPSGDConfig, reporter) -> dict:
             label = M.setting_label(alpha, config.variant)
             index = len(results)
             on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total)
-            result = train_model(task, config, plan, alpha=alpha, seed=seed, device=device,
+            result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
                                  should_stop=reporter.should_stop, on_eval=on_eval)
             results.append(result)
             reporter.log(f"{label}, seed {seed}: {_final_text(result, task)} after {result.steps_done} steps "
@@ -179,6 +182,7 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
                    "declared public; they are never trained on and are not protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, n_private=task.n_private, public_note=public_note,
-                          sampling=config.sampling)
+                          sampling=config.sampling, show_gdp=config.show_gdp,
+                          extra_caveats=(noise_caveat(seed=config.seed, secure=config.secure_noise),))
     summary["privacy"] = [c.to_dict() for c in claims]
     return summary

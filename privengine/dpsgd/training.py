@@ -36,6 +36,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 
 from privengine.errors import ConfigError
+from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
 from .accounting import History, make_accountant
@@ -104,32 +105,35 @@ def _as_is(batch):
     return batch
 
 
-def derived_generator(seed: int, stream: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """An independent generator per (seed, purpose), from numpy's SeedSequence."""
-    state = int(np.random.SeedSequence([seed, stream]).generate_state(1, dtype=np.uint64)[0] >> 1)
-    return torch.Generator(device=device).manual_seed(state)
-
-
+# Stream keys of a model's generators (see privengine.randomness). Initialisation and the public
+# subspace are shared by the settings of one seed (a paired comparison; neither depends on private
+# data); the Poisson batches and the noise are keyed by the model, so no two models share them.
 STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD = range(5)
 
 
-def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, device: torch.device,
-                should_stop: Callable[[], bool],
+def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
+                device: torch.device, should_stop: Callable[[], bool],
                 on_eval: Callable[[int, dict[str, float], History], None]) -> ModelResult:
     """Train one model privately; call ``on_eval(step, values, history)`` at each evaluation.
+
+    ``index`` numbers the model within its run: its Poisson batches and its noise come from
+    streams keyed by ``(seed, index)`` (from OS entropy with ``config.secure_noise``), so the
+    models of a run are independent mechanisms and releasing them together composes.
 
     ``should_stop()`` is asked before every physical batch and evaluation chunk;
     when it says yes the model's partial result is returned with ``stopped=True``.
     """
-    return _Training(task, config, plan, alpha=alpha, seed=seed, device=device).run(should_stop, on_eval)
+    training = _Training(task, config, plan, alpha=alpha, seed=seed, index=index, device=device)
+    return training.run(should_stop, on_eval)
 
 
 class _Training:
     """The Opacus objects of one model and its loop."""
 
-    def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int,
+    def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
                  device: torch.device):
         self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
+        self.index = index
         self.model = _model(task, config, seed, device)
         self.uses_basis = alpha > 0
         d = num_parameters(self.model)
@@ -149,14 +153,15 @@ class _Training:
                                         projected=self.uses_basis and config.variant == "projected",
                                         noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
                                         expected_batch_size=plan.expected_batch_size,
-                                        generator=derived_generator(seed, STREAM_NOISE, device))
+                                        generator=noise_generator(seed, index, STREAM_NOISE, device=device,
+                                                                  secure=config.secure_noise))
         self.accountant = make_accountant(config.accountant)
         self._account = self.accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate)
         self.optimizer.attach_step_hook(self._on_step)
         self.loss_fn = DPLossFastGradientClipping(self.gsm, self.optimizer, self.criterion, "mean") if ghost \
             else self.criterion
         self.public_gen = derived_generator(seed, STREAM_PUBLIC)
-        self.svd_gen = derived_generator(seed, STREAM_SVD, device)
+        self.svd_gen = derived_generator(seed, STREAM_SVD, device=device)
         self.steps_done = 0
         self.losses: list[float] = []      # private batch losses since the last evaluation
         self.energies: list[float] = []    # captured energies since the last evaluation
@@ -175,7 +180,7 @@ class _Training:
         t0 = time.perf_counter()
         stopped, evaluated_at, refreshed_at = False, -1, None
         self.gsm.train()
-        with BatchMemoryManager(data_loader=_loader(self.task, self.config, self.plan, self.seed),
+        with BatchMemoryManager(data_loader=_loader(self.task, self.config, self.plan, self.seed, self.index),
                                 max_physical_batch_size=self.config.physical_batch_size,
                                 optimizer=self.optimizer) as batches:
             for xb, yb in batches:
@@ -251,9 +256,10 @@ def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> 
     return model.to(device)
 
 
-def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int) -> DataLoader:
+def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
+    """The private batches of model ``index``: secret subsampling, so its generator is a noise stream."""
     data = _TensorBatches(task.x_private, task.y_private)
-    gen = derived_generator(seed, STREAM_SAMPLING)
+    gen = noise_generator(seed, index, STREAM_SAMPLING, secure=config.secure_noise)
     if config.sampling == "poisson":
         sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
                                                 generator=gen, steps=plan.steps)
