@@ -3,6 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from privengine.claims import headline_of
 from ui import charts
 from ui.mechanism_page import render_mechanism_page
 
@@ -28,10 +29,17 @@ def draw(snapshot) -> None:
                                   x_title="epoch", labels={"teacher_loss_mean": "mean over teachers",
                                                            "teacher_loss_max": "worst teacher"}),
                     key=f"{run_id}.teacher_loss")
+        confident = snapshot.run.config.get("aggregator") == "confident_gnmax"
         fig = charts.curves(m, ["eps_data_dependent", "eps_data_independent"],
                             title=f"ε against queries answered (δ = {snapshot.run.config.get('delta', 0):g})",
                             x_title="queries answered", y_title="ε",
-                            labels={"eps_data_dependent": "data-dependent", "eps_data_independent": "data-independent"})
+                            labels={"eps_data_dependent": "data-dependent (not publishable)",
+                                    "eps_data_independent": ("realised data-independent (odometer)" if confident
+                                                             else "data-independent")})
+        headline = headline_of(summary)
+        if headline is not None and confident:
+            fig.add_hline(y=headline.epsilon, line_dash="dot",
+                          annotation_text=f"a-priori bound (headline) ε = {headline.epsilon:.3g}")
         charts.show(fig, key=f"{run_id}.eps")
     with right:
         accuracies = art.get("teacher_accuracy", {}).get("accuracy")

@@ -12,7 +12,9 @@ from privengine.accounting.pate import GNMAX_ORDERS, lnmax_analysis
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
 from privengine.pate.aggregate import aggregate, vote_counts
+from privengine.claims import claims_of
 from privengine.pate.config import PateConfig
+from privengine.pate.data import load_pate_data
 from privengine.pate.ensemble import Ensemble, partition, train_ensemble
 from privengine.pate.models import build_model
 from privengine.pate.privacy import analyse
@@ -128,10 +130,23 @@ def _votes(n=60, teachers=250, seed=0):
     return votes
 
 
+def _analyse(votes, answered, config, n_private=60_000):
+    return analyse(votes, answered, config, n_private=n_private)
+
+
+def _kinds(claims) -> dict:
+    """Claims by kind: "a priori" (the headline), "data-dependent", "odometer" (Confident-GNMax only)."""
+    def kind(c) -> str:
+        return "a priori" if c.headline else "odometer" if "odometer" in c.label else "data-dependent"
+    by_kind = {kind(c): c for c in claims}
+    assert len(by_kind) == len(claims)
+    return by_kind
+
+
 def test_analysis_charges_the_answered_queries_not_rows_indexed_by_labels():
     votes = _votes()
     config = PateConfig(aggregator="lnmax", gamma=0.05)
-    report = analyse(votes, np.ones(len(votes), dtype=bool), config)
+    report = _analyse(votes, np.ones(len(votes), dtype=bool), config)
     assert report.analysis.eps == pytest.approx(lnmax_analysis(votes, 0.05, 1e-5).eps)
     labels = np.argmax(votes, axis=1)  # what the seed passed as "indices"
     assert report.analysis.eps != pytest.approx(lnmax_analysis(votes[labels], 0.05, 1e-5).eps)
@@ -141,16 +156,76 @@ def test_data_independent_bound_counts_answered_queries_only():
     votes = _votes()
     answered = np.zeros(len(votes), dtype=bool)
     answered[:17] = True
-    report = analyse(votes, answered, PateConfig(aggregator="gnmax", sigma=40.0))
+    report = _analyse(votes, answered, PateConfig(aggregator="gnmax", sigma=40.0))
     lam = GNMAX_ORDERS
     expected = np.min(17 * lam / 40.0**2 + math.log(1e5) / (lam - 1))
     assert report.analysis.data_independent_eps == pytest.approx(expected, rel=1e-12)
-    claims = {c.label: c for c in report.claims}
-    assert claims["data-dependent"].epsilon <= claims["data-independent"].epsilon
+    claims = _kinds(report.claims)
+    assert claims["a priori"].epsilon == report.analysis.data_independent_eps
+    assert claims["data-dependent"].epsilon <= claims["a priori"].epsilon
     assert "Thm 6" in claims["data-dependent"].accountant and claims["data-dependent"].delta == 1e-5
     # the partition depends on the dataset size, so only replace-one neighbours keep the one-vote sensitivity
     assert "replace one" in claims["data-dependent"].neighbouring
-    assert "add/remove is not covered" in claims["data-independent"].neighbouring
+    assert "add/remove is not covered" in claims["a priori"].neighbouring
+
+
+# ---- issue 10: which PATE figure is publishable, and what the claims must say -------------------
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident_gnmax"])
+def test_the_headline_is_the_data_independent_bound_never_the_data_dependent_one(aggregator):
+    votes = _votes()
+    report = _analyse(votes, np.ones(len(votes), dtype=bool), PateConfig(aggregator=aggregator, sigma=40.0,
+                                                                         threshold=150.0, sigma1=60.0))
+    (headline,) = [c for c in report.claims if c.headline]
+    assert headline.label.startswith("data-independent (a priori)")
+    dependent = _kinds(report.claims)["data-dependent"]
+    assert "not publishable" in dependent.label and dependent.epsilon < headline.epsilon
+
+
+def test_confident_gnmax_headline_is_a_priori_whatever_was_answered():
+    votes = _votes(n=200)
+    config = PateConfig(aggregator="confident_gnmax", threshold=150.0, sigma1=60.0, sigma2=20.0)
+    few, many = np.zeros(200, dtype=bool), np.ones(200, dtype=bool)
+    few[:20] = True
+    reports = [_analyse(votes, mask, config) for mask in (few, many)]
+    headlines = [_kinds(r.claims)["a priori"] for r in reports]
+    lam = GNMAX_ORDERS
+    expected = np.min(200 * (lam / (2 * 60.0**2) + lam / 20.0**2) + math.log(1e5) / (lam - 1))
+    assert headlines[0].epsilon == headlines[1].epsilon == pytest.approx(expected, rel=1e-12)
+    odometer = _kinds(reports[0].claims)["odometer"]  # the realised figure depends on the answered queries
+    assert odometer.epsilon == reports[0].analysis.data_independent_eps < headlines[0].epsilon
+    assert "20 answered" in odometer.label and "not an a-priori guarantee" in odometer.caveats[0]
+
+
+@pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident_gnmax"])
+def test_every_pate_claim_lists_the_unprotected_diagnostics(aggregator):
+    votes = _votes()
+    report = _analyse(votes, np.ones(len(votes), dtype=bool), PateConfig(aggregator=aggregator))
+    for claim in report.claims:
+        text = " ".join(claim.caveats)
+        for diagnostic in ("vote-margin histogram", "noise-free ensemble accuracy", "per-teacher accuracies",
+                           "smooth-sensitivity value", "non-private baseline"):
+            assert diagnostic in text, (claim.label, diagnostic)
+
+
+def test_pate_warns_when_delta_is_not_small_against_one_over_n():
+    votes = _votes()
+    answered = np.ones(len(votes), dtype=bool)
+    large = _analyse(votes, answered, PateConfig(aggregator="gnmax", delta=1e-3), n_private=1297)
+    small = _analyse(votes, answered, PateConfig(aggregator="gnmax", delta=1e-5), n_private=1297)
+    assert all(any("not small against 1/n" in c for c in claim.caveats) for claim in large.claims)
+    assert not any("not small against 1/n" in c for claim in small.claims for c in claim.caveats)
+
+
+@pytest.mark.parametrize("dataset", ["synthetic", "digits"])
+def test_embedded_data_is_standardised_with_public_statistics_only(dataset):
+    data = load_pate_data(dataset)
+    public = torch.cat([data.pool_x, data.test_x]).double()
+    dims = 0 if dataset == "synthetic" else None
+    mean = public.mean(dim=dims) if dims is not None else public.mean()
+    std = public.std(dim=dims) if dims is not None else public.std()
+    assert torch.allclose(mean, torch.zeros_like(mean), atol=1e-5)
+    assert torch.allclose(std, torch.ones_like(std), atol=1e-5)
 
 
 def test_convnet_outputs_one_logit_per_class():
@@ -176,8 +251,10 @@ def test_tiny_run_through_the_job_manager(store, aggregator):
     s = run.summary
     assert s["student_accuracy"] > 0.3 and s["baseline_accuracy"] > 0.5  # 10 classes: chance is 0.1
     assert s["queries_answered"] > 0 and s["examples_per_teacher"] == 3000
-    labels = {c["label"] for c in s["privacy"]}
-    assert labels == {"data-dependent", "data-independent"}
+    claims = _kinds(claims_of(s))
+    assert set(claims) == ({"a priori", "data-dependent", "odometer"} if aggregator == "confident_gnmax"
+                           else {"a priori", "data-dependent"})
+    assert all("Noise source: reproducible" in " ".join(c.caveats) for c in claims.values())
     metrics = store.metrics(run_id)
     eps = metrics[metrics["name"] == "eps_data_independent"]
     assert eps["value"].is_monotonic_increasing and eps["step"].is_monotonic_increasing
@@ -218,9 +295,8 @@ def test_missing_real_dataset_fails_with_where_it_looked(store, tmp_path):
 def test_lnmax_warns_when_the_minimum_sits_at_the_last_moment():
     unanimous = np.zeros((100, 10))
     unanimous[:, 0] = 250
-    claims = {c.label: c for c in analyse(unanimous, np.ones(100, dtype=bool),
-                                          PateConfig(aggregator="lnmax", gamma=0.05)).claims}
+    claims = _kinds(_analyse(unanimous, np.ones(100, dtype=bool), PateConfig(aggregator="lnmax", gamma=0.05)).claims)
     assert claims["data-dependent"].order == 8
     assert any("ln(1/delta)/L = 1.439" in c for c in claims["data-dependent"].caveats)
-    assert claims["data-independent"].order == 5  # 100 queries, gamma 0.05: the check value's order
-    assert not any("last moment" in c for c in claims["data-independent"].caveats)
+    assert claims["a priori"].order == 5  # 100 queries, gamma 0.05: the check value's order
+    assert not any("last moment" in c for c in claims["a priori"].caveats)

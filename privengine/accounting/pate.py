@@ -40,6 +40,12 @@ step is a GNMax-like step with ``sigma -> sqrt(2) sigma1`` and
 ``sum_queries RDP_threshold + p RDP_gnmax(sigma2)``. RDP is converted with
 ``eps = min_lam RDP(lam) + ln(1/delta)/(lam-1)`` over :data:`GNMAX_ORDERS`.
 
+Confident-GNMax's data-independent figure over the *answered* queries depends on
+which queries were answered, itself an output of the mechanism: it is a privacy
+odometer reading, not an a-priori guarantee. The a-priori bound
+(:func:`confident_gnmax_a_priori_epsilon`) charges every submitted query as if
+it were answered: ``n_submitted (lam/(2 sigma1^2) + lam/sigma2^2)``.
+
 Public API: the three scalar functions :func:`lnmax_moments_epsilon`,
 :func:`gnmax_epsilon`, :func:`confident_gnmax_epsilon` are thin wrappers of
 :func:`lnmax_analysis`, :func:`gnmax_analysis`, :func:`confident_gnmax_analysis`,
@@ -85,6 +91,7 @@ __all__ = [
     "confident_gnmax_analysis",
     "confident_gnmax_epsilon",
     "confident_gnmax_eps_curve",
+    "confident_gnmax_a_priori_epsilon",
 ]
 
 #: RDP orders used for GNMax / Confident-GNMax, as in Papernot et al. (2018).
@@ -658,3 +665,30 @@ def confident_gnmax_eps_curve(votes, threshold, sigma1, sigma2, delta, *, answer
     """
     a = confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, answered=answered)
     return a.answered_curve, a.eps_curve, a.data_independent_curve
+
+
+def confident_gnmax_a_priori_epsilon(n_submitted, sigma1, sigma2, delta, *, orders=None
+                                     ) -> tuple[float, float, str | None]:
+    """``(eps, order, warning)``: the a-priori (eps, delta) bound of Confident-GNMax on ``n_submitted`` queries.
+
+    Each submitted query runs the threshold check (a Gaussian mechanism on the max count,
+    L2 sensitivity 1: RDP ``lam / (2 sigma1^2)``) and, if it passes, GNMax (count vector L2
+    sensitivity sqrt(2): RDP ``lam / sigma2^2``); not answering costs nothing more, so by
+    adaptive composition every query costs at most the sum, whatever the outcomes::
+
+        eps = min_lam  n_submitted (lam/(2 sigma1^2) + lam/sigma2^2) + ln(1/delta)/(lam-1)
+
+    ``warning`` is set when the minimum sits at the last order searched.
+
+    >>> eps, order, _ = confident_gnmax_a_priori_epsilon(1, 1.0, 1.0, 1e-5, orders=[2.0, 3.0, 5.0, 9.0])
+    >>> round(eps, 4), order                       # 1.5 lam + ln(1e5)/(lam-1), best at lam = 3
+    (10.2565, 3.0)
+    """
+    n = _int("n_submitted", n_submitted, 0)
+    sigma1 = _positive("sigma1", sigma1)
+    sigma2 = _positive("sigma2", sigma2)
+    delta = _delta(delta)
+    o = _orders(orders)
+    total = n * (o / (2.0 * sigma1**2) + o / sigma2**2)
+    eps, order, i = _min_over_orders(total - math.log(delta) / (o - 1.0), o)
+    return eps, order, _edge_warning("a-priori", i, o.size, "RDP order", "extend `orders` to larger values")

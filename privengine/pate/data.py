@@ -3,7 +3,9 @@
 The teachers see only the private split. Queries come from the public split's
 query pool, which the teachers never saw; the student is tested on the rest of
 the public split. Image datasets: the torchvision train split is private and the
-test split public (as in the PATE papers).
+test split public (as in the PATE papers). Nothing the public side sees depends on
+private data: embedded datasets are standardised with the public split's statistics,
+image datasets with fixed per-dataset constants.
 """
 
 from __future__ import annotations
@@ -43,28 +45,39 @@ def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> P
         train = load_image_dataset(dataset, train=True, root=root or None, download=download)
         test = load_image_dataset(dataset, train=False, root=root or None, download=download)
         return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True)
-    x, y, n_classes = _embedded(dataset)
+    x, y, n_classes, per_feature = _embedded(dataset)
     n_private = SPLIT_SIZES[dataset][0]
+    x = standardise_with_public_statistics(x, x[n_private:], per_feature=per_feature)
     return _with_public_split(x[:n_private], y[:n_private], x[n_private:], y[n_private:], n_classes, is_image=False)
 
 
-def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+def standardise_with_public_statistics(x: torch.Tensor, public: torch.Tensor, *, per_feature: bool) -> torch.Tensor:
+    """``(x - mean) / std`` with the mean and std of the public rows only (per feature, or one of each).
+
+    Statistics of the private rows would make every public query depend on private data;
+    the public split's cost nothing.
+    """
+    dims = 0 if per_feature else tuple(range(public.ndim))
+    return (x - public.mean(dim=dims)) / public.std(dim=dims)
+
+
+def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
+    """``(x, y, n_classes, per_feature)``: raw features, private rows first; ``per_feature`` says how to
+    standardise them (per feature for tabular data, one mean and std for pixels)."""
     if dataset == "synthetic":
         from sklearn.datasets import make_classification
 
         n = sum(SPLIT_SIZES["synthetic"])
         x, y = make_classification(n_samples=n, n_features=40, n_informative=12, n_redundant=4, n_classes=10,
                                    n_clusters_per_class=1, class_sep=1.8, flip_y=0.0, random_state=DATA_SEED)
-        x = (x - x.mean(0)) / x.std(0)
-        return torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.int64), 10
+        return torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.int64), 10, True
     if dataset == "digits":
         from sklearn.datasets import load_digits
 
         digits = load_digits()
         order = np.random.default_rng(DATA_SEED).permutation(len(digits.target))
         x = digits.images[order].astype(np.float32)[:, None] / 16.0
-        x = (x - x.mean()) / x.std()
-        return torch.tensor(x), torch.tensor(digits.target[order], dtype=torch.int64), 10
+        return torch.tensor(x), torch.tensor(digits.target[order], dtype=torch.int64), 10, False
     raise ValueError(f"unknown embedded dataset {dataset!r}")
 
 

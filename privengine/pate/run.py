@@ -7,6 +7,7 @@ import time
 import numpy as np
 import torch
 
+from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
 from .aggregate import aggregate, vote_counts
 from .config import PateConfig
@@ -15,6 +16,7 @@ from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
 from .privacy import analyse
 
+NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness)
 CURVE_POINTS = 300  # points of the eps-vs-answered curves sent to the store
 
 # Share of the progress bar per stage.
@@ -30,7 +32,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     device = torch.device(reporter.device)
     torch.manual_seed(config.seed)
     shuffle = torch.Generator().manual_seed(config.seed)
-    noise = torch.Generator(device=device).manual_seed(config.seed + 1)
+    noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
     summary: dict = {"stage": "loading data"}
 
     def checkpoint(stage: str) -> None:
@@ -75,7 +77,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
                                   if n_answered else None),
         )
 
-        report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config)
+        report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
+                         extra_caveats=(noise_caveat(seed=config.seed, secure=config.secure_noise),))
         _report_eps_curves(report.analysis, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["privacy_order"] = report.analysis.order
