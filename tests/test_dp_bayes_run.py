@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 import privengine.dp_bayes.mechanism  # noqa: F401  (registers dp_bayes until privengine.mechanisms does)
 from privengine import registry
 from privengine.claims import claims_of
+from privengine.dp_bayes.config import DpBayesConfig
 from privengine.jobs import JobManager
 from tests.conftest import ROOT
 
@@ -39,6 +40,9 @@ def test_release_states_an_honest_claim_and_scores_the_draw(manager, store):
     assert "add or remove one record" in claim.neighbouring
     text = " ".join(claim.caveats)
     assert "SGLD" in text and "(1 + e^ε)·TV" in text and "not private" in text
+    # issue 10, item 4: an approximate sampler never reads "pure DP"; the label says "exact draw only"
+    assert claim.headline and "exact draw only" in claim.label
+    assert "pure DP" not in claim.text() and "pure DP" not in claim.statement()
     assert s["sensitivity_delta_u"] == pytest.approx(SMALL.get("tau", 4.0))
     assert len(s["released"]) == 3 and set(s["released"][0]) == {"beta1", "beta2", "intercept", "log_sigma"}
     assert s["vi_mean_error_sd_rms"] < 0.5 and 0.8 < s["vi_sd_ratio_geomean"] < 1.25
@@ -57,6 +61,7 @@ def test_sweep_repeats_the_release_over_epsilons(manager, store):
     assert sorted((r["epsilon"], r["repeat"]) for r in rows) == [(e, k) for e in (0.5, 50.0) for k in range(3)]
     (claim,) = claims_of(run.summary)
     assert claim.epsilon == pytest.approx(3 * 50.5) and "evaluation only" in claim.label
+    assert claim.headline and "exact draw only" in claim.label and "pure DP" not in claim.text()
     err = {e: sorted(r["mean_error_sd_rms"] for r in rows if r["epsilon"] == e) for e in (0.5, 50.0)}
     assert err[50.0][1] < err[0.5][1]  # the median error shrinks as epsilon grows
 
@@ -95,3 +100,11 @@ def test_page_draws_a_finished_sweep():
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("Error vs ε" in h.value for h in at.subheader)
+
+
+def test_help_texts_say_what_the_sampler_does():
+    """Issue 10, item 9: the warm-up starts from the (data-dependent) VI solution; the preconditioner is fixed."""
+    warmup = DpBayesConfig.spec("warmup_steps").knob.help
+    burn_in = DpBayesConfig.spec("burn_in").knob.help
+    assert "data-dependent start" in warmup and "data-independent" not in warmup
+    assert "fixed" in burn_in and "re-estimated" not in burn_in

@@ -60,12 +60,13 @@ class DpBayesConfig(RunConfig):
     steps: int = knob(10_000, low=10, high=10_000_000, log=True,
                       help="SGLD steps after burn-in; the final state is the released draw.")
     burn_in: int = knob(2000, low=0, high=10_000_000,
-                        help="SGLD steps before sampling; the preconditioner is re-estimated over them.")
+                        help="SGLD steps run and discarded before the `steps` that produce the draw. The "
+                             "preconditioner is fixed before them, from the warm-up maximiser z* and epsilon.")
     step_size: float = knob(0.05, low=0.0, high=1.0, low_open=True, log=True,
                             help="SGLD step h in preconditioned units (the target's sds are ~1 there).")
     warmup_steps: int = knob(1000, low=0, high=1_000_000, advanced=True,
-                             help="Adam steps that move the chains from a data-independent start to the "
-                                  "utility's maximum before burn-in.")
+                             help="Adam steps on the sanitized utility from the non-private VI solution (a "
+                                  "data-dependent start) to its maximiser z*, where every chain starts.")
     vi_steps: int = knob(2000, low=10, high=1_000_000, advanced=True,
                          help="Adam steps of the non-private VI baseline.")
     mc_samples: int = knob(2, low=1, high=256, advanced=True,

@@ -6,12 +6,13 @@ from privengine.claims import PrivacyClaim
 
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
 
+EXACT_ONLY = "ε-DP for an exact draw only; the SGLD release is approximate and its δ is not bounded"
 ACCOUNTANT = ("exponential mechanism (McSherry & Talwar 2007): one exact draw of z from "
               "f(z) ∝ exp(ε U(z; x) / (2 Δ_U)) is ε-DP; k draws cost kε (basic composition)")
 
 
 def _caveats(*, tau: float, delta_u: float, entropy_weight: float, step_size: float, steps: int,
-             mc_samples: int) -> tuple[str, ...]:
+             mc_samples: int, noise: str) -> tuple[str, ...]:
     return (
         "Approximate sampler: the draw comes from preconditioned SGLD "
         f"(step {step_size:g}, {steps} steps after burn-in, {mc_samples} Monte Carlo sample(s) per gradient), "
@@ -24,29 +25,34 @@ def _caveats(*, tau: float, delta_u: float, entropy_weight: float, step_size: fl
         "Only the released variational parameters z = (mean, log sd) are covered. The reference posterior, the "
         "non-private VI baseline, the SGLD trace, the utility curve and every error metric are computed from "
         "the raw data to evaluate the mechanism and are not private.",
+        noise,
     )
 
 
 def release_claim(*, epsilon: float, draws: int, tau: float, neighbouring: str, entropy_weight: float,
-                  step_size: float, steps: int, mc_samples: int) -> PrivacyClaim:
-    """The claim of releasing ``draws`` independent draws at ``epsilon`` each."""
+                  step_size: float, steps: int, mc_samples: int, noise: str) -> PrivacyClaim:
+    """The (headline) claim of releasing ``draws`` independent draws at ``epsilon`` each.
+
+    delta = 0 holds for exact draws only; the label says so, and never "pure DP": the
+    release comes from finite SGLD, whose distance to the exact distribution is not bounded.
+    """
     delta_u = sensitivity(tau, neighbouring)
-    label = ("ε-DP for an exact draw; approximate with SGLD" if draws == 1
-             else f"{draws} draws at ε = {epsilon:g} each (kε); ε-DP per exact draw, approximate with SGLD")
+    label = (EXACT_ONLY if draws == 1
+             else f"{draws} draws at ε = {epsilon:g} each (kε); {EXACT_ONLY}")
     return PrivacyClaim(label, draws * epsilon, 0.0, ACCOUNTANT, NEIGHBOURING_TEXT[neighbouring], None,
                         _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size,
-                                 steps=steps, mc_samples=mc_samples))
+                                 steps=steps, mc_samples=mc_samples, noise=noise), headline=True)
 
 
 def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighbouring: str,
-                entropy_weight: float, step_size: float, steps: int, mc_samples: int) -> PrivacyClaim:
+                entropy_weight: float, step_size: float, steps: int, mc_samples: int, noise: str) -> PrivacyClaim:
     """The claim of a sweep: its draws are for evaluation; publishing all of them would cost their sum."""
     delta_u = sensitivity(tau, neighbouring)
     total = repeats * sum(epsilons)
     return PrivacyClaim(
-        "sweep (evaluation only): total if every draw were published", total, 0.0, ACCOUNTANT,
+        f"sweep (evaluation only): total if every draw were published; {EXACT_ONLY}", total, 0.0, ACCOUNTANT,
         NEIGHBOURING_TEXT[neighbouring], None,
         (f"The sweep draws {repeats} release(s) at each ε in {', '.join(f'{e:g}' for e in epsilons)} from the "
          "same data to chart utility against ε; none is meant for publication. Each draw alone has its own ε.",)
         + _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size, steps=steps,
-                   mc_samples=mc_samples))
+                   mc_samples=mc_samples, noise=noise), headline=True)

@@ -19,6 +19,8 @@ import time
 import numpy as np
 import torch
 
+from privengine.randomness import noise_caveat, noise_generator
+
 from .charts_data import density_table, sweep_row
 from .config import DpBayesConfig
 from .data import Records, synthetic_records
@@ -38,6 +40,7 @@ TRACE_POINTS = 1000       # trace and utility points per SGLD run, at most
 DENSITY_EVERY_S = 2.0     # seconds between refreshes of the live density chart
 PROGRESS_EVERY_S = 0.5
 SAMPLER_DTYPE = torch.float32
+NOISE_STREAM = 1          # stream key of the SGLD noise and its Monte Carlo samples (privengine.randomness)
 
 
 class _Live:
@@ -160,16 +163,17 @@ def run(config: DpBayesConfig, reporter) -> dict:
     if reporter.stop_was_requested:
         return {"stopped_in": "warm-up", "vi": vi_scores.summary()}
 
-    # SGLD on exp(c U)
+    # SGLD on exp(c U): its injected noise and Monte Carlo samples are the mechanism's randomness
+    noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
     c = torch.tensor([e / (2 * delta_u) for e in eps_chain], device=device, dtype=SAMPLER_DTYPE)
     chains = config.chains
     transform = exponential_mechanism_transform(z_star.expand(chains, -1), c, config.entropy_weight)
 
     def grad_log_f(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        value, grad = utility.value_and_grad(z, generator=gen)
+        value, grad = utility.value_and_grad(z, generator=noise)
         return c * value, c[:, None] * grad
 
-    sampler = PreconditionedSGLD(grad_log_f, transform=transform, step_size=config.step_size, generator=gen)
+    sampler = PreconditionedSGLD(grad_log_f, transform=transform, step_size=config.step_size, generator=noise)
     if config.mode == "release":
         labels = {0: "utility"}
     else:
@@ -215,7 +219,8 @@ def run(config: DpBayesConfig, reporter) -> dict:
         "wall_time_s": time.perf_counter() - started,
     }
     claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
-                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples)
+                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
+                      noise=noise_caveat(seed=config.seed, secure=config.secure_noise))
     if config.mode == "release":
         released = [_describe(z, names) for z in z_final]
         reporter.artifact("release", released)
