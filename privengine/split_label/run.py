@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
+from privengine.randomness import noise_caveat, noise_generator
+
 from . import data as datasets
 from .attacks import LeakLog, attack_scores, leak_aucs, pick_reference, sumkl_summary
 from .config import SplitLabelConfig
@@ -40,6 +42,7 @@ from .parties import ActiveParty, PassiveParty
 from .protections import Marvell, MaxNormAlignment, NoProtection, Protection, make_protection
 
 HIST_BINS = 40
+NOISE_STREAM = 1  # stream key of the protections' noise (privengine.randomness)
 EVAL_CHUNK = 8192
 
 BOUND_CAVEATS = (
@@ -105,11 +108,12 @@ def run(config: SplitLabelConfig, reporter) -> dict:
         "mode": config.mode, "dataset": data.name, "n_train": len(data.y_train), "n_test": len(data.y_test),
         "positive_rate_train": float(data_cpu.y_train.mean()), "positive_rate_test": float(data_cpu.y_test.mean()),
         "cut_dim": config.bottom_widths[-1], "stopped": stopped, "settings": points,
-        "label_leakage_bound": _leakage_bound(points),
+        "label_leakage_bound": _leakage_bound(points, noise=noise_caveat(seed=config.seed,
+                                                                          secure=config.secure_noise)),
     }
 
 
-def _leakage_bound(points: list[dict]) -> dict:
+def _leakage_bound(points: list[dict], *, noise: str) -> dict:
     """The sumKL guarantee per setting that has one: the run's largest per-batch sumKL and the AUC bound."""
     bounded = [{"setting": p["setting"], "label": p["label"], "sumkl_max": p["sumkl.max"],
                 "sumkl_mean": p["sumkl.mean"], "leak_auc_bound": p["auc_bound"],
@@ -122,7 +126,7 @@ def _leakage_bound(points: list[dict]) -> dict:
                    "cut-layer gradients (Marvell's Gaussian model); no (ε, δ) exists for this mechanism",
         "formula": "leak AUC of any scorer of one batch <= 1/2 + sqrt(sumKL)/2 - sumKL/8 (1 when sumKL >= 4)",
         "settings": bounded,
-        "caveats": list(BOUND_CAVEATS),
+        "caveats": [*BOUND_CAVEATS, noise],
     }
 
 
@@ -164,7 +168,7 @@ class _Training:
         self.setting, self.data, self.config = setting, data, config
         self.y_train_cpu, self.y_test_cpu = data_cpu.y_train, data_cpu.y_test
         self.order = torch.Generator().manual_seed(config.seed)  # model init, then batch order
-        self.noise = torch.Generator(device=device).manual_seed(config.seed + 1)
+        self.noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
         self.references = np.random.default_rng([config.seed, 2])
         self.passive = PassiveParty(data.n_features, config.bottom_widths, lr=config.lr, init_std=config.init_std,
                                     device=device, generator=self.order)
