@@ -21,13 +21,14 @@ class PrivacyClaim:
     Attributes:
         label: which guarantee this is, e.g. ``"data-independent (a priori)"``.
         epsilon: the privacy loss bound.
-        delta: the failure probability (0 when the accountant gives an epsilon-only statement;
-            the label and caveats say under which conditions, e.g. "exact draw only").
+        delta: the failure probability (0 for an epsilon-only statement).
         accountant: the analysis that produced epsilon, with its reference.
         neighbouring: the neighbouring relation, e.g. "add or remove one training example".
         order: the moment / Renyi order that achieved the bound, where one was optimised.
         caveats: conditions the reader must know (sampler assumptions, unreleased data-dependent values, ...).
         headline: whether this is the run's headline claim (exactly one per run).
+        condition: what the (epsilon, delta) holds for when it does not hold for the release as made, printed
+            with it, e.g. "exact draw only" for a sampler that only approximates the mechanism.
     """
 
     label: str
@@ -38,10 +39,12 @@ class PrivacyClaim:
     order: float | None = None
     caveats: tuple[str, ...] = ()
     headline: bool = False
+    condition: str | None = None
 
     def statement(self) -> str:
-        """``ε = 2.04, δ = 1e-05`` (epsilon to 3 significant digits)."""
-        return f"ε = {self.epsilon:.3g}, δ = {self.delta:g}"
+        """``ε = 2.04, δ = 1e-05`` (epsilon to 3 significant digits), then the condition if there is one."""
+        text = f"ε = {self.epsilon:.3g}, δ = {self.delta:g}"
+        return f"{text} ({self.condition})" if self.condition else text
 
     def text(self) -> str:
         """One paragraph: statement, label, accountant, order, neighbouring relation, caveats."""

@@ -6,24 +6,36 @@ numpy's ``SeedSequence``: streams are independent of each other and reproducible
 
 The privacy-relevant streams (the noise of a mechanism and, for DP-SGD, the
 Poisson sampling) come from :func:`noise_generator`. With ``secure_noise`` off
-(the default, for exploration: sweeps and comparisons replay the same noise)
-they are seeded streams too, so anyone holding the run's record (the seed is
-stored, exported and put in links) can regenerate the noise and subtract it:
-the claims say so (:func:`noise_caveat`). With ``secure_noise`` on, each such
-generator is seeded from the operating system's entropy (``secrets``) and the
-seed is never recorded: the documented choice for anything published.
+(the default, for exploration: a run replays exactly) they are seeded streams
+keyed by the seed *and a digest of the whole configuration*: two runs that differ
+in any knob (a sweep's points, say) draw independent noise, so releasing both is
+covered by composition, while the same configuration replays the same noise (and
+so the same outputs, which release nothing more). Anyone holding the run's record
+(the seed is stored, exported and put in links) can regenerate its noise and
+subtract it: the claims say so (:func:`noise_caveat`). With ``secure_noise`` on,
+each such generator is seeded from the operating system's entropy (``secrets``)
+and the seed is never recorded: the documented choice for anything published.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 
 import numpy as np
 import torch
 
+from .config import BaseConfig
+
+_NOT_IN_DIGEST = ("device", "secure_noise")  # where a run executes does not change its mechanism
+
 def derived_seed(seed: int, *key: int) -> int:
-    """A 63-bit seed for stream ``key`` of ``seed`` (independent across keys, by SeedSequence)."""
-    return int(np.random.SeedSequence([seed, *key]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    """A 63-bit seed for stream ``key`` of ``seed`` (independent across keys, by SeedSequence).
+
+    The key's length is part of the entropy: SeedSequence alone treats ``(s,)`` and ``(s, 0)`` alike.
+    """
+    return int(np.random.SeedSequence([seed, len(key), *key]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def derived_generator(seed: int, *key: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -31,25 +43,35 @@ def derived_generator(seed: int, *key: int, device: torch.device | str = "cpu") 
     return torch.Generator(device=device).manual_seed(derived_seed(seed, *key))
 
 
-def noise_generator(seed: int, *key: int, secure: bool, device: torch.device | str = "cpu") -> torch.Generator:
-    """The generator of privacy-relevant randomness (noise, secret subsampling) for stream ``key``.
+def config_digest(config: BaseConfig) -> tuple[int, ...]:
+    """Four 32-bit words of the SHA-256 of the config's JSON (without the device and the noise mode)."""
+    values = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_DIGEST}
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).digest()
+    return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
 
-    ``secure=False``: :func:`derived_generator` (reproducible from the recorded seed).
-    ``secure=True``: seeded with 63 bits from the OS entropy pool, never stored anywhere.
+
+def noise_generator(config: BaseConfig, *key: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The generator of privacy-relevant randomness (noise, secret subsampling) of ``config``'s run, stream ``key``.
+
+    ``config.secure_noise`` off: derived from ``config.seed``, :func:`config_digest` and ``key``
+    (reproducible from the record; independent for runs of different configurations).
+    On: seeded with 63 bits from the OS entropy pool, never stored anywhere.
     """
-    if secure:
+    if config.secure_noise:
         return torch.Generator(device=device).manual_seed(secrets.randbits(63))
-    return derived_generator(seed, *key, device=device)
+    return derived_generator(config.seed, *config_digest(config), *key, device=device)
 
 
-def noise_caveat(*, seed: int, secure: bool) -> str:
+def noise_caveat(*, secure: bool) -> str:
     """The caveat every claim carries about where its noise came from."""
     if secure:
         return ("Noise source: secure mode. The noise (and any secret subsampling) was drawn from torch generators "
                 "seeded with 63 bits of OS entropy that were never recorded, so the run cannot be replayed. "
                 "torch's generators are not cryptographically secure, and floating-point noise sampling is not "
                 "hardened against precision attacks (Mironov 2012).")
-    return (f"Noise source: reproducible exploration mode. The noise (and any subsampling) is derived from the run's "
-            f"seed {seed}, which is stored and exported with the run and appears in shareable links: anyone holding "
-            "the record can regenerate the noise and remove it, so the guarantee holds only while the seed stays "
-            "secret. Turn on secure noise (OS entropy, never recorded) for anything you publish.")
+    return ("Noise source: reproducible exploration mode. The noise (and any subsampling) is derived from the run's "
+            "seed and its configuration, which are stored and exported with the run and appear in shareable "
+            "links: anyone holding the record can regenerate the noise and remove it, so the guarantee holds only "
+            "while the record stays secret. Runs of different configurations draw independent noise; rerunning the "
+            "same configuration and seed replays the same noise and outputs. Turn on secure noise (OS entropy, "
+            "never recorded) for anything you publish.")

@@ -41,7 +41,7 @@ def test_release_states_an_honest_claim_and_scores_the_draw(manager, store):
     text = " ".join(claim.caveats)
     assert "SGLD" in text and "(1 + e^ε)·TV" in text and "not private" in text
     # issue 10, item 4: an approximate sampler never reads "pure DP"; the label says "exact draw only"
-    assert claim.headline and "exact draw only" in claim.label
+    assert claim.headline and "exact draw only" in claim.label and "exact draw only" in claim.statement()
     assert "pure DP" not in claim.text() and "pure DP" not in claim.statement()
     assert s["sensitivity_delta_u"] == pytest.approx(SMALL.get("tau", 4.0))
     assert len(s["released"]) == 3 and set(s["released"][0]) == {"beta1", "beta2", "intercept", "log_sigma"}

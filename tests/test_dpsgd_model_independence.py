@@ -65,12 +65,20 @@ def test_two_models_of_a_run_share_neither_batches_nor_noise():
     assert error > 0.5 * noise_scale, (float(error), noise_scale)
 
 
-def test_seeded_runs_replay_and_secure_noise_does_not():
-    """Reproducible noise replays exactly; secure noise (OS entropy, never recorded) does not."""
-    from privengine.randomness import noise_generator
+def test_seeded_noise_replays_per_configuration_and_secure_noise_never_does():
+    """Same config and seed: the same noise (a replay releases nothing new). A different knob (two points
+    of a sweep, or two runs a user compares): independent noise, so releasing both composes. Secure mode:
+    fresh OS entropy every time."""
+    from privengine.randomness import derived_seed, noise_generator
 
-    draws = [torch.randn(4, generator=noise_generator(7, 1, 2, secure=False)) for _ in range(2)]
-    assert torch.equal(*draws)
-    assert not torch.equal(draws[0], torch.randn(4, generator=noise_generator(7, 2, 2, secure=False)))
-    secure = [torch.randn(4, generator=noise_generator(7, 1, 2, secure=True)) for _ in range(2)]
-    assert not torch.equal(*secure)
+    def draw(config: DPSGDConfig) -> torch.Tensor:
+        return torch.randn(4, generator=noise_generator(config, 0, 1, 2))
+
+    base = DPSGDConfig(alphas=(0.0, 4.0))
+    assert torch.equal(draw(base), draw(DPSGDConfig(alphas=(0.0, 4.0))))
+    assert torch.equal(draw(base), draw(base.replace(device="cpu")))  # where it runs is not the mechanism
+    for other in (base.replace(alphas=(0.0, 1.0)), base.replace(max_grad_norm=2.0), base.replace(seed=1)):
+        assert not torch.equal(draw(base), draw(other))
+    secure = base.replace(secure_noise=True)
+    assert not torch.equal(draw(secure), draw(secure))
+    assert derived_seed(5) != derived_seed(5, 0) != derived_seed(5, 0, 0)  # SeedSequence alone equates these

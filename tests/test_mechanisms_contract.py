@@ -39,7 +39,7 @@ def test_smoke_run_finishes_reports_and_states_its_privacy(name, manager, store)
     for claim in claims:  # every epsilon names its accountant, delta, neighbours and where its noise came from
         assert claim.accountant and claim.neighbouring and claim.epsilon >= 0 and 0 <= claim.delta < 1
         if name != "toy":
-            assert any(c.startswith("Noise source: reproducible") and "seed 0" in c for c in claim.caveats)
+            assert any(c.startswith("Noise source: reproducible") for c in claim.caveats)
         assert "pure DP" not in claim.text()
     if claims:  # exactly one headline, the figure every single-number view shows
         assert sum(c.headline for c in claims) == 1 and headline_of(run.summary).headline

@@ -7,6 +7,7 @@ from privengine.claims import PrivacyClaim
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
 
 EXACT_ONLY = "ε-DP for an exact draw only; the SGLD release is approximate and its δ is not bounded"
+CONDITION = "exact draw only; δ of the SGLD release not bounded"
 ACCOUNTANT = ("exponential mechanism (McSherry & Talwar 2007): one exact draw of z from "
               "f(z) ∝ exp(ε U(z; x) / (2 Δ_U)) is ε-DP; k draws cost kε (basic composition)")
 
@@ -41,7 +42,8 @@ def release_claim(*, epsilon: float, draws: int, tau: float, neighbouring: str, 
              else f"{draws} draws at ε = {epsilon:g} each (kε); {EXACT_ONLY}")
     return PrivacyClaim(label, draws * epsilon, 0.0, ACCOUNTANT, NEIGHBOURING_TEXT[neighbouring], None,
                         _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size,
-                                 steps=steps, mc_samples=mc_samples, noise=noise), headline=True)
+                                 steps=steps, mc_samples=mc_samples, noise=noise), headline=True,
+                        condition=CONDITION)
 
 
 def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighbouring: str,
@@ -55,4 +57,4 @@ def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighb
         (f"The sweep draws {repeats} release(s) at each ε in {', '.join(f'{e:g}' for e in epsilons)} from the "
          "same data to chart utility against ε; none is meant for publication. Each draw alone has its own ε.",)
         + _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size, steps=steps,
-                   mc_samples=mc_samples, noise=noise), headline=True)
+                   mc_samples=mc_samples, noise=noise), headline=True, condition=CONDITION)

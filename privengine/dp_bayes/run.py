@@ -154,7 +154,9 @@ def run(config: DpBayesConfig, reporter) -> dict:
     if reporter.stop_was_requested:
         return {"stopped_in": "non-private VI", "vi": vi_scores.summary()}
 
-    # private warm-up to the sanitized utility's maximiser
+    # private warm-up to the sanitized utility's maximiser. Its Monte Carlo samples come from the seeded
+    # generator even in secure mode: the start only affects how close finite SGLD gets to the exact
+    # distribution (the claim's caveat), never the exact-draw guarantee.
     utility = Objective(model, tau=config.tau, entropy_weight=config.entropy_weight, mc_samples=config.mc_samples)
     z_star = maximise(utility, z_vi, scale=scale, steps=config.warmup_steps, generator=gen,
                       report_every=CHECK_EVERY,
@@ -164,7 +166,7 @@ def run(config: DpBayesConfig, reporter) -> dict:
         return {"stopped_in": "warm-up", "vi": vi_scores.summary()}
 
     # SGLD on exp(c U): its injected noise and Monte Carlo samples are the mechanism's randomness
-    noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
+    noise = noise_generator(config, NOISE_STREAM, device=device)
     c = torch.tensor([e / (2 * delta_u) for e in eps_chain], device=device, dtype=SAMPLER_DTYPE)
     chains = config.chains
     transform = exponential_mechanism_transform(z_star.expand(chains, -1), c, config.entropy_weight)
@@ -220,12 +222,12 @@ def run(config: DpBayesConfig, reporter) -> dict:
     }
     claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
                       step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
-                      noise=noise_caveat(seed=config.seed, secure=config.secure_noise))
+                      noise=noise_caveat(secure=config.secure_noise))
     if config.mode == "release":
         released = [_describe(z, names) for z in z_final]
         reporter.artifact("release", released)
         summary |= {
-            "epsilon": config.epsilon, "draws": config.draws,
+            "epsilon_per_draw": config.epsilon, "draws": config.draws,
             "predicted_mean_spread_sd": math.sqrt(2 * delta_u / config.epsilon),
             **{f"private_{k}": v for k, v in scores[0].summary().items()},
             "released": released,

@@ -3,15 +3,16 @@
 Curves of one trained model are stored as ``"<metric>|<setting>|seed=<seed>"``
 (e.g. ``"test_acc|alpha=4|seed=1"``), so one run's store holds the curves of every
 (setting, seed) of its sweep. The epsilon curve is the same for every model of a
-run (same sigma, sample rate and steps) and is stored once as ``"epsilon"``.
+run (same sigma, sample rate and steps) and is stored once as ``"epsilon_each_model"``
+(each model alone: the run's headline composes all of them).
 
 >>> key = metric_key("test_acc", "alpha=4", 1)
 >>> key
 'test_acc|alpha=4|seed=1'
 >>> split_metric_key(key)
 ('test_acc', 'alpha=4', 1)
->>> split_metric_key("epsilon")
-('epsilon', None, None)
+>>> split_metric_key("epsilon_each_model")
+('epsilon_each_model', None, None)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ TRAIN_LOSS = "train_loss"        # mean loss of the private physical batches sin
 TEST_ACC = "test_acc"            # classification: accuracy on the test split
 EXCESS_RISK = "excess_risk"      # linreg: population excess risk (w - w*)^T Sigma (w - w*)
 ENERGY = "captured_energy"       # ||U^T g||^2 / ||g||^2 for the summed clipped private gradient g
-EPSILON = "epsilon"              # epsilon spent so far by one model (shared by all models of a run)
+EPSILON = "epsilon_each_model"   # epsilon spent so far by one model alone (the same for every model of a run)
 
 ISOTROPIC = "isotropic"
 PROJECTED = "projected"

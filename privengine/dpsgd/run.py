@@ -172,6 +172,7 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
     if rows:
         best = (min if task.regression else max)(rows, key=lambda r: r["mean"])
         summary["best_setting"] = best["setting"]
+        summary[f"best_{name}"] = best["mean"]  # the sweeps' utility (the headline covers every setting)
     summary["comparison"] = rows
     summary["models"] = [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
                           "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
@@ -183,6 +184,6 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, n_private=task.n_private, public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,
-                          extra_caveats=(noise_caveat(seed=config.seed, secure=config.secure_noise),))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),))
     summary["privacy"] = [c.to_dict() for c in claims]
     return summary

@@ -117,8 +117,9 @@ def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, se
     """Train one model privately; call ``on_eval(step, values, history)`` at each evaluation.
 
     ``index`` numbers the model within its run: its Poisson batches and its noise come from
-    streams keyed by ``(seed, index)`` (from OS entropy with ``config.secure_noise``), so the
-    models of a run are independent mechanisms and releasing them together composes.
+    streams keyed by the run's config, ``seed`` and ``index`` (from OS entropy with
+    ``config.secure_noise``), so the models of a run, and the runs of different configurations,
+    are independent mechanisms and releasing them together composes.
 
     ``should_stop()`` is asked before every physical batch and evaluation chunk;
     when it says yes the model's partial result is returned with ``stopped=True``.
@@ -153,8 +154,8 @@ class _Training:
                                         projected=self.uses_basis and config.variant == "projected",
                                         noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
                                         expected_batch_size=plan.expected_batch_size,
-                                        generator=noise_generator(seed, index, STREAM_NOISE, device=device,
-                                                                  secure=config.secure_noise))
+                                        generator=noise_generator(config, seed, index, STREAM_NOISE,
+                                                                  device=device))
         self.accountant = make_accountant(config.accountant)
         self._account = self.accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate)
         self.optimizer.attach_step_hook(self._on_step)
@@ -259,7 +260,7 @@ def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> 
 def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
     """The private batches of model ``index``: secret subsampling, so its generator is a noise stream."""
     data = _TensorBatches(task.x_private, task.y_private)
-    gen = noise_generator(seed, index, STREAM_SAMPLING, secure=config.secure_noise)
+    gen = noise_generator(config, seed, index, STREAM_SAMPLING)
     if config.sampling == "poisson":
         sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
                                                 generator=gen, steps=plan.steps)

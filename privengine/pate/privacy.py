@@ -35,7 +35,7 @@ UNPROTECTED_CAVEAT = ("Covered: the noisy labels of the answered queries, which 
                       "computed from them alone (the student). Not covered, because they are exact functions of the "
                       "private data shown to evaluate the mechanism: the vote-margin histogram (the very statistic "
                       "the data-dependent epsilon is computed from), the noise-free ensemble accuracy, the "
-                      "per-teacher accuracies and training losses, the data-dependent epsilon and its curve, the "
+                      "per-teacher accuracies and training losses, the data-dependent epsilon, its curve and its order, the "
                       "smooth-sensitivity value, and the non-private baseline.")
 
 

@@ -32,7 +32,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     device = torch.device(reporter.device)
     torch.manual_seed(config.seed)
     shuffle = torch.Generator().manual_seed(config.seed)
-    noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
+    noise = noise_generator(config, NOISE_STREAM, device=device)
     summary: dict = {"stage": "loading data"}
 
     def checkpoint(stage: str) -> None:
@@ -78,10 +78,10 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         )
 
         report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
-                         extra_caveats=(noise_caveat(seed=config.seed, secure=config.secure_noise),))
+                         extra_caveats=(noise_caveat(secure=config.secure_noise),))
         _report_eps_curves(report.analysis, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
-        summary["privacy_order"] = report.analysis.order
+        summary["data_dependent_order"] = report.analysis.order
         if report.analysis.smooth_sensitivity is not None:
             summary["smooth_sensitivity"] = report.analysis.smooth_sensitivity
         reporter.metric(0, fraction_answered=n_answered / config.queries,

@@ -97,7 +97,7 @@ def run(config: SplitLabelConfig, reporter) -> dict:
     points: list[dict] = []
     stopped = False
     for index, setting in enumerate(settings):
-        job = _Training(setting, data, data_cpu, config, device)
+        job = _Training(setting, data, data_cpu, config, device, index=index)
         stopped = not job.train(reporter, stage=(index, len(settings)))
         if job.epochs_done:
             points.append(job.point())
@@ -108,9 +108,18 @@ def run(config: SplitLabelConfig, reporter) -> dict:
         "mode": config.mode, "dataset": data.name, "n_train": len(data.y_train), "n_test": len(data.y_test),
         "positive_rate_train": float(data_cpu.y_train.mean()), "positive_rate_test": float(data_cpu.y_test.mean()),
         "cut_dim": config.bottom_widths[-1], "stopped": stopped, "settings": points,
-        "label_leakage_bound": _leakage_bound(points, noise=noise_caveat(seed=config.seed,
-                                                                          secure=config.secure_noise)),
+        "label_leakage_bound": _leakage_bound(points, noise=noise_caveat(secure=config.secure_noise)),
+        **(_single_setting_values(points[0]) if len(points) == 1 else {}),
     }
+
+
+def _single_setting_values(point: dict) -> dict[str, float]:
+    """The sweeps' axes of a one-setting run: final test AUC, and the strongest attack's mean leak AUC."""
+    leaks = [v for k, v in point.items() if k.startswith("leak_run.") and k.endswith(".mean") and v is not None]
+    values = {"test_auc": point.get("test_auc")}
+    if leaks:
+        values["leak_auc"] = max(leaks)
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _leakage_bound(points: list[dict], *, noise: str) -> dict:
@@ -164,11 +173,12 @@ class _Training:
     """One setting's training: both parties, their generators, and the run-wide logs."""
 
     def __init__(self, setting: Setting, data: datasets.BinaryData, data_cpu: datasets.BinaryData,
-                 config: SplitLabelConfig, device: torch.device):
+                 config: SplitLabelConfig, device: torch.device, *, index: int):
+        """``index``: the setting's position in the run; its protection noise has its own stream."""
         self.setting, self.data, self.config = setting, data, config
         self.y_train_cpu, self.y_test_cpu = data_cpu.y_train, data_cpu.y_test
         self.order = torch.Generator().manual_seed(config.seed)  # model init, then batch order
-        self.noise = noise_generator(config.seed, NOISE_STREAM, secure=config.secure_noise, device=device)
+        self.noise = noise_generator(config, NOISE_STREAM, index, device=device)
         self.references = np.random.default_rng([config.seed, 2])
         self.passive = PassiveParty(data.n_features, config.bottom_widths, lr=config.lr, init_std=config.init_std,
                                     device=device, generator=self.order)
