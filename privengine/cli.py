@@ -1,7 +1,8 @@
 """Command-line interface: ``python -m privengine COMMAND``.
 
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
-``show ID``, ``export ID --format csv|json``, ``stop ID``, ``delete ID``.
+``show ID``, ``export ID --format csv|json``, ``stop ID``, ``delete ID``, and the
+sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...).
 The flags of ``run`` are generated from the mechanism's config fields, so they
 always match the dashboard's form. Runs land in the same store as the
 dashboard's. Bad input exits with status 2 and one line naming the field.
@@ -18,6 +19,7 @@ from typing import Any, NoReturn, Sequence, TextIO
 from . import registry
 from .claims import claims_of, headline_of
 from .config import FieldSpec
+from .explore import cli as sweep_cli
 from .errors import ConfigError, PrivengineError, RunNotFoundError
 from .store import STATES, RunRecord, RunStore
 
@@ -42,12 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     mechs = run.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
     for mech in registry.all_mechanisms():
         p = mechs.add_parser(mech.name, help=mech.title, description=mech.description)
-        p.add_argument("--config", metavar="FILE", help="JSON file of config values (flags override it)")
         p.add_argument("--json", action="store_true", help="print the finished run as JSON on stdout")
-        fields = p.add_argument_group("config fields")
-        for spec in mech.config_cls.specs():
-            fields.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
-                                metavar=_metavar(spec), help=_flag_help(spec))
+        _add_config_flags(p, mech)
 
     runs = sub.add_parser("runs", help="list stored runs, newest first")
     runs.add_argument("--mechanism", help="only this mechanism")
@@ -66,7 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("stop", "ask a queued or running run to stop"), ("delete", "delete an ended run")):
         p = sub.add_parser(name, help=text)
         p.add_argument("run_id", metavar="ID")
+    sweep_cli.add_parsers(sub, _add_config_flags)
     return parser
+
+
+def _add_config_flags(p: argparse.ArgumentParser, mech: registry.Mechanism) -> None:
+    """``--config FILE`` and one ``--field-name VALUE`` flag per config field."""
+    p.add_argument("--config", metavar="FILE", help="JSON file of config values (flags override it)")
+    fields = p.add_argument_group("config fields")
+    for spec in mech.config_cls.specs():
+        fields.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
+                            metavar=_metavar(spec), help=_flag_help(spec))
 
 
 def _metavar(spec: FieldSpec) -> str:
@@ -97,6 +105,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return _cmd_show(args, store, out)
         if args.command == "export":
             return _cmd_export(args, store, out)
+        if args.command in sweep_cli.COMMANDS:
+            return sweep_cli.dispatch(args, store, out, err, _config_values)
         if args.command == "stop":
             store.request_stop(args.run_id)
             print(f"stop requested for {args.run_id}", file=out)
@@ -119,6 +129,11 @@ def _cmd_list(out: TextIO) -> int:
 
 
 def _config_from_args(args: argparse.Namespace) -> Any:
+    return registry.get(args.mechanism).config_cls.from_dict(_config_values(args))
+
+
+def _config_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The config values given by ``--config FILE`` and the field flags (flags win), each checked."""
     mech = registry.get(args.mechanism)
     values: dict[str, Any] = {}
     if args.config:
@@ -133,7 +148,7 @@ def _config_from_args(args: argparse.Namespace) -> Any:
         text = getattr(args, f"field__{spec.name}")
         if text is not None:
             values[spec.name] = spec.parse(text)
-    return mech.config_cls.from_dict(values)
+    return values
 
 
 def _cmd_run(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
@@ -242,10 +257,5 @@ def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     text = store.export_csv(args.run_id) if args.format == "csv" else store.export_json(args.run_id)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        print(f"wrote {args.output}", file=out)
-    else:
-        out.write(text)
+    sweep_cli.write_output(text, args.output, out)
     return EXIT_OK

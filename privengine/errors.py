@@ -25,11 +25,11 @@ class UnknownMechanismError(ConfigError):
 
 
 class RunNotFoundError(PrivengineError, LookupError):
-    """No run with this id is in the store."""
+    """No run (or sweep) with this id is in the store."""
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, *, what: str = "run"):
         self.run_id = run_id
-        super().__init__(f"no run with id {run_id!r} in the store")
+        super().__init__(f"no {what} with id {run_id!r} in the store")
 
 
 class DatasetNotFoundError(PrivengineError, FileNotFoundError):

@@ -37,41 +37,23 @@ class _Job:
     thread: threading.Thread | None = None
 
 
-class JobManager:
-    """Runs mechanisms in background threads and records everything in ``store``.
+class RunQueue:
+    """A FIFO of runs with at most ``max_concurrent`` executing: what every executor shares.
 
-    Args:
-        store: where runs, metrics and artifacts go.
-        max_concurrent: how many runs may execute at once (>= 1); the rest queue.
+    Subclasses start a queued job in ``_start_locked(job)`` (called with the lock held), tell a
+    running one to stop in ``_stop_running(job)``, and call :meth:`_ended` once it has ended.
+    Jobs need a ``run_id`` attribute.
     """
 
-    def __init__(self, store: RunStore, *, max_concurrent: int = 1):
+    def __init__(self, store: RunStore, max_concurrent: int):
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1; got {max_concurrent}")
         self.store = store
         self.max_concurrent = max_concurrent
         self._lock = threading.Lock()
-        self._queue: collections.deque[_Job] = collections.deque()
-        self._running: dict[str, _Job] = {}
+        self._queue: collections.deque = collections.deque()
+        self._running: dict[str, Any] = {}
         self._done = threading.Condition(self._lock)
-        store.recover_interrupted()
-
-    def submit(self, mechanism: str, config: BaseConfig | dict[str, Any], *, source: str = "api") -> str:
-        """Validate and queue a run; return its id. Raises ConfigError on bad input."""
-        mech = registry.get(mechanism)
-        if isinstance(config, dict):
-            config = mech.config_cls.from_dict(config)
-        elif not isinstance(config, mech.config_cls):
-            raise TypeError(f"config for {mechanism} must be a {mech.config_cls.__name__}; got {type(config).__name__}")
-        config.validate()
-        configure_torch_threads()
-        device = resolve_device(getattr(config, "device", "cpu"))
-        run_id = self.store.create_run(mech.name, config.to_dict(), source=source)
-        job = _Job(run_id, mech, config, device.id, device.name)
-        with self._lock:
-            self._queue.append(job)
-            self._start_ready_locked()
-        return run_id
 
     def stop(self, run_id: str) -> None:
         """Ask a run to stop. A queued run is marked stopped at once; a running one within a second or two.
@@ -86,29 +68,32 @@ class JobManager:
                     self._done.notify_all()
                     return
             job = self._running.get(run_id)
-            if job is not None:
-                job.stop_event.set()
+        if job is not None:
+            self._stop_running(job)
         self.store.request_stop(run_id)
 
     def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:
-        """Block until this manager's run ``run_id`` has ended (or ``timeout``); return its record."""
+        """Block until this executor's run ``run_id`` has ended (or ``timeout``); return its record."""
         with self._done:
             self._done.wait_for(lambda: not self._owns(run_id), timeout=timeout)
         return self.store.get_run(run_id)
 
     def active_run_ids(self) -> list[str]:
-        """Ids of this manager's queued and running runs."""
+        """Ids of this executor's queued and running runs."""
         with self._lock:
             return list(self._running) + [j.run_id for j in self._queue]
 
     def shutdown(self, *, timeout: float = 10.0) -> None:
-        """Stop every queued and running run of this manager and wait for their threads."""
+        """Stop every queued and running run of this executor and wait for them."""
         for run_id in self.active_run_ids():
             self.stop(run_id)
         with self._done:
             self._done.wait_for(lambda: not self._running, timeout=timeout)
 
-    # ---- internals ----------------------------------------------------------------------
+    def _enqueue(self, job) -> None:
+        with self._lock:
+            self._queue.append(job)
+            self._start_ready_locked()
 
     def _owns(self, run_id: str) -> bool:
         return run_id in self._running or any(j.run_id == run_id for j in self._queue)
@@ -117,9 +102,63 @@ class JobManager:
         while self._queue and len(self._running) < self.max_concurrent:
             job = self._queue.popleft()
             self._running[job.run_id] = job
-            job.thread = threading.Thread(target=self._execute, args=(job,), daemon=True,
-                                          name=f"privengine-run-{job.run_id}")
-            job.thread.start()
+            self._start_locked(job)
+
+    def _ended(self, run_id: str) -> None:
+        """A running job has ended: start the next ones and wake the waiters."""
+        with self._lock:
+            self._running.pop(run_id, None)
+            self._start_ready_locked()
+            self._done.notify_all()
+
+    def _start_locked(self, job) -> None:
+        raise NotImplementedError
+
+    def _stop_running(self, job) -> None:
+        raise NotImplementedError
+
+
+class JobManager(RunQueue):
+    """Runs mechanisms in background threads and records everything in ``store``.
+
+    Args:
+        store: where runs, metrics and artifacts go.
+        max_concurrent: how many runs may execute at once (>= 1); the rest queue.
+    """
+
+    name = "local"  # as a sweep executor
+
+    def __init__(self, store: RunStore, *, max_concurrent: int = 1):
+        super().__init__(store, max_concurrent)
+        store.recover_interrupted()
+
+    def submit(self, mechanism: str, config: BaseConfig | dict[str, Any], *, source: str = "api",
+               sweep_id: str | None = None, sweep_point: int | None = None) -> str:
+        """Validate and queue a run (at ``sweep_point`` of ``sweep_id``, if given); return its id.
+
+        Raises ConfigError on bad input."""
+        mech = registry.get(mechanism)
+        if isinstance(config, dict):
+            config = mech.config_cls.from_dict(config)
+        elif not isinstance(config, mech.config_cls):
+            raise TypeError(f"config for {mechanism} must be a {mech.config_cls.__name__}; got {type(config).__name__}")
+        config.validate()
+        configure_torch_threads()
+        device = resolve_device(getattr(config, "device", "cpu"))
+        run_id = self.store.create_run(mech.name, config.to_dict(), source=source, sweep_id=sweep_id,
+                                       sweep_point=sweep_point)
+        self._enqueue(_Job(run_id, mech, config, device.id, device.name))
+        return run_id
+
+    # ---- RunQueue hooks ----------------------------------------------------------------
+
+    def _start_locked(self, job: _Job) -> None:
+        job.thread = threading.Thread(target=self._execute, args=(job,), daemon=True,
+                                      name=f"privengine-run-{job.run_id}")
+        job.thread.start()
+
+    def _stop_running(self, job: _Job) -> None:
+        job.stop_event.set()
 
     def _execute(self, job: _Job) -> None:
         store = self.store
@@ -137,10 +176,7 @@ class JobManager:
                                  traceback=traceback.format_exc())
         finally:
             store.close()
-            with self._lock:
-                self._running.pop(job.run_id, None)
-                self._start_ready_locked()
-                self._done.notify_all()
+            self._ended(job.run_id)
 
 
 def _flush_quietly(reporter: Reporter) -> None:

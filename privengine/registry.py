@@ -20,6 +20,7 @@ from .config import BaseConfig
 from .errors import UnknownMechanismError
 
 if TYPE_CHECKING:
+    from .explore.frontier import Frontier
     from .reporter import Reporter
 
 RunFunction = Callable[[Any, "Reporter"], dict]
@@ -39,6 +40,8 @@ class Mechanism:
         description: one paragraph: what the mechanism does.
         smoke: config overrides for a tiny run (seconds on a CPU), used by the shared
             test suite and the browser test for every registered mechanism.
+        frontier: what its sweeps plot (privacy axis, utility axes) and how its runs compose
+            (:class:`~privengine.explore.frontier.Frontier`); None: the mechanism cannot be swept.
     """
 
     name: str
@@ -48,15 +51,21 @@ class Mechanism:
     protects: str
     description: str
     smoke: Mapping[str, Any] = field(default_factory=dict)
+    frontier: "Frontier | None" = None
 
     def load_run(self) -> RunFunction:
-        if callable(self.run):
-            return self.run
-        module_name, _, attr = self.run.partition(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return load_callable(self.run)
 
     def default_config(self) -> BaseConfig:
         return self.config_cls().validate()
+
+
+def load_callable(ref: str | Callable) -> Callable:
+    """``ref`` itself if callable, else the function named by ``"package.module:function"`` (imported now)."""
+    if callable(ref):
+        return ref
+    module_name, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 _lock = threading.Lock()

@@ -62,6 +62,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX logs_by_run ON logs(run_id, ts)",
         "CREATE INDEX runs_by_created ON runs(created_at)",
     ),
+    (  # 2 -> 3: sweeps (a grid of runs over knobs and seeds); each run may belong to one, at one point
+        """CREATE TABLE sweeps (
+            id TEXT PRIMARY KEY, mechanism TEXT NOT NULL, spec TEXT NOT NULL, created_at REAL NOT NULL,
+            source TEXT NOT NULL, executor TEXT NOT NULL, stop_requested INTEGER NOT NULL DEFAULT 0)""",
+        "ALTER TABLE runs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id) ON DELETE SET NULL",
+        "ALTER TABLE runs ADD COLUMN sweep_point INTEGER",
+        "CREATE INDEX runs_by_sweep ON runs(sweep_id, sweep_point)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -92,6 +100,8 @@ class RunRecord:
     stop_requested: bool
     progress: float | None
     progress_text: str | None
+    sweep_id: str | None = None
+    sweep_point: int | None = None
 
     @property
     def active(self) -> bool:
@@ -103,6 +113,19 @@ class RunRecord:
         if self.started_at is None:
             return None
         return (self.finished_at or time.time()) - self.started_at
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """One row of the sweeps table, decoded; ``spec`` is :meth:`privengine.explore.SweepSpec.to_dict`."""
+
+    id: str
+    mechanism: str
+    spec: dict[str, Any]
+    created_at: float
+    source: str
+    executor: str
+    stop_requested: bool
 
 
 @dataclass
@@ -174,16 +197,34 @@ class RunStore:
 
     # ---- writing ----------------------------------------------------------------------
 
-    def create_run(self, mechanism: str, config: dict[str, Any], *, source: str = "api") -> str:
-        """Insert a queued run owned by this process; return its id."""
+    def create_run(self, mechanism: str, config: dict[str, Any], *, source: str = "api",
+                   sweep_id: str | None = None, sweep_point: int | None = None) -> str:
+        """Insert a queued run owned by this process (at ``sweep_point`` of ``sweep_id``, if given); return its id."""
         run_id = uuid.uuid4().hex[:10]
         with self._tx() as conn:
             conn.execute(
-                "INSERT INTO runs (id, mechanism, config, state, created_at, source, owner_host, owner_pid)"
-                " VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+                "INSERT INTO runs (id, mechanism, config, state, created_at, source, owner_host, owner_pid,"
+                " sweep_id, sweep_point) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
                 (run_id, mechanism, json.dumps(config, sort_keys=True), time.time(), source,
-                 socket.gethostname(), os.getpid()))
+                 socket.gethostname(), os.getpid(), sweep_id, sweep_point))
         return run_id
+
+    def create_sweep(self, mechanism: str, spec: dict[str, Any], *, source: str = "api",
+                     executor: str = "local") -> str:
+        """Insert a sweep (its runs are added with :meth:`create_run`); return its id."""
+        sweep_id = "s" + uuid.uuid4().hex[:9]
+        with self._tx() as conn:
+            conn.execute("INSERT INTO sweeps (id, mechanism, spec, created_at, source, executor)"
+                         " VALUES (?, ?, ?, ?, ?, ?)",
+                         (sweep_id, mechanism, json.dumps(to_jsonable(spec), sort_keys=True), time.time(), source,
+                          executor))
+        return sweep_id
+
+    def set_sweep_stop(self, sweep_id: str, requested: bool) -> None:
+        """Mark a sweep as stopped by its user (or resumed), so no executor starts its missing runs."""
+        self.get_sweep(sweep_id)
+        with self._tx() as conn:
+            conn.execute("UPDATE sweeps SET stop_requested=? WHERE id=?", (int(requested), sweep_id))
 
     def mark_running(self, run_id: str, *, device: str) -> None:
         with self._tx() as conn:
@@ -259,6 +300,26 @@ class RunStore:
         if row is None:
             raise RunNotFoundError(run_id)
         return _record(row)
+
+    def get_sweep(self, sweep_id: str) -> SweepRecord:
+        row = self._conn().execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
+        if row is None:
+            raise RunNotFoundError(sweep_id, what="sweep")
+        return _sweep_record(row)
+
+    def list_sweeps(self, *, mechanism: str | None = None, limit: int | None = None) -> list[SweepRecord]:
+        """Sweeps, newest first."""
+        sql, args = "SELECT * FROM sweeps", []
+        if mechanism is not None:
+            sql, args = sql + " WHERE mechanism=?", [mechanism]
+        sql += " ORDER BY created_at DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        return [_sweep_record(r) for r in self._conn().execute(sql, args).fetchall()]
+
+    def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
+        """The runs of a sweep, by point then creation (a resumed point may hold several attempts)."""
+        rows = self._conn().execute("SELECT * FROM runs WHERE sweep_id=? ORDER BY sweep_point, created_at",
+                                    (sweep_id,)).fetchall()
+        return [_record(r) for r in rows]
 
     def stop_requested(self, run_id: str) -> bool:
         row = self._conn().execute("SELECT stop_requested FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -361,7 +422,14 @@ def _record(row: sqlite3.Row) -> RunRecord:
         finished_at=row["finished_at"], error=row["error"], traceback=row["traceback"],
         summary=None if row["summary"] is None else json.loads(row["summary"]), source=row["source"],
         owner_host=row["owner_host"], owner_pid=row["owner_pid"], stop_requested=bool(row["stop_requested"]),
-        progress=row["progress"], progress_text=row["progress_text"])
+        progress=row["progress"], progress_text=row["progress_text"], sweep_id=row["sweep_id"],
+        sweep_point=row["sweep_point"])
+
+
+def _sweep_record(row: sqlite3.Row) -> SweepRecord:
+    return SweepRecord(id=row["id"], mechanism=row["mechanism"], spec=json.loads(row["spec"]),
+                       created_at=row["created_at"], source=row["source"], executor=row["executor"],
+                       stop_requested=bool(row["stop_requested"]))
 
 
 def _finite_or_none(value: Any) -> float | None:

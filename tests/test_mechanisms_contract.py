@@ -8,6 +8,7 @@ import pytest
 
 from privengine import registry
 from privengine.claims import claims_of, headline_of
+from privengine.explore.frontier import run_values
 from privengine.jobs import JobManager
 
 MECHANISMS = [m.name for m in registry.all_mechanisms()]
@@ -45,6 +46,18 @@ def test_smoke_run_finishes_reports_and_states_its_privacy(name, manager, store)
         assert sum(c.headline for c in claims) == 1 and headline_of(run.summary).headline
     elif name == "split_label":  # no (eps, delta) exists: its leakage bound states the noise source instead
         assert any(c.startswith("Noise source") for c in run.summary["label_leakage_bound"]["caveats"])
+    frontier = registry.get(name).frontier
+    if frontier is not None:  # the declared axes name numbers the summary really has
+        values = run_values(run.summary)
+        assert frontier.privacy.name in values
+        assert any(axis.name in values for axis in frontier.utility), (sorted(values), frontier.utility)
+
+
+def test_dpsgd_classification_summary_has_its_declared_utility(manager):
+    run_id = manager.submit("dpsgd", dict(registry.get("dpsgd").smoke) | {"dataset": "digits", "epochs": 0.5})
+    run = manager.wait(run_id, timeout=600)
+    assert run.state == "finished", run.traceback
+    assert {"headline_epsilon", "best_test_acc"} <= set(run_values(run.summary))
 
 
 @pytest.mark.parametrize("name", [m for m in MECHANISMS if m != "toy"])

@@ -13,6 +13,7 @@ from privengine import registry
 from privengine.claims import PrivacyClaim
 from privengine.config import RunConfig, knob
 from privengine.errors import ConfigError
+from privengine.explore.frontier import EPSILON_AXIS, Axis, Frontier
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,14 @@ def run_toy(config: ToyConfig, reporter) -> dict:
             raise RuntimeError(f"toy failure at step {step}")
         time.sleep(config.delay)
     reporter.artifact("hist", {"bins": [0, 1, 2], "counts": [3, 4]})
-    claim = PrivacyClaim("toy", 1.0, 1e-5, "none (test only)", "add/remove one example", headline=True)
-    return {"steps_done": config.steps, "device": reporter.device, "privacy": [claim.to_dict()]}
+    claim = PrivacyClaim("toy", 10 * config.rate, 1e-5, "none (test only)", "add/remove one example",
+                         headline=True)
+    # a utility that grows with the privacy budget, plus a little seed noise: a frontier to find
+    score = 1.0 - 0.1 / (10 * config.rate) + 0.001 * (config.seed % 3)
+    return {"steps_done": config.steps, "device": reporter.device, "score": score, "privacy": [claim.to_dict()]}
 
 
 TOY = registry.register(registry.Mechanism(
     name="toy", title="Toy (tests only)", config_cls=ToyConfig, run=run_toy,
-    protects="nothing: a test double", description="Counts steps.", smoke={"steps": 3}), replace=True)
+    protects="nothing: a test double", description="Counts steps.", smoke={"steps": 3},
+    frontier=Frontier(privacy=EPSILON_AXIS, utility=(Axis("score", "score", "higher"),))), replace=True)

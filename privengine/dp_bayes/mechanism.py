@@ -1,6 +1,7 @@
 """Registers differentially private Bayesian inference (``dp_bayes``)."""
 
 from ..registry import Mechanism, register
+from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
 from .config import DpBayesConfig
 
 DP_BAYES = register(Mechanism(
@@ -24,4 +25,8 @@ DP_BAYES = register(Mechanism(
         "next to non-private mean-field VI. The private mean typically lands about √(4τ/ε) posterior sds "
         "away, and the private sds can be wildly overconfident; a sweep charts both against ε."),
     smoke={"n_records": 500, "vi_steps": 200, "warmup_steps": 100, "burn_in": 200, "steps": 300},
+    frontier=Frontier(privacy=EPSILON_AXIS,
+                      utility=(Axis("private_mean_error_sd_rms", "error of the private mean (reference posterior sds, "
+                                                                 "rms)", "lower"),
+                               Axis("private_kl", "KL(private ‖ reference)", "lower"))),
 ))

@@ -91,6 +91,68 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_ra
                                           sample_rate=sample_rate, steps=steps, accountant=accountant))
 
 
+def compose_runs(runs) -> PrivacyClaim:
+    """One claim for releasing every model of several DP-SGD runs (a sweep's; ``runs``: store records).
+
+    Each run's models are independent subsampled Gaussian mechanisms with the run's (sigma, q) for
+    the steps each took (``summary["models"]``), so all of them compose as one history, accounted
+    with the strictest accountant and the smallest delta the runs used (PRV if any run used it).
+    """
+    histories = [[(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
+                 for r in runs for m in r.summary.get("models", [])]
+    accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
+    delta = min(float(r.config.get("delta", 1e-5)) for r in runs)
+    eps, order = epsilon_of(merge(histories), accountant=accountant, delta=delta)
+    return PrivacyClaim(
+        label=f"selecting among all {len(runs)} runs of the sweep ({len(histories)} models composed)",
+        epsilon=eps, delta=delta,
+        accountant=f"{ACCOUNTANT_NAMES[accountant]}, composing every step of the {len(histories)} independently "
+                   "sampled and noised models of the runs", neighbouring=NEIGHBOURING, order=order,
+        caveats=tuple(dict.fromkeys(c for r in runs for c in r.summary["privacy"][0]["caveats"])), headline=True)
+
+
+# Knobs that change neither sigma, q nor the number of steps (so not the RDP of a run): a random-repetition
+# sweep may vary only these, because its bound needs one RDP curve valid for every candidate.
+PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
+                                   "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
+                                   "show_gdp"})
+
+
+def repeat_and_select(runs, varied: list[str], shape: str, mean: float) -> PrivacyClaim | str:
+    """Papernot & Steinke (2022): publishing the best of K ~ ``shape``(mean) DP-SGD runs, by dp-accounting's RDP.
+
+    Every candidate must have the same per-run mechanism: ``varied`` may hold only
+    :data:`PRIVACY_NEUTRAL_KNOBS`, and the runs must agree on (sigma, q, steps of every model). One run is
+    then ``steps_total`` compositions of the Poisson-subsampled Gaussian; returns the claim, or why none.
+    """
+    import dp_accounting
+    from dp_accounting import dp_event, rdp
+
+    from ..explore.repetition import SHAPES
+
+    changing = sorted(set(varied) - PRIVACY_NEUTRAL_KNOBS)
+    if changing:
+        return (f"the random-repetition bound needs one privacy cost for every candidate, but {', '.join(changing)} "
+                "can change sigma, q or the steps; vary only " + ", ".join(sorted(PRIVACY_NEUTRAL_KNOBS)))
+    events = {(r.summary["noise_multiplier"], r.summary["sample_rate"],
+               sum(m["steps"] for m in r.summary.get("models", []))) for r in runs}
+    if len(events) != 1:
+        return f"the runs differ in (sigma, q, steps): {sorted(events)}; the random-repetition bound needs one"
+    (sigma, q, steps), = events
+    delta = min(float(r.config.get("delta", 1e-5)) for r in runs)
+    one_run = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    accountant = rdp.RdpAccountant()
+    accountant.compose(dp_event.RepeatAndSelectDpEvent(one_run, mean, SHAPES[shape]))
+    eps, order = accountant.get_epsilon_and_optimal_order(delta)
+    return PrivacyClaim(
+        label=f"publishing only the best run of K ~ {shape}(mean {mean:g}) runs (random-repetition tuning)",
+        epsilon=float(eps), delta=delta,
+        accountant=("Papernot & Steinke (ICLR 2022) random-repetition bound on the RDP of one run (sigma = "
+                    f"{sigma:.4g}, q = {q:.4g}, {steps} steps), Google's dp-accounting RdpAccountant "
+                    "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order))
+
+
 def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_private: int,
                  public_note: str, sampling: str, show_gdp: bool = False,
                  extra_caveats: tuple[str, ...] = ()) -> list[PrivacyClaim]:

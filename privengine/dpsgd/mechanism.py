@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from privengine import registry
 
+from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
 from .config import DPSGDConfig
 
 DPSGD = registry.register(registry.Mechanism(
@@ -20,8 +21,14 @@ DPSGD = registry.register(registry.Mechanism(
         "DP-SGD on Opacus: per-example gradients clipped to norm C, Poisson-sampled batches, Gaussian noise. "
         "The noise can be shaped by a subspace U found from public gradients: variance σ²C² inside span(U), as "
         "in isotropic DP-SGD, and (1 + α) times more outside it, or the noisy gradient is projected onto "
-        "span(U). The accountant (PRV, RDP or GDP) sees noise multiplier σ, so ε is exactly that of isotropic "
+        "span(U). The accountant (PRV or RDP; GDP optionally shown beside) sees noise multiplier σ, so ε is exactly that of isotropic "
         "DP-SGD. One run trains the isotropic baseline and the anisotropic settings over several seeds and "
         "compares them side by side."),
     smoke={"epochs": 1.0, "n_seeds": 1, "noise_mode": "sigma"},
+    frontier=Frontier(
+        privacy=EPSILON_AXIS,
+        utility=(Axis("best_test_acc", "test accuracy (best setting of the run, mean over its seeds)", "higher"),
+                 Axis("best_excess_risk", "excess risk (best setting of the run, mean over its seeds)", "lower")),
+        compose="privengine.dpsgd.accounting:compose_runs",
+        repeat_and_select="privengine.dpsgd.accounting:repeat_and_select"),
 ), replace=True)

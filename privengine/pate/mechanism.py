@@ -1,6 +1,7 @@
 """Registers PATE."""
 
 from ..registry import Mechanism, register
+from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
 from .config import PateConfig
 
 PATE = register(Mechanism(
@@ -22,4 +23,8 @@ PATE = register(Mechanism(
         "model trains on the noisy answers. Privacy is analysed with the moments accountant (LNMax) or "
         "Rényi DP (GNMax), both data-dependent (tighter when teachers agree) and data-independent."),
     smoke={"teachers": 10, "teacher_epochs": 2, "student_epochs": 2, "queries": 100, "baseline": False},
+    frontier=Frontier(privacy=EPSILON_AXIS,
+                      utility=(Axis("student_accuracy", "student test accuracy", "higher"),
+                               Axis("noisy_label_accuracy", "noisy labels correct", "higher"),
+                               Axis("queries_answered", "queries answered", "higher"))),
 ))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from privengine import registry
 
+from ..explore.frontier import Axis, Frontier
 from .config import SplitLabelConfig
 
 SPLIT_LABEL = registry.register(registry.Mechanism(
@@ -25,4 +26,7 @@ SPLIT_LABEL = registry.register(registry.Mechanism(
         "attacks, at the cut layer and at its first layer) per epoch, the gradient-norm histograms, and, in "
         "trade-off mode, test AUC against leak AUC for several protections."),
     smoke={"n_train": 2000, "epochs": 2, "batch_size": 250, "bottom_widths": [32, 8], "n_features": 10},
+    frontier=Frontier(privacy=Axis("leak_auc", "leak AUC (strongest attack, mean over batches; 0.5 = no leak)",
+                                   "lower"),
+                      utility=(Axis("test_auc", "test AUC", "higher"),)),
 ), replace=True)

@@ -1,0 +1,253 @@
+"""Run a sweep's runs as Ray tasks, on a local Ray cluster or an existing one.
+
+Ray core tasks rather than Ray Tune: the sweep engine already owns the grid, the seeds, the
+frontier and the store, so Tune's search, trial bookkeeping and result logging would duplicate
+them; a task per run is all that is needed.
+
+The driver (this process) is the only writer of the store: workers on other machines cannot
+reach its SQLite file. A run's task gets a :class:`_WorkerReporter` with the Reporter contract
+(metric, artifact, log, progress, should_stop) that batches its events to a :class:`_Hub`
+actor; a driver thread drains the hub about four times a second into the store, so the
+dashboard draws Ray runs live exactly like local ones. Stops travel the other way: the driver
+forwards a stop (from :meth:`RayExecutor.stop`, or a store stop flag set by another process)
+to the hub, which the worker polls every half second. At most ``workers`` runs are in flight;
+the others wait in a FIFO queue on the driver, so cancelling a queued run costs nothing.
+
+On an existing cluster (``address`` or ``$RAY_ADDRESS``) privengine must be importable on the
+workers (installed there, or shipped with a Ray ``runtime_env``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privengine.config import BaseConfig
+from privengine.errors import ConfigError
+from privengine.jobs import RunQueue
+from privengine.store import RunStore
+
+DRAIN_S = 0.25          # how often the driver moves worker events into the store
+WORKER_FLUSH_S = 0.25   # how old a worker's buffered metrics may get
+STOP_POLL_S = 0.5       # how often a worker asks the hub whether to stop
+_ENV_PASSED = ("PRIVENGINE_PLUGINS", "PRIVENGINE_TORCH_THREADS", "PRIVENGINE_DATA", "PRIVENGINE_HOME")
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("executor", "ray needs the Ray package: pip install \"ray>=2.50\" "
+                                      "(or choose the local executor)") from None
+    return ray
+
+
+class _Hub:
+    """Ray actor: the mailbox between workers (events up, stop requests down)."""
+
+    def __init__(self):
+        self.events: dict[str, list] = collections.defaultdict(list)
+        self.stops: set[str] = set()
+
+    def push(self, run_id: str, events: list) -> None:
+        self.events[run_id].extend(events)
+
+    def drain(self) -> dict[str, list]:
+        out, self.events = dict(self.events), collections.defaultdict(list)
+        return out
+
+    def request_stop(self, run_id: str) -> None:
+        self.stops.add(run_id)
+
+    def stop_requested(self, run_id: str) -> bool:
+        return run_id in self.stops
+
+
+class _WorkerReporter:
+    """The Reporter contract inside a Ray worker: events are batched to the hub, never to a store."""
+
+    def __init__(self, hub, run_id: str, device: str):
+        self.hub, self.run_id, self.device = hub, run_id, device
+        self._pending: list = []
+        self._metrics: list = []
+        self._last_flush = self._last_poll = 0.0
+        self._stopped = False
+
+    def metric(self, step: int, **values: float) -> None:
+        self._metrics.extend((int(step), k, float(v)) for k, v in values.items() if v is not None)
+        if time.monotonic() - self._last_flush >= WORKER_FLUSH_S:
+            self.flush()
+
+    def artifact(self, name: str, data: Any) -> None:
+        self._pending.append(("artifact", name, data))
+        self.flush()
+
+    def log(self, text: str) -> None:
+        self._pending.append(("log", text))
+        self.flush()
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        self._pending.append(("progress", float(fraction), text))
+        self.flush()
+
+    def should_stop(self) -> bool:
+        now = time.monotonic()
+        if self._metrics and now - self._last_flush >= WORKER_FLUSH_S:
+            self.flush()
+        if not self._stopped and now - self._last_poll >= STOP_POLL_S:
+            self._last_poll = now
+            self._stopped = _ray().get(self.hub.stop_requested.remote(self.run_id))
+        return self._stopped
+
+    @property
+    def stop_was_requested(self) -> bool:
+        return self._stopped
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        events = ([("metrics", self._metrics)] if self._metrics else []) + self._pending
+        self._metrics, self._pending = [], []
+        if events:
+            self.hub.push.remote(self.run_id, events)  # ordered: one caller, one actor
+
+
+def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
+    """A run inside a Ray worker: the same run function, config and seed as a local run."""
+    from privengine import registry
+    from privengine.device import configure_torch_threads, resolve_device
+
+    try:
+        mech = registry.get(mechanism)
+        cfg = mech.config_cls.from_dict(config)
+        configure_torch_threads()
+        device = resolve_device(getattr(cfg, "device", "cpu"))
+        hub.push.remote(run_id, [("running", device.name)])
+        reporter = _WorkerReporter(hub, run_id, device.id)
+        summary = mech.load_run()(cfg, reporter)
+        reporter.flush()
+        return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": summary}
+    except Exception as exc:  # recorded by the driver as a failed run, never lost
+        return {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+
+
+@dataclass
+class _Job:
+    run_id: str
+    mechanism: str
+    config: dict
+    ref: Any = None
+
+
+class RayExecutor(RunQueue):
+    """The sweep executor on Ray (see the module docstring).
+
+    Args:
+        store: the driver's run store.
+        address: an existing cluster (default ``$RAY_ADDRESS``; none: start a local cluster of ``workers`` CPUs).
+        workers: runs in flight at once (the rest wait in the driver's queue).
+    """
+
+    name = "ray"
+
+    def __init__(self, store: RunStore, *, address: str | None = None, workers: int = 1):
+        ray = _ray()
+        super().__init__(store, workers)
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
+            root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+            ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
+        self._hub = ray.remote(num_cpus=0)(_Hub).remote()
+        self._task = ray.remote(_execute)
+        self._closed = False
+        self._pump = threading.Thread(target=self._loop, name="privengine-ray-driver", daemon=True)
+        self._pump.start()
+
+    # ---- the executor interface -------------------------------------------------------
+
+    def submit(self, mechanism: str, config: BaseConfig, *, source: str = "api", sweep_id: str | None = None,
+               sweep_point: int | None = None) -> str:
+        config.validate()
+        run_id = self.store.create_run(mechanism, config.to_dict(), source=source, sweep_id=sweep_id,
+                                       sweep_point=sweep_point)
+        self._enqueue(_Job(run_id, mechanism, config.to_dict()))
+        return run_id
+
+    def shutdown(self, *, timeout: float = 30.0) -> None:
+        """Stop what is queued or running, wait for it, and stop the local cluster if this executor started it."""
+        super().shutdown(timeout=timeout)
+        with self._lock:
+            self._closed = True
+        self._pump.join(timeout=5)
+        if self._owns_ray:
+            _ray().shutdown()
+
+    # ---- RunQueue hooks and the driver thread --------------------------------------------
+
+    def _start_locked(self, job: _Job) -> None:
+        num_gpus = 1 if job.config.get("device") == "cuda" else 0
+        job.ref = self._task.options(num_cpus=1, num_gpus=num_gpus).remote(self._hub, job.run_id, job.mechanism,
+                                                                           job.config)
+
+    def _stop_running(self, job: _Job) -> None:
+        self._hub.request_stop.remote(job.run_id)
+
+    def _loop(self) -> None:
+        """The driver thread: events into the store, stop flags to the workers, outcomes recorded."""
+        ray = _ray()
+        last_stop_check = 0.0
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                    jobs = list(self._running.values())
+                if jobs:
+                    ready, _ = ray.wait([j.ref for j in jobs], num_returns=len(jobs), timeout=DRAIN_S)
+                else:
+                    ready = []
+                    time.sleep(DRAIN_S)
+                self._write(ray.get(self._hub.drain.remote()))
+                for job in jobs:
+                    if job.ref in ready:
+                        self._finish(job, ray.get(job.ref))
+                if time.monotonic() - last_stop_check >= STOP_POLL_S:
+                    last_stop_check = time.monotonic()
+                    for job in jobs:
+                        if self.store.stop_requested(job.run_id):
+                            self._hub.request_stop.remote(job.run_id)
+        finally:
+            self.store.close()
+
+    def _write(self, events_by_run: dict[str, list]) -> None:
+        store = self.store
+        for run_id, events in events_by_run.items():
+            for event in events:
+                kind = event[0]
+                if kind == "metrics":
+                    store.add_metrics(run_id, event[1])
+                elif kind == "artifact":
+                    store.put_artifact(run_id, event[1], event[2])
+                elif kind == "log":
+                    store.add_log(run_id, event[1])
+                elif kind == "progress":
+                    store.set_progress(run_id, event[1], event[2])
+                elif kind == "running":
+                    store.mark_running(run_id, device=f"{event[1]} (Ray)")
+
+    def _finish(self, job: _Job, outcome: dict) -> None:
+        self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
+        if outcome["state"] == "failed":
+            self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"])
+        else:
+            self.store.mark_ended(job.run_id, outcome["state"], summary=outcome["summary"])
+        self._ended(job.run_id)

@@ -1,0 +1,219 @@
+"""Launch, stop, resume and read sweeps; the runs themselves go through an executor.
+
+An executor is anything with ``submit(mechanism, config, *, source, sweep_id, sweep_point) -> run id``,
+``stop(run_id)``, ``wait(run_id, timeout) -> RunRecord`` and ``shutdown()``: the local
+:class:`~privengine.jobs.JobManager`, or :class:`~privengine.explore.ray_executor.RayExecutor`.
+The store is the single source of truth: a sweep is a row of ``sweeps`` and its runs carry
+its id and their point, so any process can draw, stop or resume it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from privengine import registry
+from privengine.claims import PrivacyClaim
+from privengine.config import BaseConfig
+from privengine.errors import ConfigError
+from privengine.store import RunRecord, RunStore
+
+from .frontier import Axis, pareto, run_values
+from .privacy import selection_claim, sweep_claim
+from .spec import Point, SweepSpec, expand, resolve, run_configs
+
+
+class Executor(Protocol):
+    name: str
+
+    def submit(self, mechanism: str, config: BaseConfig, *, source: str, sweep_id: str | None,
+               sweep_point: int | None) -> str: ...
+
+    def stop(self, run_id: str) -> None: ...
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunRecord: ...
+
+    def shutdown(self) -> None: ...
+
+
+def default_workers() -> int:
+    """Concurrent runs a machine takes without thrashing: one per two cores (at least one).
+
+    Each run's torch ops use cores - 1 threads already (``configure_torch_threads``), so more
+    workers than half the cores make runs compete for the same cores and slow each other down.
+    """
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
+def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api") -> str:
+    """Validate every run of ``spec`` (ConfigError before anything starts), record the sweep, submit its runs."""
+    mechanism = registry.get(spec.mechanism)
+    if mechanism.frontier is None:
+        raise ConfigError("mechanism", f"{spec.mechanism!r} declares no frontier, so it cannot be swept")
+    spec = resolve(spec)
+    runs = run_configs(spec)
+    sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
+    for point, config in runs:
+        executor.submit(spec.mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)
+    return sweep_id
+
+
+def stop(store: RunStore, executor: Executor | None, sweep_id: str) -> int:
+    """Stop a sweep: its queued runs are cancelled, its running ones stopped; returns how many were active."""
+    store.set_sweep_stop(sweep_id, True)
+    active = [r for r in store.sweep_runs(sweep_id) if r.active]
+    for run in active:
+        if executor is not None:
+            executor.stop(run.id)
+        else:
+            store.request_stop(run.id)
+    return len(active)
+
+
+def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
+    """The runs of a sweep that have neither finished nor are under way (never run, failed, stopped, lost)."""
+    record = store.get_sweep(sweep_id)
+    done = {(r.sweep_point, r.config.get("seed")) for r in store.sweep_runs(sweep_id)
+            if r.state == "finished" or r.active}
+    return [(p, c) for p, c in run_configs(SweepSpec.from_dict(record.spec))
+            if (p.index, getattr(c, "seed", None)) not in done]
+
+
+def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api") -> list[str]:
+    """Run again only what is missing (see :func:`missing`); returns the new run ids."""
+    todo = missing(store, sweep_id)
+    store.set_sweep_stop(sweep_id, False)
+    mechanism = store.get_sweep(sweep_id).mechanism
+    return [executor.submit(mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)
+            for point, config in todo]
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """One point of a sweep: its settings, its runs, and mean / sd over the seeds that finished."""
+
+    index: int
+    settings: dict[str, Any]
+    runs: list[str]
+    states: list[str]
+    errors: list[str]
+    seeds: int
+    privacy: float
+    privacy_sd: float
+    utility: float
+    utility_sd: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "settings": self.settings, "runs": self.runs, "states": self.states,
+                "errors": self.errors, "seeds": self.seeds, "privacy": _json_float(self.privacy),
+                "privacy_sd": _json_float(self.privacy_sd), "utility": _json_float(self.utility),
+                "utility_sd": _json_float(self.utility_sd)}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Everything a page, the CLI or a report shows of a sweep."""
+
+    sweep_id: str
+    mechanism: str
+    spec: SweepSpec
+    executor: str
+    state: str
+    privacy_axis: Axis
+    utility_axis: Axis | None
+    points: list[PointResult]
+    frontier: list[int]
+    claim: PrivacyClaim | None
+    runs_total: int
+    runs_by_state: dict[str, int]
+    selection: PrivacyClaim | str | None = None  # random repetition: the best-only claim, or why there is none
+
+    @property
+    def failed(self) -> bool:
+        return self.runs_by_state.get("failed", 0) > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sweep_id": self.sweep_id, "mechanism": self.mechanism, "spec": self.spec.to_dict(),
+            "executor": self.executor, "state": self.state,
+            "privacy_metric": self.privacy_axis.to_dict(),
+            "utility_metric": None if self.utility_axis is None else self.utility_axis.to_dict(),
+            "points": [p.to_dict() for p in self.points], "frontier": self.frontier,
+            "privacy": None if self.claim is None else self.claim.to_dict(),
+            "runs_total": self.runs_total, "runs_by_state": self.runs_by_state,
+            "privacy_best_only": self.selection.to_dict() if isinstance(self.selection, PrivacyClaim) else None,
+            "privacy_best_only_note": self.selection if isinstance(self.selection, str) else None,
+        }
+
+
+def result(store: RunStore, sweep_id: str, *, utility: str | None = None, privacy: str | None = None) -> SweepResult:
+    """The sweep's points, Pareto frontier and composed claim, from the store (live while it runs).
+
+    ``utility`` / ``privacy`` pick other summary numbers as axes (default: the spec's utility, else the
+    mechanism's first declared utility found in the runs; the declared privacy axis).
+    """
+    record = store.get_sweep(sweep_id)
+    spec = SweepSpec.from_dict(record.spec)
+    frontier = registry.get(record.mechanism).frontier
+    runs = store.sweep_runs(sweep_id)
+    values = {r.id: run_values(r.summary) for r in runs if r.state in ("finished", "stopped")}
+    privacy_axis = frontier.axis(privacy) if privacy else frontier.privacy
+    utility_axis = _pick_utility(frontier, utility or spec.utility, values)
+    points = []
+    by_point: dict[int, list[RunRecord]] = {}
+    for run in runs:
+        by_point.setdefault(run.sweep_point, []).append(run)
+    settings = {p.index: p.settings for p in expand(spec)}
+    for index in sorted(settings):
+        mine = by_point.get(index, [])
+        finished = [r for r in mine if r.state == "finished"]
+        pv = [values[r.id].get(privacy_axis.name, math.nan) for r in finished]
+        uv = [values[r.id].get(utility_axis.name, math.nan) if utility_axis else math.nan for r in finished]
+        points.append(PointResult(index, settings[index], [r.id for r in mine], [r.state for r in mine],
+                                  [r.error for r in mine if r.error], len(finished), *_mean_sd(pv), *_mean_sd(uv)))
+    front = pareto([(p.privacy, p.utility) for p in points], privacy_better=privacy_axis.better,
+                   utility_better=utility_axis.better if utility_axis else "higher")
+    by_state: dict[str, int] = {}
+    for run in runs:
+        by_state[run.state] = by_state.get(run.state, 0) + 1
+    return SweepResult(sweep_id, record.mechanism, spec, record.executor,
+                       _state(runs, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
+                       [points[i].index for i in front], sweep_claim(record.mechanism, runs), len(runs), by_state,
+                       selection_claim(spec, runs) if spec.repeat else None)
+
+
+def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, float]]) -> Axis | None:
+    if wanted:
+        return frontier.axis(wanted)
+    present = {k for v in values.values() for k in v}
+    for axis in frontier.utility:
+        if axis.name in present:
+            return axis
+    return frontier.utility[0] if frontier.utility else None
+
+
+def _state(runs: list[RunRecord], expected: int, stop_requested: bool) -> str:
+    """running (some run queued or running), finished (every run finished), stopped, or incomplete."""
+    if any(r.active for r in runs):
+        return "running"
+    finished = {(r.sweep_point, r.config.get("seed")) for r in runs if r.state == "finished"}
+    if len(finished) >= expected:
+        return "finished"
+    return "stopped" if stop_requested else "incomplete"
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    finite = np.array([v for v in values if not math.isnan(v)], dtype=float)
+    if finite.size == 0:
+        return math.nan, math.nan
+    if finite.size == 1 or np.all(finite == finite[0]):  # no spread (not 1e-17 of rounding)
+        return float(finite[0]), 0.0
+    return float(finite.mean()), float(finite.std(ddof=1))
+
+
+def _json_float(x: float) -> float | None:
+    return None if math.isnan(x) else x
