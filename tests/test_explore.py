@@ -70,6 +70,12 @@ def test_suggested_values_respect_the_knob():
     assert len(rates) >= 3 and all(0 < r <= 1 for r in rates) and rates[-1] / rates[0] > 10  # geometric
 
 
+def test_pate_and_dpsgd_accuracies_can_share_a_chart_and_leak_auc_cannot():
+    pate, dpsgd, split = (registry.get(n).frontier for n in ("pate", "dpsgd", "split_label"))
+    assert pate.utility[0].comparable(dpsgd.utility[0]) and pate.privacy.comparable(dpsgd.privacy)
+    assert not split.privacy.comparable(dpsgd.privacy)
+
+
 def test_pareto_keeps_the_best_utility_for_each_privacy_level():
     points = [(1.0, 0.80), (1.0, 0.82), (2.0, 0.81), (3.0, 0.90), (4.0, 0.85), (math.nan, 1.0)]
     assert pareto(points, privacy_better="lower", utility_better="higher") == [1, 3]
@@ -188,7 +194,8 @@ def test_cli_sweep_json_and_exit_status(private_home):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["mechanism"] == "toy" and out["sweep_id"].startswith("s")
-    assert out["privacy_metric"] == {"name": "headline_epsilon", "label": "ε (headline claim)", "better": "lower"}
+    assert out["privacy_metric"] == {"name": "headline_epsilon", "label": "ε (headline claim)", "better": "lower",
+                                     "kind": "headline_epsilon"}
     assert out["utility_metric"]["name"] == "score" and out["utility_metric"]["better"] == "higher"
     assert [p["settings"] for p in out["points"]] == [{"rate": 0.1}, {"rate": 0.5}]
     assert all(len(p["runs"]) == 2 and p["seeds"] == 2 and "utility_sd" in p for p in out["points"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from privengine import registry
 
-from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
+from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
 from .config import DPSGDConfig
 
 DPSGD = registry.register(registry.Mechanism(
@@ -27,7 +27,8 @@ DPSGD = registry.register(registry.Mechanism(
     smoke={"epochs": 1.0, "n_seeds": 1, "noise_mode": "sigma"},
     frontier=Frontier(
         privacy=EPSILON_AXIS,
-        utility=(Axis("best_test_acc", "test accuracy (best setting of the run, mean over its seeds)", "higher"),
+        utility=(Axis("best_test_acc", "test accuracy (best setting of the run, mean over its seeds)", "higher",
+                      kind=TEST_ACCURACY),
                  Axis("best_excess_risk", "excess risk (best setting of the run, mean over its seeds)", "lower")),
         compose="privengine.dpsgd.accounting:compose_runs",
         repeat_and_select="privengine.dpsgd.accounting:repeat_and_select"),

@@ -23,21 +23,34 @@ DIRECTIONS = ("higher", "lower")
 
 @dataclass(frozen=True)
 class Axis:
-    """One metric of a frontier: its key in :func:`run_values`, a label with units, and which way is better."""
+    """One metric of a frontier: its key in :func:`run_values`, a label with units, and which way is better.
+
+    ``kind`` says what is measured, so sweeps of different mechanisms can share a chart: PATE's
+    ``student_accuracy`` and DP-SGD's ``best_test_acc`` are both of kind ``"test_accuracy"``
+    (default: the name itself).
+    """
 
     name: str
     label: str
     better: str
+    kind: str = ""
 
     def __post_init__(self) -> None:
         if self.better not in DIRECTIONS:
             raise ValueError(f"better must be one of {DIRECTIONS}; got {self.better!r}")
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "label": self.label, "better": self.better}
+        return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind}
+
+    def comparable(self, other: "Axis") -> bool:
+        """Whether two axes measure the same thing the same way (so their sweeps may share a chart)."""
+        return self.kind == other.kind and self.better == other.better
 
 
 EPSILON_AXIS = Axis(HEADLINE_EPSILON, "ε (headline claim)", "lower")
+TEST_ACCURACY = "test_accuracy"  # the kind of every accuracy of a released model on held-out data
 
 
 @dataclass(frozen=True)

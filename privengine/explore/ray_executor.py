@@ -136,6 +136,15 @@ def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
         return {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
 
+def _outcome(ray, ref) -> dict:
+    """A finished task's result; a task that died (worker killed, node lost) is a failed run, not a lost one."""
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # RayTaskError, WorkerCrashedError, ...: the run's own errors are caught in _execute
+        return {"state": "failed", "error": f"the Ray task died: {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()}
+
+
 @dataclass
 class _Job:
     run_id: str
@@ -219,7 +228,7 @@ class RayExecutor(RunQueue):
                 self._write(ray.get(self._hub.drain.remote()))
                 for job in jobs:
                     if job.ref in ready:
-                        self._finish(job, ray.get(job.ref))
+                        self._finish(job, _outcome(ray, job.ref))
                 if time.monotonic() - last_stop_check >= STOP_POLL_S:
                     last_stop_check = time.monotonic()
                     for job in jobs:

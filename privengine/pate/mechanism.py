@@ -1,7 +1,7 @@
 """Registers PATE."""
 
 from ..registry import Mechanism, register
-from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
+from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
 from .config import PateConfig
 
 PATE = register(Mechanism(
@@ -24,7 +24,7 @@ PATE = register(Mechanism(
         "Rényi DP (GNMax), both data-dependent (tighter when teachers agree) and data-independent."),
     smoke={"teachers": 10, "teacher_epochs": 2, "student_epochs": 2, "queries": 100, "baseline": False},
     frontier=Frontier(privacy=EPSILON_AXIS,
-                      utility=(Axis("student_accuracy", "student test accuracy", "higher"),
+                      utility=(Axis("student_accuracy", "student test accuracy", "higher", kind=TEST_ACCURACY),
                                Axis("noisy_label_accuracy", "noisy labels correct", "higher"),
                                Axis("queries_answered", "queries answered", "higher"))),
 ))
