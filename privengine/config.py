@@ -300,13 +300,22 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 @dataclass(frozen=True)
 class RunConfig(BaseConfig):
-    """Fields every mechanism run has: the compute device, the random seed and the noise source."""
+    """Fields every mechanism run has: the compute device, the random seed and the noise source.
+
+    ``COMPUTATION_ONLY`` names the fields that change how a run is computed but not what it releases
+    (beyond rounding); the noise streams ignore them (see :func:`privengine.randomness.config_digest`).
+    """
+
+    COMPUTATION_ONLY: typing.ClassVar[tuple[str, ...]] = ("device",)
 
     device: str = knob("auto", choices=DEVICE_CHOICES,
                        help="Where tensors live: auto picks CUDA, then Apple MPS, else CPU.")
     seed: int = knob(0, low=0, high=2**31 - 1,
                      help="Seed of the run's random generators (initialisation, batches, and, unless secure noise "
                           "is on, the privacy noise: see secure noise).")
+    replica: int = knob(0, low=0, high=1_000_000, advanced=True,
+                        help="Replica index: runs identical but for it draw independent noise (a resumed sweep "
+                             "reruns an unfinished run as its next replica, so no noise is ever reused).")
     secure_noise: bool = knob(False, label="secure noise (OS entropy)",
                               help="Draw the privacy noise from OS entropy that is never recorded. Off (exploration): "
                                    "the noise is derived from the seed, so runs replay exactly but anyone with the "

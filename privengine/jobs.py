@@ -101,6 +101,10 @@ class RunQueue:
     def _start_ready_locked(self) -> None:
         while self._queue and len(self._running) < self.max_concurrent:
             job = self._queue.popleft()
+            if self.store.stop_requested(job.run_id):  # stopped while queued, e.g. by another process
+                self.store.mark_ended(job.run_id, "stopped", error=None)
+                self._done.notify_all()
+                continue
             self._running[job.run_id] = job
             self._start_locked(job)
 

@@ -28,7 +28,9 @@ import torch
 
 from .config import BaseConfig
 
-_NOT_IN_DIGEST = ("device", "secure_noise")  # where a run executes does not change its mechanism
+
+_DEVICE_TYPES = ("cpu", "cuda", "mps")
+
 
 def derived_seed(seed: int, *key: int) -> int:
     """A 63-bit seed for stream ``key`` of ``seed`` (independent across keys, by SeedSequence).
@@ -44,22 +46,32 @@ def derived_generator(seed: int, *key: int, device: torch.device | str = "cpu") 
 
 
 def config_digest(config: BaseConfig) -> tuple[int, ...]:
-    """Four 32-bit words of the SHA-256 of the config's JSON (without the device and the noise mode)."""
-    values = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_DIGEST}
+    """Four 32-bit words of the SHA-256 of the config's JSON, without the knobs that only say how the run is
+    computed (``config.COMPUTATION_ONLY``: the device, batch splitting, ...) and the noise mode.
+
+    Runs that differ only in those release the same outputs up to rounding, so they may share noise.
+    """
+    skip = set(getattr(config, "COMPUTATION_ONLY", ())) | {"secure_noise"}
+    values = {k: v for k, v in config.to_dict().items() if k not in skip}
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).digest()
     return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
 
 
-def noise_generator(config: BaseConfig, *key: int, device: torch.device | str = "cpu") -> torch.Generator:
+def noise_generator(config: BaseConfig, *key: int, device: torch.device | str = "cpu",
+                    on: torch.device | str | None = None) -> torch.Generator:
     """The generator of privacy-relevant randomness (noise, secret subsampling) of ``config``'s run, stream ``key``.
 
-    ``config.secure_noise`` off: derived from ``config.seed``, :func:`config_digest` and ``key``
-    (reproducible from the record; independent for runs of different configurations).
+    ``device`` is the run's device and ``on`` where the generator lives (default ``device``; e.g. the
+    CPU for a sampler of a CUDA run). ``config.secure_noise`` off: derived from ``config.seed``,
+    :func:`config_digest`, the run's device type and ``key`` (reproducible from the record; independent
+    for runs of different configurations or device types, whose generators draw differently).
     On: seeded with 63 bits from the OS entropy pool, never stored anywhere.
     """
+    on = device if on is None else on
     if config.secure_noise:
-        return torch.Generator(device=device).manual_seed(secrets.randbits(63))
-    return derived_generator(config.seed, *config_digest(config), *key, device=device)
+        return torch.Generator(device=on).manual_seed(secrets.randbits(63))
+    device_type = _DEVICE_TYPES.index(torch.device(device).type)
+    return derived_generator(config.seed, *config_digest(config), device_type, *key, device=on)
 
 
 def noise_caveat(*, secure: bool) -> str:

@@ -227,8 +227,9 @@ class RunStore:
             conn.execute("UPDATE sweeps SET stop_requested=? WHERE id=?", (int(requested), sweep_id))
 
     def mark_running(self, run_id: str, *, device: str) -> None:
+        """A queued run has started (a run that has already ended is left as it is)."""
         with self._tx() as conn:
-            conn.execute("UPDATE runs SET state='running', device=?, started_at=? WHERE id=?",
+            conn.execute("UPDATE runs SET state='running', device=?, started_at=? WHERE id=? AND state='queued'",
                          (device, time.time(), run_id))
 
     def mark_ended(self, run_id: str, state: str, *, summary: dict | None = None,

@@ -76,7 +76,10 @@ def test_seeded_noise_replays_per_configuration_and_secure_noise_never_does():
 
     base = DPSGDConfig(alphas=(0.0, 4.0))
     assert torch.equal(draw(base), draw(DPSGDConfig(alphas=(0.0, 4.0))))
-    assert torch.equal(draw(base), draw(base.replace(device="cpu")))  # where it runs is not the mechanism
+    for how in (base.replace(device="cpu"), base.replace(physical_batch_size=32, grad_sample_mode="ghost")):
+        assert torch.equal(draw(base), draw(how))  # how a run is computed does not change its mechanism
+    on_cuda = torch.randn(4, generator=noise_generator(base, 0, 1, 2, device="cuda", on="cpu"))
+    assert not torch.equal(draw(base), on_cuda)  # CPU and CUDA runs never share a stream (their noise differs)
     for other in (base.replace(alphas=(0.0, 1.0)), base.replace(max_grad_norm=2.0), base.replace(seed=1)):
         assert not torch.equal(draw(base), draw(other))
     secure = base.replace(secure_noise=True)

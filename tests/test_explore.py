@@ -48,6 +48,18 @@ def test_bad_values_name_the_field_and_its_range_before_anything_runs(store):
         expand(SweepSpec("toy", random={"rate": (0.1, 0.5)}))
     with pytest.raises(ConfigError, match="`fail_at` must be below steps"):  # a rule across fields, per run
         run_configs(SweepSpec("toy", base={"steps": 2}, axes={"fail_at": [1, 5]}))
+    with pytest.raises(ConfigError, match="`extra` has no effect unless mode is b"):
+        expand(SweepSpec("toy", axes={"extra": [1, 2]}))
+    expand(SweepSpec("toy", axes={"extra": [1, 2], "mode": ["b"]}))  # fine once its parent is varied to b
+    with pytest.raises(ConfigError, match="`utility` must be one of score"):
+        expand(SweepSpec("toy", axes={"rate": [0.1]}, utility="scroe"))
+    with pytest.raises(ConfigError, match="`draw_seed` must be an integer >= 0"):
+        expand(SweepSpec("toy", axes={"rate": [0.1]}, draw_seed=-1))
+    # what the private data is, and the neighbouring relation, stay fixed across a sweep's runs
+    with pytest.raises(ConfigError, match="`public_fraction` cannot be varied in a sweep: it decides which examples"):
+        expand(SweepSpec("dpsgd", axes={"public_fraction": [0.05, 0.1]}))
+    with pytest.raises(ConfigError, match="`neighbouring` cannot be varied in a sweep"):
+        expand(SweepSpec("dp_bayes", axes={"neighbouring": ["replace-one", "add-remove"]}))
     assert store.list_sweeps() == []
 
 
@@ -141,13 +153,49 @@ def test_stop_cancels_and_resume_runs_only_what_is_missing(store, local):
         local.wait(run.id, timeout=10)
     states = sorted(r.state for r in store.sweep_runs(sweep_id))
     assert states == ["stopped", "stopped", "stopped"] and runner.result(store, sweep_id).state == "stopped"
-    assert len(runner.missing(store, sweep_id)) == 3
+    todo = runner.missing(store, sweep_id)
+    assert len(todo) == 3 and {c.replica for _, c in todo} == {1}  # reruns draw fresh noise: the next replica
     new = runner.resume(store, local, sweep_id)
     assert len(new) == 3
     for run_id in new:
         local.wait(run_id, timeout=60)
-    assert runner.missing(store, sweep_id) == [] and runner.result(store, sweep_id).state == "finished"
+    res = runner.result(store, sweep_id)
+    assert runner.missing(store, sweep_id) == [] and res.state == "finished"
+    assert res.runs_total == 3 and res.attempts == 6 and res.runs_by_state == {"finished": 3}
     assert runner.resume(store, local, sweep_id) == []  # nothing left to run
+
+
+def test_a_resumed_failure_no_longer_counts_as_failed(store, local):
+    sweep_id = runner.launch(store, local, SweepSpec("toy", base={"steps": 3}, axes={"fail_at": [-1]}))
+    for run in store.sweep_runs(sweep_id):
+        local.wait(run.id, timeout=30)
+    (run,) = store.sweep_runs(sweep_id)
+    store.mark_ended(run.id, "failed", error="a transient failure")  # as if the machine had lost it
+    assert runner.result(store, sweep_id).failed
+    for run_id in runner.resume(store, local, sweep_id):
+        local.wait(run_id, timeout=30)
+    res = runner.result(store, sweep_id)
+    assert not res.failed and res.points[0].errors == [] and res.claim.epsilon == pytest.approx(1.0)
+    assert "1 run(s) of the sweep stated no claim" in " ".join(res.claim.caveats)  # the lost attempt is said
+
+
+def test_a_run_stopped_while_queued_never_starts(store):
+    manager = JobManager(store, max_concurrent=1)
+    try:
+        first = manager.submit("toy", {"steps": 50, "delay": 0.02})
+        second = manager.submit("toy", {"steps": 2})
+        store.request_stop(second)  # from another process: only the store flag is set
+        manager.wait(first, timeout=30)
+        assert manager.wait(second, timeout=10).state == "stopped" and store.metrics(second).empty
+    finally:
+        manager.shutdown()
+
+
+def test_utility_computed_from_private_data_is_flagged_in_the_claim(store, local):
+    smoke = dict(registry.get("dp_bayes").smoke)
+    res = _finish(store, local, SweepSpec("dp_bayes", base=smoke, axes={"epsilon": [1.0, 4.0]}))
+    assert not res.utility_axis.covered
+    assert any("is NOT covered" in c for c in res.claim.caveats)
 
 
 # ---- the Ray executor, on a real local cluster --------------------------------------------------
@@ -194,8 +242,8 @@ def test_cli_sweep_json_and_exit_status(private_home):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["mechanism"] == "toy" and out["sweep_id"].startswith("s")
-    assert out["privacy_metric"] == {"name": "headline_epsilon", "label": "ε (headline claim)", "better": "lower",
-                                     "kind": "headline_epsilon"}
+    assert out["privacy_metric"] == {"name": "headline_epsilon", "label": "ε per run (its headline claim)",
+                                     "better": "lower", "kind": "headline_epsilon", "covered": True}
     assert out["utility_metric"]["name"] == "score" and out["utility_metric"]["better"] == "higher"
     assert [p["settings"] for p in out["points"]] == [{"rate": 0.1}, {"rate": 0.5}]
     assert all(len(p["runs"]) == 2 and p["seeds"] == 2 and "utility_sd" in p for p in out["points"])
@@ -236,8 +284,13 @@ def test_random_repetition_sweep_draws_its_runs_and_claims_the_best_only(store, 
     assert single < best_only.epsilon and "only the single best run" in best_only.caveats[0]
     # the same draw replays from the recorded plan; a knob that changes sigma has no bound
     assert runner.missing(store, res.sweep_id) == []
-    refused = _finish(store, local, SweepSpec("dpsgd", base=base, axes={"noise_multiplier": [0.8, 1.2]},
+    # refused before anything runs: a knob that changes sigma, a mechanism without RDP, an unknown law
+    sweeps_before = len(store.list_sweeps())
+    with pytest.raises(ConfigError, match="`repeat` needs one privacy cost for every candidate, but noise_multiplier"):
+        runner.launch(store, local, SweepSpec("dpsgd", base=base, axes={"noise_multiplier": [0.8, 1.2]},
                                               repeat={"shape": "geometric", "mean": 2}))
-    assert isinstance(refused.selection, str) and "noise_multiplier" in refused.selection
+    with pytest.raises(ConfigError, match="`repeat` is not available for toy"):
+        runner.launch(store, local, SweepSpec("toy", axes={"rate": [0.1]}, repeat={"shape": "poisson", "mean": 3}))
     with pytest.raises(ConfigError, match="`repeat` shape must be one of poisson, geometric, logarithmic"):
         runner.launch(store, local, SweepSpec("toy", axes={"rate": [0.1]}, repeat={"shape": "uniform", "mean": 3}))
+    assert len(store.list_sweeps()) == sweeps_before

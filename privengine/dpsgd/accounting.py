@@ -111,29 +111,19 @@ def compose_runs(runs) -> PrivacyClaim:
         caveats=tuple(dict.fromkeys(c for r in runs for c in r.summary["privacy"][0]["caveats"])), headline=True)
 
 
-# Knobs that change neither sigma, q nor the number of steps (so not the RDP of a run): a random-repetition
-# sweep may vary only these, because its bound needs one RDP curve valid for every candidate.
-PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
-                                   "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
-                                   "show_gdp"})
-
-
-def repeat_and_select(runs, varied: list[str], shape: str, mean: float) -> PrivacyClaim | str:
+def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     """Papernot & Steinke (2022): publishing the best of K ~ ``shape``(mean) DP-SGD runs, by dp-accounting's RDP.
 
-    Every candidate must have the same per-run mechanism: ``varied`` may hold only
-    :data:`PRIVACY_NEUTRAL_KNOBS`, and the runs must agree on (sigma, q, steps of every model). One run is
-    then ``steps_total`` compositions of the Poisson-subsampled Gaussian; returns the claim, or why none.
+    Every candidate must have the same per-run mechanism: the sweep varies only the mechanism's
+    ``repeat_neutral`` knobs (checked at launch), and the finished ``runs`` must agree on (sigma, q,
+    steps of every model). One run is then ``steps_total`` compositions of the Poisson-subsampled
+    Gaussian; returns the claim, or why there is none.
     """
     import dp_accounting
     from dp_accounting import dp_event, rdp
 
     from ..explore.repetition import SHAPES
 
-    changing = sorted(set(varied) - PRIVACY_NEUTRAL_KNOBS)
-    if changing:
-        return (f"the random-repetition bound needs one privacy cost for every candidate, but {', '.join(changing)} "
-                "can change sigma, q or the steps; vary only " + ", ".join(sorted(PRIVACY_NEUTRAL_KNOBS)))
     events = {(r.summary["noise_multiplier"], r.summary["sample_rate"],
                sum(m["steps"] for m in r.summary.get("models", []))) for r in runs}
     if len(events) != 1:
@@ -150,7 +140,8 @@ def repeat_and_select(runs, varied: list[str], shape: str, mean: float) -> Priva
         epsilon=float(eps), delta=delta,
         accountant=("Papernot & Steinke (ICLR 2022) random-repetition bound on the RDP of one run (sigma = "
                     f"{sigma:.4g}, q = {q:.4g}, {steps} steps), Google's dp-accounting RdpAccountant "
-                    "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order))
+                    "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order),
+        caveats=tuple(dict.fromkeys(c for r in runs for c in r.summary["privacy"][0]["caveats"])))
 
 
 def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_private: int,

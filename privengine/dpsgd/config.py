@@ -10,6 +10,7 @@ sample rate and number of steps, so each one has the same epsilon.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from privengine.config import RunConfig, knob
 from privengine.errors import ConfigError
@@ -25,6 +26,8 @@ SAMPLINGS = ("poisson", "shuffle")
 
 @dataclass(frozen=True)
 class DPSGDConfig(RunConfig):
+    COMPUTATION_ONLY: ClassVar[tuple[str, ...]] = ("device", "physical_batch_size", "grad_sample_mode")
+
     dataset: str = knob("linreg", choices=DATASETS,
                         help="linreg: the embedded synthetic linear regression whose gradients live near a "
                              "low-dimensional subspace; digits: scikit-learn's bundled 8x8 digits; mnist, "
@@ -86,6 +89,10 @@ class DPSGDConfig(RunConfig):
                               "batches of a shuffled pass (faster, but the reported epsilon is then not a proof).")
     n_seeds: int = knob(2, low=1, high=20, label="seeds",
                         help="Train every setting with seeds seed, seed+1, ...; the comparison shows mean and std.")
+    data_seed: int = knob(0, low=0, high=2**31 - 1, advanced=True,
+                          help="Seed of the data splits (training subset, public part, digits' test part). Kept "
+                               "apart from the run's seed so that every seed, and every run of a sweep, protects the "
+                               "same private examples.")
     train_limit: int = knob(0, low=0, high=10_000_000, advanced=True,
                             help="Use only this many training examples (a seeded random subset; 0 = all).")
     data_root: str = knob("", advanced=True,

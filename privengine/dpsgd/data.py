@@ -11,8 +11,8 @@
   :func:`privengine.data.load_image_dataset`.
 
 A seeded ``public_fraction`` of the training split is declared public (used only
-for the subspace). The split depends on the run's base seed only, so every model
-of a seed sweep sees the same private set.
+for the subspace). The splits depend on the config's ``data_seed`` only, not on the
+run's seed, so every model and every run of a sweep protects the same private set.
 """
 
 from __future__ import annotations

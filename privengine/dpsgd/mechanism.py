@@ -7,6 +7,12 @@ from privengine import registry
 from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
 from .config import DPSGDConfig
 
+# Knobs that change neither sigma, q nor the number of steps (so not the RDP of a run): a random-repetition
+# sweep may vary only these, because its bound needs one RDP curve valid for every candidate.
+PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
+                                   "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
+                                   "show_gdp"})
+
 DPSGD = registry.register(registry.Mechanism(
     name="dpsgd",
     title="Anisotropic DP-SGD",
@@ -31,5 +37,9 @@ DPSGD = registry.register(registry.Mechanism(
                       kind=TEST_ACCURACY),
                  Axis("best_excess_risk", "excess risk (best setting of the run, mean over its seeds)", "lower")),
         compose="privengine.dpsgd.accounting:compose_runs",
-        repeat_and_select="privengine.dpsgd.accounting:repeat_and_select"),
+        repeat_and_select="privengine.dpsgd.accounting:repeat_and_select",
+        repeat_neutral=PRIVACY_NEUTRAL_KNOBS,
+        fixed=tuple((k, "it decides which examples are private, public or test: an example public in one run would "
+                        "be unprotected there, so the sweep's composed claim needs the same split in every run")
+                    for k in ("dataset", "data_seed", "public_fraction", "train_limit"))),
 ), replace=True)

@@ -33,7 +33,7 @@ EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0
 def run(config: DPSGDConfig, reporter) -> dict:
     device = torch.device(reporter.device)
     reporter.progress(0.0, "loading data")
-    task = load_task(dataset=config.dataset, seed=config.seed, public_fraction=config.public_fraction,
+    task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=device)
     plan = make_plan(config, task.n_private, reporter)
     if plan is None:

@@ -260,7 +260,7 @@ def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> 
 def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
     """The private batches of model ``index``: secret subsampling, so its generator is a noise stream."""
     data = _TensorBatches(task.x_private, task.y_private)
-    gen = noise_generator(config, seed, index, STREAM_SAMPLING)
+    gen = noise_generator(config, seed, index, STREAM_SAMPLING, device=task.x_private.device, on="cpu")
     if config.sampling == "poisson":
         sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
                                                 generator=gen, steps=plan.steps)

@@ -82,7 +82,8 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
         for record in store.list_sweeps(limit=args.limit):
             res = runner.result(store, record.id)
             created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
-            claim = f"  {res.claim.statement()} [sweep]" if res.claim else ""
+            so_far = " so far" if res.state == "running" else ""
+            claim = f"  {res.claim.statement()} [sweep{so_far}]" if res.claim else ""
             print(f"{record.id}  {created}  {record.mechanism:12s} {res.state:10s} {len(res.points)} points, "
                   f"{res.runs_total} runs ({record.executor}){claim}", file=out)
         return 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privengine.claims import headline_of
+from privengine.errors import ConfigError
 
 HEADLINE_EPSILON = "headline_epsilon"
 DIRECTIONS = ("higher", "lower")
@@ -27,13 +28,16 @@ class Axis:
 
     ``kind`` says what is measured, so sweeps of different mechanisms can share a chart: PATE's
     ``student_accuracy`` and DP-SGD's ``best_test_acc`` are both of kind ``"test_accuracy"``
-    (default: the name itself).
+    (default: the name itself). ``covered``: whether the value is computed from the released
+    outputs and public data only, so that choosing a run by it is covered by the sweep's claim
+    (False for errors measured against a posterior computed from the private data).
     """
 
     name: str
     label: str
     better: str
     kind: str = ""
+    covered: bool = True
 
     def __post_init__(self) -> None:
         if self.better not in DIRECTIONS:
@@ -42,14 +46,15 @@ class Axis:
             object.__setattr__(self, "kind", self.name)
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind}
+        return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind,
+                "covered": self.covered}
 
     def comparable(self, other: "Axis") -> bool:
         """Whether two axes measure the same thing the same way (so their sweeps may share a chart)."""
         return self.kind == other.kind and self.better == other.better
 
 
-EPSILON_AXIS = Axis(HEADLINE_EPSILON, "ε (headline claim)", "lower")
+EPSILON_AXIS = Axis(HEADLINE_EPSILON, "ε per run (its headline claim)", "lower")
 TEST_ACCURACY = "test_accuracy"  # the kind of every accuracy of a released model on held-out data
 
 
@@ -61,20 +66,25 @@ class Frontier:
     (``function(runs) -> PrivacyClaim``, ``runs`` a list of store records) with the mechanism's
     own accountant; without it, sweeps compose the runs' headline claims by basic composition.
     ``repeat_and_select``: ``"module:function"`` for the Papernot & Steinke random-repetition
-    bound (``function(runs, mean, shape) -> PrivacyClaim``), where the mechanism reports RDP.
+    bound (``function(runs, varied, shape, mean) -> PrivacyClaim | str``), where the mechanism
+    reports RDP; ``repeat_neutral``: the knobs such a sweep may vary (they leave every run's RDP unchanged).
+    ``fixed``: knobs a sweep may not vary, each with the reason (e.g. what the private data is, or the
+    neighbouring relation: runs that differ in them do not compose).
     """
 
     privacy: Axis
     utility: tuple[Axis, ...]
     compose: str | None = None
     repeat_and_select: str | None = None
+    repeat_neutral: frozenset[str] = frozenset()
+    fixed: tuple[tuple[str, str], ...] = ()
 
-    def axis(self, name: str) -> Axis:
-        """The declared axis called ``name``, or a plain one (higher is better) for any other summary number."""
-        for axis in (self.privacy, *self.utility):
+    def utility_axis(self, name: str) -> Axis:
+        """The declared utility axis called ``name`` (ConfigError naming the declared ones otherwise)."""
+        for axis in self.utility:
             if axis.name == name:
                 return axis
-        return Axis(name, name.replace("_", " "), "higher")
+        raise ConfigError("utility", f"must be one of {', '.join(a.name for a in self.utility)}; got {name!r}")
 
 
 def run_values(summary: dict[str, Any] | None) -> dict[str, float]:

@@ -23,8 +23,12 @@ def claimed_runs(runs: list[RunRecord]) -> list[RunRecord]:
     return [r for r in runs if headline_of(r.summary) is not None]
 
 
-def sweep_claim(mechanism: str, runs: list[RunRecord]) -> PrivacyClaim | None:
-    """The composed claim of every run of a sweep that stated one; None if none did (e.g. no DP mechanism)."""
+def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyClaim | None:
+    """The composed claim of every run (every attempt) of a sweep that stated one; None if none did.
+
+    ``utility``: the axis points are chosen by; if it is computed from the private data the claim says
+    that choosing by it is not covered.
+    """
     claimed = claimed_runs(runs)
     if not claimed:
         return None
@@ -35,22 +39,26 @@ def sweep_claim(mechanism: str, runs: list[RunRecord]) -> PrivacyClaim | None:
         claim = basic_composition(claimed)
     left_out = len(runs) - len(claimed)
     caveats = (SELECTION_CAVEAT,)
+    if utility is not None and not utility.covered:
+        caveats += (f"The utility axis ({utility.label}) is computed from the private data, not only from the "
+                    "released outputs: choosing a run by it is NOT covered by this or any claim here.",)
     if left_out:
         caveats += (f"{left_out} run(s) of the sweep stated no claim (failed, or stopped before any step): they "
                     "are not in this composition, and the curves they stored are not covered.",)
     return PrivacyClaim(**{**claim.to_dict(), "caveats": caveats + claim.caveats, "headline": True})
 
 
-def selection_claim(spec, runs: list[RunRecord]) -> PrivacyClaim | str:
-    """Random-repetition sweeps: the Papernot & Steinke claim of publishing only the best run, or why none exists."""
+def selection_claim(spec, finished: list[RunRecord], utility=None) -> PrivacyClaim | str:
+    """Random-repetition sweeps: the Papernot & Steinke claim of publishing only the best finished run, or why
+    there is none (the sweep's spec was checked at launch: the mechanism reports RDP, only neutral knobs vary)."""
     frontier = registry.get(spec.mechanism).frontier
-    if frontier is None or frontier.repeat_and_select is None:
-        return (f"{spec.mechanism} does not report Renyi DP per run, so the random-repetition bound is not "
-                "available; the composed claim covers the sweep.")
-    claimed = claimed_runs(runs)
+    if utility is not None and not utility.covered:
+        return (f"the best run is chosen by {utility.label}, computed from the private data: the random-repetition "
+                "bound does not cover that choice")
+    claimed = claimed_runs(finished)
     if not claimed:
-        return "no run has stated a claim yet"
-    outcome = registry.load_callable(frontier.repeat_and_select)(claimed, spec.varied, spec.repeat["shape"],
+        return "no run has finished yet"
+    outcome = registry.load_callable(frontier.repeat_and_select)(claimed, spec.repeat["shape"],
                                                                  float(spec.repeat["mean"]))
     if isinstance(outcome, str):
         return outcome
@@ -58,7 +66,8 @@ def selection_claim(spec, runs: list[RunRecord]) -> PrivacyClaim | str:
               f"(K ~ {spec.repeat['shape']} with mean {spec.repeat['mean']:g}; K = {len(spec.plan)} drawn), not the "
               "whole frontier shown (the composed claim covers that). K and each run's setting were drawn at launch "
               "and are recorded with the sweep (needed to resume it): the bound assumes the adversary does not know "
-              "them, so keep the sweep's record private.")
+              "them, so keep the sweep's record private (without secure noise they are a function of the recorded "
+              "draw seed).")
     return PrivacyClaim(**{**outcome.to_dict(), "caveats": (caveat,) + outcome.caveats, "headline": False})
 
 

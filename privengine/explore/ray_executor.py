@@ -109,12 +109,15 @@ class _WorkerReporter:
     def stop_was_requested(self) -> bool:
         return self._stopped
 
-    def flush(self) -> None:
+    def flush(self, *, wait: bool = False) -> None:
+        """Send the buffered events (in order: one caller, one actor); ``wait`` until the hub has them."""
         self._last_flush = time.monotonic()
         events = ([("metrics", self._metrics)] if self._metrics else []) + self._pending
         self._metrics, self._pending = [], []
         if events:
-            self.hub.push.remote(self.run_id, events)  # ordered: one caller, one actor
+            ref = self.hub.push.remote(self.run_id, events)
+            if wait:
+                _ray().get(ref)
 
 
 def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
@@ -122,17 +125,20 @@ def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
     from privengine import registry
     from privengine.device import configure_torch_threads, resolve_device
 
+    reporter = None
     try:
         mech = registry.get(mechanism)
         cfg = mech.config_cls.from_dict(config)
         configure_torch_threads()
         device = resolve_device(getattr(cfg, "device", "cpu"))
-        hub.push.remote(run_id, [("running", device.name)])
+        _ray().get(hub.push.remote(run_id, [("running", device.name)]))  # delivered before any other event
         reporter = _WorkerReporter(hub, run_id, device.id)
         summary = mech.load_run()(cfg, reporter)
-        reporter.flush()
+        reporter.flush(wait=True)
         return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": summary}
     except Exception as exc:  # recorded by the driver as a failed run, never lost
+        if reporter is not None:
+            reporter.flush(wait=True)
         return {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
 
@@ -168,6 +174,7 @@ class RayExecutor(RunQueue):
         ray = _ray()
         super().__init__(store, workers)
         address = address or os.environ.get("RAY_ADDRESS") or None
+        store.recover_interrupted()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
@@ -204,38 +211,55 @@ class RayExecutor(RunQueue):
 
     def _start_locked(self, job: _Job) -> None:
         num_gpus = 1 if job.config.get("device") == "cuda" else 0
-        job.ref = self._task.options(num_cpus=1, num_gpus=num_gpus).remote(self._hub, job.run_id, job.mechanism,
-                                                                           job.config)
+        # no retries: a retried task would replay the same noise under the same run id
+        job.ref = self._task.options(num_cpus=1, num_gpus=num_gpus, max_retries=0).remote(
+            self._hub, job.run_id, job.mechanism, job.config)
 
     def _stop_running(self, job: _Job) -> None:
         self._hub.request_stop.remote(job.run_id)
 
     def _loop(self) -> None:
-        """The driver thread: events into the store, stop flags to the workers, outcomes recorded."""
+        """The driver thread: events into the store, stop flags to the workers, outcomes recorded.
+
+        An error of the loop itself (the hub actor lost, the store locked too long) fails the runs in
+        flight rather than leaving them running forever.
+        """
         ray = _ray()
         last_stop_check = 0.0
         try:
             while True:
                 with self._lock:
-                    if self._closed:
-                        return
+                    closed = self._closed
                     jobs = list(self._running.values())
-                if jobs:
-                    ready, _ = ray.wait([j.ref for j in jobs], num_returns=len(jobs), timeout=DRAIN_S)
-                else:
-                    ready = []
-                    time.sleep(DRAIN_S)
-                self._write(ray.get(self._hub.drain.remote()))
-                for job in jobs:
-                    if job.ref in ready:
-                        self._finish(job, _outcome(ray, job.ref))
-                if time.monotonic() - last_stop_check >= STOP_POLL_S:
-                    last_stop_check = time.monotonic()
+                if closed:
+                    self._write(ray.get(self._hub.drain.remote()))
+                    return
+                try:
+                    last_stop_check = self._pump_once(ray, jobs, last_stop_check)
+                except Exception as exc:  # noqa: BLE001  (any failure here must end the runs, not hang them)
                     for job in jobs:
-                        if self.store.stop_requested(job.run_id):
-                            self._hub.request_stop.remote(job.run_id)
+                        self._finish(job, {"state": "failed", "traceback": traceback.format_exc(),
+                                           "error": f"the Ray driver lost the run: {type(exc).__name__}: {exc}"},
+                                     drain=False)
         finally:
             self.store.close()
+
+    def _pump_once(self, ray, jobs: list[_Job], last_stop_check: float) -> float:
+        if jobs:
+            ready, _ = ray.wait([j.ref for j in jobs], num_returns=len(jobs), timeout=DRAIN_S)
+        else:
+            ready = []
+            time.sleep(DRAIN_S)
+        self._write(ray.get(self._hub.drain.remote()))
+        for job in jobs:
+            if job.ref in ready:
+                self._finish(job, _outcome(ray, job.ref))
+        if time.monotonic() - last_stop_check >= STOP_POLL_S:
+            last_stop_check = time.monotonic()
+            for job in jobs:
+                if self.store.stop_requested(job.run_id):
+                    self._hub.request_stop.remote(job.run_id)
+        return last_stop_check
 
     def _write(self, events_by_run: dict[str, list]) -> None:
         store = self.store
@@ -253,8 +277,9 @@ class RayExecutor(RunQueue):
                 elif kind == "running":
                     store.mark_running(run_id, device=f"{event[1]} (Ray)")
 
-    def _finish(self, job: _Job, outcome: dict) -> None:
-        self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
+    def _finish(self, job: _Job, outcome: dict, *, drain: bool = True) -> None:
+        if drain:
+            self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
         if outcome["state"] == "failed":
             self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"])
         else:

@@ -56,6 +56,10 @@ def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str 
         raise ConfigError("mechanism", f"{spec.mechanism!r} declares no frontier, so it cannot be swept")
     spec = resolve(spec)
     runs = run_configs(spec)
+    if runs:  # the device is checked before anything is stored (ConfigError if it is absent)
+        from privengine.device import resolve_device
+
+        resolve_device(getattr(runs[0][1], "device", "cpu"))
     sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
     for point, config in runs:
         executor.submit(spec.mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)
@@ -75,12 +79,23 @@ def stop(store: RunStore, executor: Executor | None, sweep_id: str) -> int:
 
 
 def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
-    """The runs of a sweep that have neither finished nor are under way (never run, failed, stopped, lost)."""
+    """The runs of a sweep that have neither finished nor are under way (never run, failed, stopped, lost),
+    each as the config of its next attempt: the next ``replica``, so a rerun never reuses the noise of an
+    attempt whose partial outputs are stored (every attempt is charged in the sweep's claim)."""
     record = store.get_sweep(sweep_id)
-    done = {(r.sweep_point, r.config.get("seed")) for r in store.sweep_runs(sweep_id)
-            if r.state == "finished" or r.active}
-    return [(p, c) for p, c in run_configs(SweepSpec.from_dict(record.spec))
-            if (p.index, getattr(c, "seed", None)) not in done]
+    attempts: dict[tuple, int] = {}
+    done = set()
+    for r in store.sweep_runs(sweep_id):
+        key = (r.sweep_point, r.config.get("seed"))
+        attempts[key] = attempts.get(key, 0) + 1
+        if r.state == "finished" or r.active:
+            done.add(key)
+    out = []
+    for point, config in run_configs(SweepSpec.from_dict(record.spec)):
+        key = (point.index, getattr(config, "seed", None))
+        if key not in done:
+            out.append((point, config.replace(replica=attempts[key]) if key in attempts else config))
+    return out
 
 
 def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api") -> list[str]:
@@ -131,9 +146,11 @@ class SweepResult:
     runs_total: int
     runs_by_state: dict[str, int]
     selection: PrivacyClaim | str | None = None  # random repetition: the best-only claim, or why there is none
+    attempts: int = 0  # runs stored, resumed attempts included (runs_total counts the latest attempt of each)
 
     @property
     def failed(self) -> bool:
+        """Whether the latest attempt of some run failed (an earlier failure that a resume fixed does not count)."""
         return self.runs_by_state.get("failed", 0) > 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,28 +161,29 @@ class SweepResult:
             "utility_metric": None if self.utility_axis is None else self.utility_axis.to_dict(),
             "points": [p.to_dict() for p in self.points], "frontier": self.frontier,
             "privacy": None if self.claim is None else self.claim.to_dict(),
-            "runs_total": self.runs_total, "runs_by_state": self.runs_by_state,
+            "runs_total": self.runs_total, "runs_by_state": self.runs_by_state, "attempts": self.attempts,
             "privacy_best_only": self.selection.to_dict() if isinstance(self.selection, PrivacyClaim) else None,
             "privacy_best_only_note": self.selection if isinstance(self.selection, str) else None,
         }
 
 
-def result(store: RunStore, sweep_id: str, *, utility: str | None = None, privacy: str | None = None) -> SweepResult:
+def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> SweepResult:
     """The sweep's points, Pareto frontier and composed claim, from the store (live while it runs).
 
-    ``utility`` / ``privacy`` pick other summary numbers as axes (default: the spec's utility, else the
-    mechanism's first declared utility found in the runs; the declared privacy axis).
+    ``utility`` picks another declared utility axis (default: the spec's, else the mechanism's first
+    one found in the runs). Points use the latest attempt of each (point, seed); the claim charges all.
     """
     record = store.get_sweep(sweep_id)
     spec = SweepSpec.from_dict(record.spec)
     frontier = registry.get(record.mechanism).frontier
     runs = store.sweep_runs(sweep_id)
-    values = {r.id: run_values(r.summary) for r in runs if r.state in ("finished", "stopped")}
-    privacy_axis = frontier.axis(privacy) if privacy else frontier.privacy
+    latest = list({(r.sweep_point, r.config.get("seed")): r for r in runs}.values())  # sorted by creation
+    values = {r.id: run_values(r.summary) for r in latest if r.state == "finished"}
+    privacy_axis = frontier.privacy
     utility_axis = _pick_utility(frontier, utility or spec.utility, values)
     points = []
     by_point: dict[int, list[RunRecord]] = {}
-    for run in runs:
+    for run in latest:
         by_point.setdefault(run.sweep_point, []).append(run)
     settings = {p.index: p.settings for p in expand(spec)}
     for index in sorted(settings):
@@ -178,17 +196,19 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None, privac
     front = pareto([(p.privacy, p.utility) for p in points], privacy_better=privacy_axis.better,
                    utility_better=utility_axis.better if utility_axis else "higher")
     by_state: dict[str, int] = {}
-    for run in runs:
+    for run in latest:
         by_state[run.state] = by_state.get(run.state, 0) + 1
+    finished = [r for r in latest if r.state == "finished"]
     return SweepResult(sweep_id, record.mechanism, spec, record.executor,
-                       _state(runs, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
-                       [points[i].index for i in front], sweep_claim(record.mechanism, runs), len(runs), by_state,
-                       selection_claim(spec, runs) if spec.repeat else None)
+                       _state(latest, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
+                       [points[i].index for i in front], sweep_claim(record.mechanism, runs, utility_axis),
+                       len(latest), by_state,
+                       selection_claim(spec, finished, utility_axis) if spec.repeat else None, len(runs))
 
 
 def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, float]]) -> Axis | None:
     if wanted:
-        return frontier.axis(wanted)
+        return frontier.utility_axis(wanted)
     present = {k for v in values.values() for k in v}
     for axis in frontier.utility:
         if axis.name in present:
@@ -196,12 +216,12 @@ def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, floa
     return frontier.utility[0] if frontier.utility else None
 
 
-def _state(runs: list[RunRecord], expected: int, stop_requested: bool) -> str:
+def _state(runs: list[RunRecord], expected: int | None, stop_requested: bool) -> str:
     """running (some run queued or running), finished (every run finished), stopped, or incomplete."""
     if any(r.active for r in runs):
         return "running"
     finished = {(r.sweep_point, r.config.get("seed")) for r in runs if r.state == "finished"}
-    if len(finished) >= expected:
+    if expected is not None and len(finished) >= expected:
         return "finished"
     return "stopped" if stop_requested else "incomplete"
 

@@ -96,26 +96,52 @@ class Point:
 def expand(spec: SweepSpec) -> list[Point]:
     """The sweep's points, every value checked against its knob (ConfigError otherwise)."""
     config_cls = _config_cls(spec)
-    for name, value in (("seeds", spec.seeds), ("samples", spec.samples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "seeds" else 0):
-            raise ConfigError(name, f"must be an integer >= {1 if name == 'seeds' else 0}; got {value!r}")
+    for name, value, low in (("seeds", spec.seeds, 1), ("samples", spec.samples, 0), ("draw_seed", spec.draw_seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(name, f"must be an integer >= {low}; got {value!r}")
+    _check_varied(spec, config_cls)
     overlap = set(spec.axes) & set(spec.random)
     if overlap:
         raise ConfigError(sorted(overlap)[0], "must be varied on a grid or at random, not both")
     if bool(spec.random) != (spec.samples > 0):
         raise ConfigError("samples", "must be > 0 exactly when random ranges are given; "
                                      f"got {spec.samples} with {len(spec.random)} range(s)")
-    for name in spec.varied:
-        if name in ("seed", "device"):
-            raise ConfigError(name, "cannot be varied in a sweep (seeds are the sweep's `seeds`; the device is shared)")
     grid_axes = {name: _grid_values(_spec(config_cls, name), values) for name, values in spec.axes.items()}
+    n_points = math.prod(len(v) for v in grid_axes.values()) * max(spec.samples, 1)
+    if n_points * spec.seeds > MAX_RUNS:
+        raise ConfigError("seeds", f"times the {n_points} points must give at most {MAX_RUNS} runs; "
+                                   f"got {n_points * spec.seeds}")
     draws = _random_draws(config_cls, spec)
     grid = [dict(zip(grid_axes, combo)) for combo in itertools.product(*grid_axes.values())]
     settings = [{**g, **d} for g in grid for d in draws] if draws else grid
-    if len(settings) * spec.seeds > MAX_RUNS:
-        raise ConfigError("seeds", f"times the {len(settings)} points must give at most {MAX_RUNS} runs; "
-                                   f"got {len(settings) * spec.seeds}")
     return [Point(i, s) for i, s in enumerate(settings)]
+
+
+def _check_varied(spec: SweepSpec, config_cls: type[BaseConfig]) -> None:
+    """The varied knobs exist, may be varied, and have an effect given the base config."""
+    frontier = registry.get(spec.mechanism).frontier
+    fixed = dict(frontier.fixed) if frontier else {}
+    base = {s.name: s.default for s in config_cls.specs()} | dict(spec.base)
+    for name in spec.varied:
+        fs = _spec(config_cls, name)
+        if name in ("seed", "device"):
+            raise ConfigError(name, "cannot be varied in a sweep (seeds are the sweep's `seeds`; the device is shared)")
+        if name in fixed:
+            raise ConfigError(name, f"cannot be varied in a sweep: {fixed[name]}")
+        if fs.knob.shown_when is not None:
+            parent, allowed = fs.knob.shown_when
+            if parent not in spec.varied and base.get(parent) not in allowed:
+                raise ConfigError(name, f"has no effect unless {parent} is {' or '.join(map(str, allowed))} "
+                                        f"(it is {base.get(parent)!r})")
+    if spec.utility is not None and frontier is not None:
+        frontier.utility_axis(spec.utility)
+    if spec.repeat is not None:
+        if frontier is None or frontier.repeat_and_select is None:
+            raise ConfigError("repeat", f"is not available for {spec.mechanism}: it reports no Renyi DP per run")
+        changing = sorted(set(spec.varied) - frontier.repeat_neutral)
+        if changing:
+            raise ConfigError("repeat", f"needs one privacy cost for every candidate, but {', '.join(changing)} can "
+                                        f"change it; vary only {', '.join(sorted(frontier.repeat_neutral))}")
 
 
 def run_configs(spec: SweepSpec) -> list[tuple[Point, BaseConfig]]:
@@ -153,6 +179,8 @@ def resolve(spec: SweepSpec) -> SweepSpec:
     entropy = secrets.randbits(64) if spec.base.get("secure_noise") else [spec.draw_seed, 1]
     rng = np.random.default_rng(entropy)
     k = repetition.draw_count(shape, float(mean), rng)
+    if k > MAX_RUNS:
+        raise ConfigError("repeat", f"drew {k} runs, more than {MAX_RUNS}: lower the mean")
     chosen = rng.integers(0, len(points), size=k)
     return SweepSpec(**{**spec.__dict__, "plan": [[int(p), i] for i, p in enumerate(chosen)]})
 
