@@ -294,3 +294,13 @@ def test_random_repetition_sweep_draws_its_runs_and_claims_the_best_only(store, 
     with pytest.raises(ConfigError, match="`repeat` shape must be one of poisson, geometric, logarithmic"):
         runner.launch(store, local, SweepSpec("toy", axes={"rate": [0.1]}, repeat={"shape": "uniform", "mean": 3}))
     assert len(store.list_sweeps()) == sweeps_before
+
+
+def test_points_keep_their_settings_whatever_order_the_knobs_come_in(store, local):
+    """Regression: the stored spec sorts its keys, so points must not depend on the order of the axes."""
+    res = _finish(store, local, SweepSpec("toy", base={"steps": 1}, axes={"rate": [0.1, 1.0], "mode": ["a", "b"]}))
+    for point in res.points:
+        assert point.privacy == pytest.approx(10 * point.settings["rate"]), point
+        for run_id in point.runs:
+            config = store.get_run(run_id).config
+            assert all(config[k] == v for k, v in point.settings.items())

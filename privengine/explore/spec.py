@@ -106,7 +106,9 @@ def expand(spec: SweepSpec) -> list[Point]:
     if bool(spec.random) != (spec.samples > 0):
         raise ConfigError("samples", "must be > 0 exactly when random ranges are given; "
                                      f"got {spec.samples} with {len(spec.random)} range(s)")
-    grid_axes = {name: _grid_values(_spec(config_cls, name), values) for name, values in spec.axes.items()}
+    # knobs in name order: the points are numbered the same however the spec's dicts were ordered (stored
+    # JSON sorts its keys), so a run's sweep_point always means the same settings
+    grid_axes = {name: _grid_values(_spec(config_cls, name), spec.axes[name]) for name in sorted(spec.axes)}
     n_points = math.prod(len(v) for v in grid_axes.values()) * max(spec.samples, 1)
     if n_points * spec.seeds > MAX_RUNS:
         raise ConfigError("seeds", f"times the {n_points} points must give at most {MAX_RUNS} runs; "
@@ -230,7 +232,7 @@ def _random_draws(config_cls: type[BaseConfig], spec: SweepSpec) -> list[dict[st
         return []
     rng = np.random.default_rng(spec.draw_seed)
     columns = {}
-    for name, bounds in spec.random.items():
+    for name, bounds in sorted(spec.random.items()):
         fs = _spec(config_cls, name)
         if fs.is_list or fs.item_kind not in ("int", "float"):
             raise ConfigError(name, f"must be a number knob to draw at random; it is {fs.kind}")
