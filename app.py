@@ -1,4 +1,4 @@
-"""privengine dashboard: builds the navigation (Home, one page per registered mechanism, Runs)."""
+"""privengine dashboard: builds the navigation (Home, one page per registered mechanism, Runs, Explore)."""
 
 import streamlit as st
 
@@ -23,6 +23,7 @@ st.set_page_config(page_title="privengine", page_icon=":material/shield_lock:", 
 navigation = st.navigation({
     "": [st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True)],
     "Mechanisms": [mechanism_page(m.name, m.title) for m in registry.all_mechanisms()],
-    "Results": [st.Page(PAGES_DIR / "runs.py", title="Runs", url_path="runs", icon=":material/table_rows:")],
+    "Results": [st.Page(PAGES_DIR / "runs.py", title="Runs", url_path="runs", icon=":material/table_rows:"),
+                st.Page(PAGES_DIR / "explore.py", title="Explore", url_path="explore", icon=":material/scatter_plot:")],
 })
 navigation.run()

@@ -42,9 +42,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def app_home(tmp_path_factory) -> Path:
+    """The PRIVENGINE_HOME of the app under test (tests may add runs to it through the CLI)."""
+    return tmp_path_factory.mktemp("browser-home")
+
+
+@pytest.fixture(scope="module")
+def app_url(app_home):
     port = _free_port()
-    home = tmp_path_factory.mktemp("browser-home")
+    home = app_home
     log = open(home / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -110,7 +116,7 @@ def _errors(pg) -> list[str]:
     return [el.inner_text()[:300] for el in pg.query_selector_all(ERROR_SELECTORS)]
 
 
-PAGES = ["", "runs"] + [m.name for m in registry.all_mechanisms()]
+PAGES = ["", "runs", "explore"] + [m.name for m in registry.all_mechanisms()]
 
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
@@ -154,4 +160,18 @@ def test_launch_a_small_run_of_every_mechanism(app_url, page, name):
     page.wait_for_url("**run=*", timeout=20_000)
     page.get_by_text("finished").first.wait_for(timeout=300_000)
     _settle(page)
+    assert _errors(page) == []
+
+
+def test_a_sweep_link_opens_its_frontier_and_composed_claim(app_url, app_home, page):
+    done = subprocess.run([sys.executable, "-m", "privengine", "sweep", "toy", "--vary", "rate=0.1,0.5", "--seeds", "2",
+                           "--steps", "2", "--json"], cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(app_home)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    sweep_id = json.loads(done.stdout)["sweep_id"]
+    page.goto(f"{app_url}/explore?sweep={sweep_id}")
+    _settle(page)
+    page.get_by_text("Privacy-utility frontier").first.wait_for(timeout=20_000)
+    page.get_by_text("ε = 12, δ = 4e-05", exact=False).first.wait_for(timeout=10_000)  # 2 x (1 + 5): composed
+    page.locator("[data-testid='stPlotlyChart']").first.wait_for(timeout=10_000)
     assert _errors(page) == []

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import streamlit as st
 
 from privengine.device import DeviceChoice, available_devices
 from privengine.errors import ConfigError
+from privengine.explore.cli import make_executor
 from privengine.jobs import JobManager
 from privengine.store import RunStore, default_home
 
@@ -38,3 +40,27 @@ def store() -> RunStore:
 def devices() -> list[DeviceChoice]:
     """Devices present on this machine, the preferred first."""
     return available_devices()
+
+
+RAY_INSTALL = 'pip install "ray>=2.50"'
+
+
+@st.cache_resource(show_spinner=False)
+def ray_missing() -> str | None:
+    """Why the Ray executor cannot be used here (no ``ray`` package), or None when it can (not imported here:
+    importing Ray is slow and only the executor needs it)."""
+    if importlib.util.find_spec("ray") is None:
+        return f"Ray is not installed; install it with `{RAY_INSTALL}`."
+    return None
+
+
+@st.cache_resource(show_spinner=False)
+def _sweep_executor_for(home: str, kind: str, address: str | None, workers: int):
+    return make_executor(RunStore(os.path.join(home, "runs.sqlite")), kind, address=address, workers=workers)
+
+
+def sweep_executor(kind: str, *, workers: int, address: str | None = None):
+    """The executor of this app process's sweeps: a JobManager dedicated to sweeps (``kind="local"``) or a
+    Ray executor, one per (``PRIVENGINE_HOME``, kind, address, workers). Raises ConfigError on a bad
+    setting and ImportError when Ray is not installed."""
+    return _sweep_executor_for(str(default_home()), kind, address or None, workers)

@@ -26,8 +26,8 @@ DP_BAYES = register(Mechanism(
         "away, and the private sds can be wildly overconfident; a sweep charts both against ε."),
     smoke={"n_records": 500, "vi_steps": 200, "warmup_steps": 100, "burn_in": 200, "steps": 300},
     frontier=Frontier(privacy=EPSILON_AXIS,
-                      utility=(Axis("private_mean_error_sd_rms", "error of the private mean (reference posterior sds, "
-                                                                 "rms)", "lower", covered=False),
+                      utility=(Axis("private_mean_error_sd_rms", "private mean error (posterior sds)", "lower",
+                                    covered=False),
                                Axis("private_kl", "KL(private ‖ reference)", "lower", covered=False)),
                       fixed=(("neighbouring", "runs under different neighbouring relations do not compose into one "
                                               "claim"),)),

@@ -1,0 +1,225 @@
+"""Explore: sweep a mechanism's knobs over several seeds and chart its privacy-utility frontier.
+
+The page keeps only the sweep id, in the session and in the URL (``?sweep=ID``), so a reload, a
+second tab or a shared link reattaches; the sweep itself lives in the store (engine:
+:mod:`privengine.explore`). Values to vary are typed as text and checked through each knob, never clamped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from privengine import registry
+from privengine.config import FieldSpec
+from privengine.errors import ConfigError, RunNotFoundError
+from privengine.explore import SweepSpec, run_configs, runner, suggest_values
+from ui import services, sweep_view
+from ui.form import config_form
+
+EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a new local one)"}
+# never varied: the seeds are the sweep's, the device is shared, replicas are for resumed runs
+_FIXED = ("device", "seed", "replica")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the form asks for: a validated spec (None while a field is wrong) and where to run it."""
+
+    spec: SweepSpec | None
+    kind: str
+    workers: int | None
+    address: str | None
+
+    def executor(self):
+        """The cached executor for this choice (ConfigError for bad workers, ImportError without Ray)."""
+        if self.workers is None:
+            raise ConfigError("workers", "must be an integer >= 1")
+        return services.sweep_executor(self.kind, workers=self.workers, address=self.address)
+
+
+def _values_text(spec: FieldSpec, values: list) -> str:
+    """Values as the text box takes them: comma-separated (lists: items by commas, values by semicolons)."""
+    def one(v):
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, (list, tuple)):
+            return ", ".join(one(x) for x in v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    return ("; " if spec.is_list else ", ").join(one(v) for v in values)
+
+
+def _parse_values(spec: FieldSpec, text: str) -> list:
+    """Every value of the text checked through the knob (ConfigError naming the field; nothing is clamped).
+
+    Empty values are kept where the knob may take one (free text, lists), and dropped elsewhere."""
+    parts = [p.strip() for p in text.split(";" if spec.is_list else ",")]
+    if not (spec.is_list or (spec.kind == "str" and spec.knob.choices is None)):
+        parts = [p for p in parts if p]
+    if not parts:
+        raise ConfigError(spec.name, "needs at least one value to vary over")
+    values = [spec.parse(p) for p in parts]
+    if len({repr(v) for v in values}) != len(values):
+        raise ConfigError(spec.name, f"must not repeat a value; got {text!r}")
+    return values
+
+
+def _count(name: str, value) -> int:
+    if value is None or value != int(value) or value < 1:
+        raise ConfigError(name, f"must be an integer >= 1; got {value}")
+    return int(value)
+
+
+def _checked(errors: list[ConfigError], check, *args):
+    """``check(*args)``, or None with its error shown inline (and collected)."""
+    try:
+        return check(*args)
+    except ConfigError as exc:
+        errors.append(exc)
+        st.error(str(exc), icon=":material/error:")
+        return None
+
+
+def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
+    """Mechanism, knobs to vary and their values, seeds, executor, workers, and the base config."""
+    names = [m.name for m in mechanisms]
+    name = st.selectbox("Mechanism", names, format_func=lambda n: registry.get(n).title, key="explore.mechanism")
+    mech = registry.get(name)
+    cls, fixed = mech.config_cls, dict(mech.frontier.fixed)
+    knobs = [s for s in cls.specs() if s.name not in _FIXED and s.name not in fixed]
+    labels = {s.name: s.label for s in knobs}
+    varied = st.multiselect("Knobs to vary", list(labels), format_func=labels.get, key=f"explore.{name}.knobs",
+                            placeholder="none: one point, repeated over the seeds")
+    by_reason: dict[str, list[str]] = {}
+    for field, why in fixed.items():
+        by_reason.setdefault(why, []).append(cls.spec(field).label)
+    for why, fields in by_reason.items():
+        st.caption(f"Not variable in a sweep: {', '.join(fields)}. Why: {why}.")
+    errors: list[ConfigError] = []
+    axes = {}
+    for field in varied:
+        spec = cls.spec(field)
+        hint = "Values separated by ';', each a comma-separated list." if spec.is_list else "Comma-separated."
+        text = st.text_input(f"Values of {spec.label}", _values_text(spec, suggest_values(spec)),
+                             key=f"explore.{name}.values.{field}", help=f"{hint} Allowed: {spec.range_text()}.")
+        axes[field] = _checked(errors, _parse_values, spec, text)
+    seeds = _checked(errors, _count, "seeds", st.number_input(
+        "Seeds per point", value=1, step=1, key="explore.seeds", help="Runs per point, with seeds seed, seed + 1, …"))
+    ray_missing = services.ray_missing()
+    kind = st.radio("Executor", list(EXECUTORS), format_func=EXECUTORS.get, key="explore.executor", horizontal=True,
+                    disabled=ray_missing is not None)
+    if ray_missing:
+        st.caption(f"Ray is disabled: {ray_missing}")
+    address = st.text_input("Ray address", key="explore.address", placeholder="$RAY_ADDRESS, else a new local cluster"
+                            ) if kind == "ray" else None
+    workers = _checked(errors, _count, "workers", st.number_input(
+        "Workers (runs at once)", value=runner.default_workers(), step=1, key="explore.workers",
+        help=f"Default {runner.default_workers()}: one per two cores (each run already uses several threads)."))
+    st.markdown("**Values every run shares**")
+    st.caption("The varied knobs take the values above instead of the ones below; the seed is the first seed.")
+    base, form_errors = config_form(cls, key=f"explore.{name}.base")
+    if errors or form_errors:
+        return Launch(None, kind, workers, address)
+    # knobs in name order: the store keeps the spec with sorted keys, and the points are numbered from it
+    spec = SweepSpec(name, base=base.to_dict(), axes=dict(sorted(axes.items())), seeds=seeds)
+    total = _checked(errors, lambda: len(run_configs(spec)))  # every run's config, checked before launch
+    if total is None:
+        return Launch(None, kind, workers, address)
+    st.markdown(f"**{total:,} run{'s' if total > 1 else ''}**: {total // seeds:,} point(s) × {seeds} seed(s)")
+    return Launch(spec, kind, workers, address)
+
+
+def current_sweep(known: set[str]) -> str | None:
+    """The sweep this page shows: from the URL first, then from the session."""
+    wanted = st.query_params.get("sweep") or st.session_state.get("explore.sweep")
+    if not wanted:
+        return None
+    try:
+        record = services.store().get_sweep(wanted)
+    except RunNotFoundError:
+        st.warning(f"Sweep {wanted} is not in the store.", icon=":material/warning:")
+        return None
+    if record.mechanism not in known:
+        st.warning(f"Sweep {wanted} is of {record.mechanism!r}, which is not registered here.",
+                   icon=":material/warning:")
+        return None
+    select_sweep(wanted)
+    return wanted
+
+
+def select_sweep(sweep_id: str) -> None:
+    st.session_state["explore.sweep"] = sweep_id
+    if st.query_params.get("sweep") != sweep_id:
+        st.query_params["sweep"] = sweep_id
+
+
+def launched_executor(sweep_id: str):
+    """The executor this session launched ``sweep_id`` on (None after a reload: stops then go through the store)."""
+    launched = st.session_state.get("explore.launched", {}).get(sweep_id)
+    return launched.executor() if launched else None
+
+
+st.title("Explore")
+st.markdown("Sweep a mechanism's knobs over several seeds and see the **privacy-utility frontier**: each point is "
+            "one setting, with its spread over the seeds; the frontier joins the settings no other one beats on "
+            "both axes. Selecting among a sweep's runs is covered only by the sweep's composed privacy claim.")
+sweepable = [m for m in registry.all_mechanisms() if m.frontier is not None]
+if not sweepable:
+    st.info("No registered mechanism declares a frontier, so none can be swept.", icon=":material/info:")
+    st.stop()
+store = services.store()
+known = {m.name for m in sweepable}
+
+left, right = st.columns([1, 2.2], gap="large")
+with left:
+    st.subheader("New sweep")
+    launch = sweep_form(sweepable)
+    if st.button("Launch sweep", type="primary", disabled=launch.spec is None, key="explore.launch",
+                 icon=":material/play_arrow:", width="stretch"):
+        try:
+            sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard")
+        except (ConfigError, ImportError, ConnectionError) as exc:
+            st.error(f"The sweep was not launched: {exc}", icon=":material/error:")
+        else:
+            st.session_state.setdefault("explore.launched", {})[sweep_id] = launch
+            select_sweep(sweep_id)
+            st.rerun()
+
+with right:
+    sweep_id = current_sweep(known)
+    recent = {r.id: sweep_view.sweep_label(r.mechanism, r.id) for r in store.list_sweeps(limit=50)
+              if r.mechanism in known}
+    if recent:
+        ids = list(recent)
+        choice = st.selectbox("Show a stored sweep", ids, index=ids.index(sweep_id) if sweep_id in ids else None,
+                              format_func=recent.get, key=f"explore.pick.{sweep_id}", placeholder="pick a sweep")
+        if choice is not None and choice != sweep_id:
+            select_sweep(choice)
+            st.rerun()
+    if sweep_id is None:
+        st.info("Choose the knobs to vary and press **Launch sweep**; the frontier fills in as runs finish.",
+                icon=":material/insights:")
+    else:
+        first = runner.result(store, sweep_id)
+        frontier = registry.get(first.mechanism).frontier
+        utility = None
+        if first.utility_axis is not None:  # the sweep's own utility selected, the mechanism's others offered
+            options = [a.name for a in frontier.utility]
+            utility = st.selectbox("Utility metric", options, index=options.index(first.utility_axis.name),
+                                   format_func=lambda n: sweep_view.axis_title(frontier.utility_axis(n)),
+                                   key=f"explore.utility.{sweep_id}")
+        sweep_view.live_sweep(sweep_id, utility=utility, active=first.state == "running",
+                              stop_executor=launched_executor(sweep_id), resume_executor=launch.executor)
+
+st.divider()
+st.subheader("Overlay sweeps")
+stored = {r.id: sweep_view.sweep_label(r.mechanism, r.id) for r in store.list_sweeps(limit=200)
+          if r.mechanism in known}
+chosen = st.multiselect("Sweeps to draw on one chart", list(stored), format_func=stored.get, key="explore.overlay",
+                        placeholder="pick sweeps of any mechanism")
+if chosen:
+    sweep_view.overlay([runner.result(store, i) for i in chosen], key="explore.overlay.chart")
+else:
+    st.caption("Sweeps measured on the same axes are drawn together, one colour each.")

@@ -1,0 +1,162 @@
+"""The Explore page (Streamlit AppTest): empty store, a finished sweep by URL, inline value errors, launching,
+Ray missing, overlaying sweeps whose axes differ, and the pre-filled values of every sweepable mechanism."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from privengine import registry
+from privengine.claims import PrivacyClaim
+from privengine.explore import EPSILON_AXIS, SweepSpec, runner
+from privengine.jobs import JobManager
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+
+
+def _page(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/explore.py")
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def _assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def _wait_ended(store, sweep_id: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(r.active for r in store.sweep_runs(sweep_id)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(r.active for r in store.sweep_runs(sweep_id))
+
+
+def _toy_sweep_form(at: AppTest, values: str) -> AppTest:
+    at.selectbox(key="explore.mechanism").set_value("toy").run()
+    at.multiselect(key="explore.toy.knobs").set_value(["rate"]).run()
+    at.text_input(key="explore.toy.values.rate").set_value(values)
+    return at.run()
+
+
+def test_renders_clean_with_no_sweeps(store):
+    at = _page()
+    _assert_clean(at)
+    assert at.title[0].value == "Explore"
+    assert any("Launch sweep" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_finished_sweep_by_url_shows_points_frontier_and_claim(store):
+    executor = JobManager(store, max_concurrent=2)
+    sweep_id = runner.launch(store, executor, SweepSpec("toy", axes={"steps": [1, 2, 3]}, seeds=2))
+    _wait_ended(store, sweep_id)
+    at = _page(sweep=sweep_id)
+    _assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["steps"].tolist() == ["1", "2", "3"]
+    assert table["seeds finished"].tolist() == ["2 of 2"] * 3
+    assert table[EPSILON_AXIS.label].tolist() == ["1 ± 0"] * 3
+    assert table["runs"].tolist() == ["2 finished"] * 3
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["xaxis"]["title"]["text"] == f"{EPSILON_AXIS.label} (lower is better)"
+    assert chart["layout"]["yaxis"]["title"]["text"] == "score (higher is better)"
+    points = chart["data"][0]
+    assert sorted(c[0] for c in points["customdata"]) == [0, 1, 2]
+    assert "seeds 0, 1 (2 finished)" in points["hovertext"][0]
+    assert any("ε = 6, δ = 6e-05" in m.value and "selecting among all 6 runs" in m.value for m in at.markdown)
+    assert any("6 of 6 runs ended" in p.proto.text for p in at.get("progress"))
+
+
+def test_bad_value_shows_inline_error_and_launches_nothing(store):
+    at = _toy_sweep_form(_page(), "0.1, 5")
+    _assert_clean(at)
+    assert [e.value for e in at.error] == ["`rate` must be in (0, 1]; got 5.0"]
+    assert at.button(key="explore.launch").disabled
+    at.text_input(key="explore.toy.values.rate").set_value("0.1, zero").run()
+    assert [e.value for e in at.error] == ["`rate` must be a number; got 'zero'"]
+    assert store.list_sweeps() == []
+
+
+def test_launch_from_the_page_creates_the_runs(store):
+    at = _toy_sweep_form(_page(), "0.1, 0.3")
+    at.number_input(key="explore.seeds").set_value(2)
+    at.number_input(key="explore.toy.base.steps").set_value(2).run()
+    _assert_clean(at)
+    assert any("**4 runs**: 2 point(s) × 2 seed(s)" in m.value for m in at.markdown)
+    at.button(key="explore.launch").click().run()
+    _assert_clean(at)
+    sweep_id = at.query_params["sweep"]
+    sweep_id = sweep_id[0] if isinstance(sweep_id, list) else sweep_id
+    runs = store.sweep_runs(sweep_id)
+    assert len(runs) == 4
+    assert sorted((r.config["rate"], r.config["seed"], r.config["steps"]) for r in runs) == [
+        (0.1, 0, 2), (0.1, 1, 2), (0.3, 0, 2), (0.3, 1, 2)]
+    assert store.get_sweep(sweep_id).source == "dashboard"
+    _wait_ended(store, sweep_id)
+    assert {r.state for r in store.sweep_runs(sweep_id)} == {"finished"}
+
+
+def test_ray_missing_disables_ray_and_says_how_to_install(monkeypatch):
+    from ui import services
+
+    monkeypatch.setattr(services, "ray_missing", lambda: "Ray is not installed; install it with "
+                                                         f"`{services.RAY_INSTALL}`.")
+    at = _page()
+    _assert_clean(at)
+    assert at.radio(key="explore.executor").disabled
+    assert any('pip install "ray>=2.50"' in c.value for c in at.caption)
+
+
+def test_overlay_warns_when_axes_differ(store):
+    claim = PrivacyClaim("toy", 1.0, 1e-5, "none (test only)", "add/remove one example", headline=True)
+    ids = []
+    for mechanism, summary in (("toy", {"score": 0.9, "privacy": [claim.to_dict()]}),
+                               ("split_label", {"leak_auc": 0.6, "test_auc": 0.8})):
+        sweep_id = store.create_sweep(mechanism, SweepSpec(mechanism).to_dict())
+        run_id = store.create_run(mechanism, {}, sweep_id=sweep_id, sweep_point=0)
+        store.mark_ended(run_id, "finished", summary=summary)
+        ids.append(sweep_id)
+    at = _page()
+    at.multiselect(key="explore.overlay").set_value(ids).run()
+    _assert_clean(at)
+    [warning] = [w.value for w in at.warning]
+    assert warning.startswith(f"Not drawn: **Split learning: label leakage · {ids[1]}** plots leak AUC")
+    assert f"while **Toy (tests only) · {ids[0]}** plots {EPSILON_AXIS.label}" in warning
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [(t["name"], t["x"], t["y"]) for t in chart["data"]] == [(f"Toy (tests only) · {ids[0]}", [1.0], [0.9])]
+
+
+@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.frontier is not None])
+def test_suggested_values_of_every_knob_parse(name):
+    at = _page()
+    at.selectbox(key="explore.mechanism").set_value(name).run()
+    mech = registry.get(name)
+    knobs = [s.name for s in mech.config_cls.specs()
+             if s.name not in ("device", "seed", "replica") and s.name not in dict(mech.frontier.fixed)]
+    at.multiselect(key=f"explore.{name}.knobs").set_value(knobs).run()
+    _assert_clean(at)
+    # every pre-filled value is accepted; only the size of the whole grid may be refused
+    assert all(e.value.startswith("`seeds` times the") for e in at.error), [e.value for e in at.error]
+
+
+def test_two_knobs_launched_from_the_page_keep_their_settings(store):
+    """Each point's numbers come from runs with its own settings, whatever order the knobs were picked in."""
+    at = _page()
+    at.selectbox(key="explore.mechanism").set_value("toy").run()
+    at.multiselect(key="explore.toy.knobs").set_value(["rate", "mode"]).run()
+    at.text_input(key="explore.toy.values.rate").set_value("0.1, 1")
+    at.number_input(key="explore.toy.base.steps").set_value(1).run()
+    at.button(key="explore.launch").click().run()
+    _assert_clean(at)
+    sweep_id = at.query_params["sweep"]
+    sweep_id = sweep_id[0] if isinstance(sweep_id, list) else sweep_id
+    _wait_ended(store, sweep_id)
+    res = runner.result(store, sweep_id)
+    assert sorted((p.settings["rate"], p.settings["mode"], p.privacy) for p in res.points) == [
+        (0.1, "a", 1.0), (0.1, "b", 1.0), (1.0, "a", 10.0), (1.0, "b", 10.0)]
