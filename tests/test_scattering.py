@@ -1,0 +1,71 @@
+"""The 2-D scattering transform against a direct computation, and its cache."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from privengine.features.scattering import Scattering2D, cached_scattering, filter_bank, n_channels
+
+
+def _circular_conv(x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """y[u] = sum_v x[v] h[(u - v) mod (M, N)], by explicit shifts (no FFT)."""
+    M, N = x.shape
+    y = torch.zeros(M, N, dtype=torch.complex128)
+    for a in range(M):
+        for b in range(N):
+            y += x[a, b] * torch.roll(h, shifts=(a, b), dims=(0, 1))
+    return y
+
+
+def test_channel_count_and_shape():
+    assert n_channels(2, 8) == 81 and n_channels(3, 4) == 1 + 12 + 16 * 3
+    out = Scattering2D((28, 28), J=2, L=8)(torch.randn(3, 2, 28, 28))
+    assert out.shape == (3, 2 * 81, 7, 7) and out.dtype == torch.float32
+
+
+def test_every_order_equals_direct_convolution():
+    torch.manual_seed(0)
+    J, L, H = 2, 4, 8
+    x = torch.randn(1, 1, H, H)
+    out = Scattering2D((H, H), J=J, L=L)(x)[0].double()
+    p, s = 2 ** J, 2 ** J
+    padded = F.pad(x, (p, p, p, p), mode="reflect")[0, 0].double()
+    phi_hat, psi_hat = filter_bank(H + 2 * p, H + 2 * p, J, L)
+    phi = torch.fft.ifft2(phi_hat.to(torch.complex128))
+    psi = torch.fft.ifft2(psi_hat.to(torch.complex128))
+
+    def low(u):
+        return _circular_conv(u, phi).real[p:p + H:s, p:p + H:s]
+
+    expected = [low(padded)]
+    u1 = {(j, l): _circular_conv(padded, psi[j, l]).abs() for j in range(J) for l in range(L)}
+    expected += [low(u1[j, l]) for j in range(J) for l in range(L)]
+    for j1 in range(J):
+        for j2 in range(j1 + 1, J):
+            expected += [low(_circular_conv(u1[j1, l1], psi[j2, l2]).abs()) for l1 in range(L) for l2 in range(L)]
+    expected = torch.stack(expected)
+    assert out.shape == expected.shape
+    assert torch.allclose(out, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max()))
+
+
+def test_wavelets_have_zero_mean_and_the_low_pass_keeps_constants():
+    phi_hat, psi_hat = filter_bank(36, 36, 2, 8)
+    assert float(psi_hat[..., 0, 0].abs().max()) < 1e-6   # Morlet: zero mean
+    assert math.isclose(float(phi_hat[0, 0]), 1.0, rel_tol=1e-6)  # normalised Gaussian
+    out = Scattering2D((28, 28))(torch.full((1, 1, 28, 28), 3.0))
+    assert torch.allclose(out[0, 0], torch.full((7, 7), 3.0), atol=1e-4)  # S0 of a constant
+    assert float(out[0, 1:].abs().max()) < 1e-3                           # no edges, no wavelet energy
+
+
+def test_cache_is_reused_and_keyed_by_the_data(tmp_path):
+    x = torch.randn(5, 1, 28, 28)
+    first = cached_scattering(x, key="toy-train", root=tmp_path)
+    (path,) = (tmp_path / "scattering").iterdir()
+    again = cached_scattering(x, key="toy-train", root=tmp_path)
+    assert torch.equal(first, again) and path.name == "toy-train-J2-L8-5.pt"
+    other = cached_scattering(torch.randn(6, 1, 28, 28), key="toy-train", root=tmp_path)
+    assert other.shape[0] == 6 and len(list((tmp_path / "scattering").iterdir())) == 2
+    assert cached_scattering(x, key="toy-test", root=tmp_path, should_stop=lambda: True) is None
