@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print the finished run as JSON on stdout")
         _add_config_flags(p, mech)
 
+    presets = sub.add_parser("presets", help="list the named presets (published settings, demos)")
+    presets.add_argument("mechanism", nargs="?", metavar="MECHANISM", help="only this mechanism's")
+    presets.add_argument("--json", action="store_true", help="print them as a JSON list")
+
     runs = sub.add_parser("runs", help="list stored runs, newest first")
     runs.add_argument("--mechanism", help="only this mechanism")
     runs.add_argument("--state", choices=STATES, help="only runs in this state")
@@ -69,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_config_flags(p: argparse.ArgumentParser, mech: registry.Mechanism) -> None:
-    """``--config FILE`` and one ``--field-name VALUE`` flag per config field."""
+    """``--preset NAME``, ``--config FILE`` and one ``--field-name VALUE`` flag per config field."""
+    names = ", ".join(pr.name for pr in mech.presets)
+    p.add_argument("--preset", metavar="NAME", help=f"start from this named preset ({names or 'none'}); "
+                                                     "--config and flags override it")
     p.add_argument("--config", metavar="FILE", help="JSON file of config values (flags override it)")
     fields = p.add_argument_group("config fields")
     for spec in mech.config_cls.specs():
@@ -96,6 +103,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     try:
         if args.command == "list":
             return _cmd_list(out)
+        if args.command == "presets":
+            return _cmd_presets(args, out)
         store = RunStore()
         if args.command == "run":
             return _cmd_run(args, store, out, err)
@@ -128,6 +137,23 @@ def _cmd_list(out: TextIO) -> int:
     return EXIT_OK
 
 
+def _cmd_presets(args: argparse.Namespace, out: TextIO) -> int:
+    mechanisms = [registry.get(args.mechanism)] if args.mechanism else registry.all_mechanisms()
+    rows = [p.to_dict(m.name) for m in mechanisms for p in m.presets]
+    if args.json:
+        print(json.dumps(rows, indent=2), file=out)
+        return EXIT_OK
+    for row in rows:
+        pub = row["published"]
+        figure = (f"  [published: {pub['metric']} {pub['value']:g}"
+                  + (f" at ε = {pub['epsilon']:g}" if pub["epsilon"] is not None else "") + f"; {pub['source']}]"
+                  if pub else "")
+        print(f"{row['mechanism']:12s} {row['name']:24s} {row['description']}{figure}", file=out)
+    if not rows:
+        print("no presets", file=out)
+    return EXIT_OK
+
+
 def _config_from_args(args: argparse.Namespace) -> Any:
     return registry.get(args.mechanism).config_cls.from_dict(_config_values(args))
 
@@ -135,15 +161,16 @@ def _config_from_args(args: argparse.Namespace) -> Any:
 def _config_values(args: argparse.Namespace) -> dict[str, Any]:
     """The config values given by ``--config FILE`` and the field flags (flags win), each checked."""
     mech = registry.get(args.mechanism)
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(mech.preset(args.preset).overrides) if args.preset else {}
     if args.config:
         try:
             with open(args.config, encoding="utf-8") as fh:
-                values = json.load(fh)
+                from_file = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError("config", f"must be a readable JSON file; {exc}") from None
-        if not isinstance(values, dict):
+        if not isinstance(from_file, dict):
             raise ConfigError("config", "must hold a JSON object of field values")
+        values.update(from_file)
     for spec in mech.config_cls.specs():
         text = getattr(args, f"field__{spec.name}")
         if text is not None:

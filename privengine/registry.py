@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .config import BaseConfig
 from .errors import UnknownMechanismError
+from .presets import Preset
+from .presets import find as find_preset
 
 if TYPE_CHECKING:
     from .explore.frontier import Frontier
@@ -42,6 +44,7 @@ class Mechanism:
             test suite and the browser test for every registered mechanism.
         frontier: what its sweeps plot (privacy axis, utility axes) and how its runs compose
             (:class:`~privengine.explore.frontier.Frontier`); None: the mechanism cannot be swept.
+        presets: named settings (:class:`~privengine.presets.Preset`), e.g. published configurations.
     """
 
     name: str
@@ -52,12 +55,17 @@ class Mechanism:
     description: str
     smoke: Mapping[str, Any] = field(default_factory=dict)
     frontier: "Frontier | None" = None
+    presets: tuple[Preset, ...] = ()
 
     def load_run(self) -> RunFunction:
         return load_callable(self.run)
 
     def default_config(self) -> BaseConfig:
         return self.config_cls().validate()
+
+    def preset(self, name: str) -> Preset:
+        """The preset called ``name`` (ConfigError listing this mechanism's presets otherwise)."""
+        return find_preset(self.presets, name, self.name)
 
 
 def load_callable(ref: str | Callable) -> Callable:

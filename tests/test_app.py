@@ -128,3 +128,14 @@ def test_config_link_prefills_the_form_and_bad_links_say_why():
     bad.run()
     assert any("The config in the link was not used: `steps` must be in [1, 100000]; got 0" in e.value
                for e in bad.error)
+
+
+def test_a_preset_loads_into_the_form():
+    at = _page("pages/dpsgd.py")
+    _assert_clean(at)
+    at.selectbox(key="preset.dpsgd").select("fmnist-scatter-eps3").run()
+    assert any("Tramer & Boneh" in c.value and "0.897" in c.value for c in at.caption)
+    at.button(key="preset.load.dpsgd").click().run()
+    _assert_clean(at)
+    assert at.selectbox(key="form.dpsgd.model").value == "scatter_linear"
+    assert at.number_input(key="form.dpsgd.batch_size").value == 8192

@@ -71,3 +71,12 @@ def test_failed_run_exits_1_and_is_stored():
 def test_list_names_every_mechanism():
     done = cli("list")
     assert done.returncode == 0 and "toy" in done.stdout and "protects:" in done.stdout
+
+
+def test_presets_are_listed_and_a_bad_preset_names_the_known_ones(private_home):
+    listed = cli("presets", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert all(set(r) >= {"mechanism", "name", "description", "published"} for r in rows)
+    bad = cli("run", "toy", "--preset", "nope")
+    assert bad.returncode == 2 and "`preset` must be one of toy's presets" in bad.stderr

@@ -207,3 +207,16 @@ def test_stop_during_sigma_calibration_returns_promptly():
     assert time.monotonic() - t0 < 1.0
     assert summary["stopped"] and summary["models_trained"] == 0 and "privacy" not in summary
     assert summary["stopped_during"] == "calibrating sigma"
+
+
+def test_scattering_models_train_privately_on_digits(private_home):
+    """scatter_linear on the digits' scattering (cached under $PRIVENGINE_HOME/cache) beats chance at eps 3."""
+    summary, reporter = _run(dataset="digits", model="scatter_linear", epochs=3.0, batch_size=64, lr=2.0,
+                             alphas=(0.0,), noise_mode="target_epsilon", target_epsilon=3.0)
+    assert summary["best_test_acc"] > 0.6  # chance: 0.1
+    assert (private_home / "cache" / "scattering").is_dir()
+    cnn, _ = _run(dataset="digits", model="scatter_cnn", epochs=1.0, batch_size=64, lr=1.0, alphas=(0.0,),
+                  noise_mode="sigma")
+    assert cnn["models_trained"] == 1 and 0.0 <= cnn["best_test_acc"] <= 1.0
+    with pytest.raises(ConfigError, match="`model` must not be a scattering model for the linreg dataset"):
+        DPSGDConfig(model="scatter_linear").validate()

@@ -28,6 +28,10 @@ def test_registry_entry_is_complete(name):
     assert mech.default_config().to_dict()
     mech.config_cls.from_dict(dict(mech.smoke))  # the smoke overrides are valid
     assert callable(mech.load_run())
+    for preset in mech.presets:  # every preset is a valid config, and every real mechanism has a quick demo
+        mech.config_cls.from_dict(dict(preset.overrides)).validate()
+    if name != "toy":
+        assert "quick-demo" in [p.name for p in mech.presets]
 
 
 @pytest.mark.parametrize("name", MECHANISMS)

@@ -29,6 +29,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     left, right = st.columns([1, 2.2], gap="large")
     with left:
         st.subheader("Configure")
+        _preset_picker(mech)
         initial = _initial_config(mech.config_cls, run_id)
         config, errors = config_form(mech.config_cls, key=f"form.{name}", initial=initial)
         launch = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
@@ -86,6 +87,29 @@ def _initial_config(config_cls, run_id: str | None) -> dict | None:
     if run_id is None:
         return None
     return services.store().get_run(run_id).config
+
+
+def _preset_picker(mech: registry.Mechanism) -> None:
+    """Load one of the mechanism's named presets into the form (through ``?config=``, so the link shares it)."""
+    if not mech.presets:
+        return
+    names = [p.name for p in mech.presets]
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    chosen = c1.selectbox("Start from a preset", names, index=None, placeholder="pick a preset",
+                          key=f"preset.{mech.name}")
+    if chosen is not None:
+        preset = mech.preset(chosen)
+        published = preset.published
+        st.caption(preset.description + (f" Published: {published.metric} {published.value:g}"
+                                          + (f" at ε = {published.epsilon:g}" if published.epsilon else "")
+                                          + f" ({published.source})." if published else ""))
+    if c2.button("Load", disabled=chosen is None, key=f"preset.load.{mech.name}", width="stretch"):
+        config = mech.config_cls.from_dict(dict(mech.preset(chosen).overrides))
+        for key in [k for k in st.session_state if str(k).startswith(f"form.{mech.name}.")]:
+            del st.session_state[key]  # the form is drawn again from the preset's values
+        st.query_params.clear()
+        st.query_params["config"] = config.to_json()
+        st.rerun()
 
 
 def _recent_runs_picker(name: str, run_id: str | None) -> None:

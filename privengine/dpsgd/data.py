@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from privengine.data import load_image_dataset
 from privengine.errors import ConfigError
+from privengine.store import default_home
 
 LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
 DIGITS_TEST_FRACTION = 0.2
@@ -80,8 +82,14 @@ class Task:
 
 
 def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: int, data_root: str,
-              device: torch.device) -> Task:
-    """Build the splits of ``dataset`` (see the module docstring) on ``device``."""
+              device: torch.device, features: str = "pixels",
+              should_stop: Callable[[], bool] = lambda: False) -> Task | None:
+    """Build the splits of ``dataset`` (see the module docstring) on ``device``.
+
+    ``features="scattering"``: images become their 2-D scattering (J = 2, L = 8), computed from the
+    pixels in [0, 1] once per dataset split and cached under ``$PRIVENGINE_HOME/cache`` (the data
+    root may be read-only). None if a stop came while computing them.
+    """
     gen = torch.Generator().manual_seed(seed)
     population = None
     if dataset == "linreg":
@@ -90,15 +98,25 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         n_outputs = 1
     elif dataset == "digits":
         x_all, y_all = _digits()
+        if features == "scattering":
+            x_all = _scattered(x_all * 0.5 + 0.5, "digits-all", should_stop)  # back to [0, 1]
+            if x_all is None:
+                return None
         perm = torch.randperm(len(x_all), generator=gen)
         n_test = round(DIGITS_TEST_FRACTION * len(x_all))
         x_test, y_test = x_all[perm[:n_test]], y_all[perm[:n_test]]
         x_train, y_train = x_all[perm[n_test:]], y_all[perm[n_test:]]
         n_outputs = 10
     else:
-        train = load_image_dataset(dataset, train=True, root=data_root or None)
-        test = load_image_dataset(dataset, train=False, root=data_root or None)
+        pixels = features != "scattering"
+        train = load_image_dataset(dataset, train=True, root=data_root or None, standardize=pixels)
+        test = load_image_dataset(dataset, train=False, root=data_root or None, standardize=pixels)
         x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y
+        if not pixels:
+            x_train = _scattered(x_train, f"{dataset}-train", should_stop)
+            x_test = None if x_train is None else _scattered(x_test, f"{dataset}-test", should_stop)
+            if x_test is None:
+                return None
         n_outputs = train.n_classes
     if train_limit:
         keep = torch.randperm(len(x_train), generator=gen)[:train_limit]
@@ -116,6 +134,12 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         population = Population(put(population.basis), put(population.w_star), population.tau)
     return Task(dataset, put(x_train[priv]), put(y_train[priv]), put(x_train[pub]), put(y_train[pub]),
                 put(x_test), put(y_test), n_outputs, population)
+
+
+def _scattered(x: torch.Tensor, key: str, should_stop: Callable[[], bool]) -> torch.Tensor | None:
+    from privengine.features.scattering import cached_scattering
+
+    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:

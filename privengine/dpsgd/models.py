@@ -23,7 +23,9 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
     The CNN is chosen by image size: 8x8 (digits), 28x28 (MNIST-like, after
     Papernot et al. 2021 / Tramer & Boneh 2021 with GroupNorm), 32x32 RGB (CIFAR-10).
     """
-    if kind == "linear":
+    if kind in SCATTER_MODELS:
+        model = _scatter(kind, input_shape, n_outputs)
+    elif kind == "linear":
         model = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), n_outputs))
     elif kind == "mlp":
         model = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 128), nn.ReLU(),
@@ -31,13 +33,34 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
     elif kind == "cnn":
         model = _cnn(input_shape, n_outputs)
     else:
-        raise ValueError(f"unknown model {kind!r}; known: linear, mlp, cnn")
+        raise ValueError(f"unknown model {kind!r}; known: linear, mlp, cnn, {', '.join(SCATTER_MODELS)}")
     if regression:
         if n_outputs != 1:
             raise ValueError(f"a regression model has one output; got n_outputs={n_outputs}")
         model.append(nn.Flatten(0))
     reset_parameters(model, generator)
     return model
+
+
+SCATTER_MODELS = ("scatter_linear", "scatter_cnn")
+SCATTER_GROUPS_PER_IMAGE_CHANNEL = 27  # Tramer & Boneh: GroupNorm over the 81 channels of a grey image in 27 groups
+
+
+def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int) -> nn.Module:
+    """Models on scattering features ``(81 C, h, w)`` (Tramer & Boneh 2021), each opened by a GroupNorm:
+    a per-example normalisation, which costs no privacy (no statistic of other examples is used).
+
+    ``scatter_linear``: GroupNorm, then one linear layer. ``scatter_cnn``: GroupNorm, two 3x3
+    convolutions of 32 channels (the second with stride 2) with tanh, then a linear layer.
+    """
+    channels, h, w = input_shape
+    norm = nn.GroupNorm(SCATTER_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+    if kind == "scatter_linear":
+        return nn.Sequential(norm, nn.Flatten(), nn.Linear(channels * h * w, n_outputs))
+    out_h, out_w = (h + 1) // 2, (w + 1) // 2
+    return nn.Sequential(norm, nn.Conv2d(channels, 32, 3, padding=1), nn.Tanh(),
+                         nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.Tanh(),
+                         nn.Flatten(), nn.Linear(32 * out_h * out_w, n_outputs))
 
 
 def _cnn(input_shape: tuple[int, ...], n_outputs: int) -> nn.Module:

@@ -33,8 +33,14 @@ EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0
 def run(config: DPSGDConfig, reporter) -> dict:
     device = torch.device(reporter.device)
     reporter.progress(0.0, "loading data")
+    features = "scattering" if config.model.startswith("scatter") else "pixels"
+    if features == "scattering":
+        reporter.progress(0.0, "scattering features (computed once per dataset, then cached)")
     task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
-                     train_limit=config.train_limit, data_root=config.data_root, device=device)
+                     train_limit=config.train_limit, data_root=config.data_root, device=device, features=features,
+                     should_stop=reporter.should_stop)
+    if task is None:
+        return {"dataset": config.dataset, "models_trained": 0, "stopped": True, "stopped_during": "scattering"}
     plan = make_plan(config, task.n_private, reporter)
     if plan is None:
         return {"dataset": task.name, "models_trained": 0, "stopped": True, "stopped_during": "calibrating sigma"}
