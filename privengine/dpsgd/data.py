@@ -83,12 +83,13 @@ class Task:
 
 def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: int, data_root: str,
               device: torch.device, features: str = "pixels",
-              should_stop: Callable[[], bool] = lambda: False) -> Task | None:
+              should_stop: Callable[[], bool] = lambda: False,
+              progress: Callable[[str], None] = lambda text: None) -> Task | None:
     """Build the splits of ``dataset`` (see the module docstring) on ``device``.
 
     ``features="scattering"``: images become their 2-D scattering (J = 2, L = 8), computed from the
     pixels in [0, 1] once per dataset split and cached under ``$PRIVENGINE_HOME/cache`` (the data
-    root may be read-only). None if a stop came while computing them.
+    root may be read-only), telling ``progress`` how far it is. None if a stop came meanwhile.
     """
     gen = torch.Generator().manual_seed(seed)
     population = None
@@ -99,7 +100,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     elif dataset == "digits":
         x_all, y_all = _digits()
         if features == "scattering":
-            x_all = _scattered(x_all * 0.5 + 0.5, "digits-all", should_stop)  # back to [0, 1]
+            x_all = _scattered(x_all * 0.5 + 0.5, "digits-all", should_stop, progress)  # back to [0, 1]
             if x_all is None:
                 return None
         perm = torch.randperm(len(x_all), generator=gen)
@@ -113,8 +114,8 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         test = load_image_dataset(dataset, train=False, root=data_root or None, standardize=pixels)
         x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y
         if not pixels:
-            x_train = _scattered(x_train, f"{dataset}-train", should_stop)
-            x_test = None if x_train is None else _scattered(x_test, f"{dataset}-test", should_stop)
+            x_train = _scattered(x_train, f"{dataset}-train", should_stop, progress)
+            x_test = None if x_train is None else _scattered(x_test, f"{dataset}-test", should_stop, progress)
             if x_test is None:
                 return None
         n_outputs = train.n_classes
@@ -136,10 +137,14 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
                 put(x_test), put(y_test), n_outputs, population)
 
 
-def _scattered(x: torch.Tensor, key: str, should_stop: Callable[[], bool]) -> torch.Tensor | None:
+def _scattered(x: torch.Tensor, key: str, should_stop: Callable[[], bool],
+               progress: Callable[[str], None]) -> torch.Tensor | None:
     from privengine.features.scattering import cached_scattering
 
-    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop)
+    def report(done: int, total: int) -> None:
+        progress(f"scattering {key}: {done} of {total} images (computed once, then cached)")
+
+    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop, progress=report)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:

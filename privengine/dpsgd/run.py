@@ -38,7 +38,7 @@ def run(config: DPSGDConfig, reporter) -> dict:
         reporter.progress(0.0, "scattering features (computed once per dataset, then cached)")
     task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=device, features=features,
-                     should_stop=reporter.should_stop)
+                     should_stop=reporter.should_stop, progress=lambda text: reporter.progress(0.0, text))
     if task is None:
         return {"dataset": config.dataset, "models_trained": 0, "stopped": True, "stopped_during": "scattering"}
     plan = make_plan(config, task.n_private, reporter)

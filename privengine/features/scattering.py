@@ -124,20 +124,25 @@ class Scattering2D:
 
 
 def scatter(x: torch.Tensor, *, J: int = 2, L: int = 8, chunk: int = 512,
-            should_stop: Callable[[], bool] = lambda: False) -> torch.Tensor | None:
-    """The scattering of ``x`` ``(n, C, H, W)`` in chunks (bounded memory); None if a stop came meanwhile."""
+            should_stop: Callable[[], bool] = lambda: False,
+            progress: Callable[[int, int], None] = lambda done, total: None) -> torch.Tensor | None:
+    """The scattering of ``x`` ``(n, C, H, W)`` in chunks (bounded memory); None if a stop came meanwhile.
+
+    ``progress(done, total)`` is called after each chunk with the number of images done."""
     transform = Scattering2D(tuple(x.shape[-2:]), J, L, device=x.device)
     parts = []
     for start in range(0, len(x), chunk):
         if should_stop():
             return None
         parts.append(transform(x[start:start + chunk]))
+        progress(min(start + chunk, len(x)), len(x))
     return torch.cat(parts) if parts else x.new_zeros(0, x.shape[1] * transform.out_channels,
                                                       x.shape[-2] // 2 ** J, x.shape[-1] // 2 ** J)
 
 
 def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: int = 2, L: int = 8,
-                      should_stop: Callable[[], bool] = lambda: False) -> torch.Tensor | None:
+                      should_stop: Callable[[], bool] = lambda: False,
+                      progress: Callable[[int, int], None] = lambda done, total: None) -> torch.Tensor | None:
     """:func:`scatter` of ``x``, kept in ``root/scattering/<key>-J<J>-L<L>-<n>.pt`` (written atomically).
 
     ``key`` names the data (dataset and split); the file also records the shape, so a cache of other
@@ -149,7 +154,7 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
         cached = torch.load(path, map_location=x.device)
         if cached["shape"] == tuple(x.shape):
             return cached["features"]
-    features = scatter(x, J=J, L=L, should_stop=should_stop)
+    features = scatter(x, J=J, L=L, should_stop=should_stop, progress=progress)
     if features is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
