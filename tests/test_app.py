@@ -137,5 +137,5 @@ def test_a_preset_loads_into_the_form():
     assert any("Tramer & Boneh" in c.value and "0.897" in c.value for c in at.caption)
     at.button(key="preset.load.dpsgd").click().run()
     _assert_clean(at)
-    assert at.selectbox(key="form.dpsgd.model").value == "scatter_linear"
-    assert at.number_input(key="form.dpsgd.batch_size").value == 8192
+    assert at.selectbox(key="form.dpsgd.g1.model").value == "scatter_linear"  # fresh widgets, preset values
+    assert at.number_input(key="form.dpsgd.g1.batch_size").value == 8192

@@ -175,3 +175,18 @@ def test_a_sweep_link_opens_its_frontier_and_composed_claim(app_url, app_home, p
     page.get_by_text("ε = 12, δ = 4e-05", exact=False).first.wait_for(timeout=10_000)  # 2 x (1 + 5): composed
     page.locator("[data-testid='stPlotlyChart']").first.wait_for(timeout=10_000)
     assert _errors(page) == []
+
+
+def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
+    """The browser keeps widget values across reruns, so loading a preset must create fresh widgets."""
+    page.goto(f"{app_url}/dpsgd")
+    _settle(page)
+    page.get_by_label("Start from a preset").click()
+    page.get_by_text("fmnist-scatter-eps3").first.click()
+    _settle(page)
+    page.get_by_role("button", name="Load").click()
+    page.wait_for_url("**config=*", timeout=20_000)
+    _settle(page)
+    assert page.get_by_role("spinbutton", name="Batch size").input_value() == "8192"
+    assert page.get_by_role("spinbutton", name="Epochs").input_value() == "40"
+    assert _errors(page) == []

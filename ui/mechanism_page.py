@@ -31,7 +31,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
         st.subheader("Configure")
         _preset_picker(mech)
         initial = _initial_config(mech.config_cls, run_id)
-        config, errors = config_form(mech.config_cls, key=f"form.{name}", initial=initial)
+        config, errors = config_form(mech.config_cls, key=_form_key(name), initial=initial)
         launch = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
                            icon=":material/play_arrow:", width="stretch")
         if errors:
@@ -89,6 +89,12 @@ def _initial_config(config_cls, run_id: str | None) -> dict | None:
     return services.store().get_run(run_id).config
 
 
+def _form_key(name: str) -> str:
+    """The form's widget key prefix: ``form.NAME``, then ``form.NAME.gN`` after the N-th preset load."""
+    generation = st.session_state.get(f"form.{name}.generation", 0)
+    return f"form.{name}" if generation == 0 else f"form.{name}.g{generation}"
+
+
 def _preset_picker(mech: registry.Mechanism) -> None:
     """Load one of the mechanism's named presets into the form (through ``?config=``, so the link shares it)."""
     if not mech.presets:
@@ -105,8 +111,8 @@ def _preset_picker(mech: registry.Mechanism) -> None:
                                           + f" ({published.source})." if published else ""))
     if c2.button("Load", disabled=chosen is None, key=f"preset.load.{mech.name}", width="stretch"):
         config = mech.config_cls.from_dict(dict(mech.preset(chosen).overrides))
-        for key in [k for k in st.session_state if str(k).startswith(f"form.{mech.name}.")]:
-            del st.session_state[key]  # the form is drawn again from the preset's values
+        # new widget keys: the browser keeps the old widgets' values, new widgets start from the preset
+        st.session_state[f"form.{mech.name}.generation"] = st.session_state.get(f"form.{mech.name}.generation", 0) + 1
         st.query_params.clear()
         st.query_params["config"] = config.to_json()
         st.rerun()
