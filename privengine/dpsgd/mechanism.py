@@ -14,9 +14,11 @@ PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "
                                    "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
                                    "show_gdp"})
 
-# Tramer & Boneh's ScatterNet + linear recipe (REFERENCE 5a), sigma calibrated to eps 3 by PRV.
+# Tramer & Boneh's ScatterNet + linear recipe (REFERENCE 5a), sigma calibrated to eps 3 by PRV. The learning
+# rate was chosen on Fashion-MNIST among 2, 4, 8 (87.65 / 88.89 / 89.51 %, docs/results/dpsgd.md); MNIST
+# was measured at 4 only, so its preset keeps 4.
 _SCATTER = {"model": "scatter_linear", "alphas": [0.0], "n_seeds": 1, "target_epsilon": 3.0, "delta": 1e-5,
-            "batch_size": 8192, "physical_batch_size": 2048, "epochs": 40.0, "lr": 4.0, "momentum": 0.9,
+            "batch_size": 8192, "physical_batch_size": 2048, "epochs": 40.0, "lr": 8.0, "momentum": 0.9,
             "max_grad_norm": 0.1, "public_fraction": 0.01}
 
 DPSGD = registry.register(registry.Mechanism(
@@ -61,7 +63,7 @@ DPSGD = registry.register(registry.Mechanism(
                Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
         Preset("mnist-scatter-eps3", "MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, on the "
                                      "full training split minus a 1 % public part; one model.",
-               {**_SCATTER, "dataset": "mnist"},
+               {**_SCATTER, "dataset": "mnist", "lr": 4.0},
                Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
     ),
 ), replace=True)
