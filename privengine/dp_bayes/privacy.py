@@ -7,7 +7,7 @@ from privengine.claims import PrivacyClaim
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
 
 EXACT_ONLY = "ε-DP for an exact draw only; the SGLD release is approximate and its δ is not bounded"
-CONDITION = "exact draw only; δ of the SGLD release not bounded"
+CONDITION = "exact draw only"  # the label and caveats say why: the SGLD release is approximate
 ACCOUNTANT = ("exponential mechanism (McSherry & Talwar 2007): one exact draw of z from "
               "f(z) ∝ exp(ε U(z; x) / (2 Δ_U)) is ε-DP; k draws cost kε (basic composition)")
 
