@@ -81,6 +81,11 @@ def headline_of(summary: dict[str, Any] | None) -> PrivacyClaim | None:
     return marked[0] if marked else None
 
 
+def union_caveats(claims: list[PrivacyClaim]) -> tuple[str, ...]:
+    """Every caveat of ``claims``, each once, in first-seen order (what a claim composing them must repeat)."""
+    return tuple(dict.fromkeys(c for claim in claims for c in claim.caveats))
+
+
 def delta_caveat(delta: float, n: int) -> tuple[str, ...]:
     """A warning when delta is not small against 1/n (n: the number of protected records), else nothing."""
     if delta < 1.0 / max(n, 1):

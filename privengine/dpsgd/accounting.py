@@ -26,7 +26,7 @@ from opacus.accountants import create_accountant
 from opacus.accountants.accountant import IAccountant
 from opacus.accountants.utils import get_noise_multiplier
 
-from privengine.claims import PrivacyClaim, delta_caveat
+from privengine.claims import PrivacyClaim, delta_caveat, headline_of, union_caveats
 
 History = list[tuple[float, float, int]]  # (noise multiplier, sample rate, steps), Opacus' format
 
@@ -101,14 +101,24 @@ def compose_runs(runs) -> PrivacyClaim:
     histories = [[(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
                  for r in runs for m in r.summary.get("models", [])]
     accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
-    delta = min(float(r.config.get("delta", 1e-5)) for r in runs)
+    delta = _smallest_delta(runs)
     eps, order = epsilon_of(merge(histories), accountant=accountant, delta=delta)
     return PrivacyClaim(
         label=f"selecting among all {len(runs)} runs of the sweep ({len(histories)} models composed)",
         epsilon=eps, delta=delta,
         accountant=f"{ACCOUNTANT_NAMES[accountant]}, composing every step of the {len(histories)} independently "
                    "sampled and noised models of the runs", neighbouring=NEIGHBOURING, order=order,
-        caveats=tuple(dict.fromkeys(c for r in runs for c in r.summary["privacy"][0]["caveats"])), headline=True)
+        caveats=_headline_caveats(runs), headline=True)
+
+
+def _smallest_delta(runs) -> float:
+    """The strictest delta the runs used: a claim over all of them is stated at it."""
+    return min(float(r.config.get("delta", 1e-5)) for r in runs)
+
+
+def _headline_caveats(runs) -> tuple[str, ...]:
+    """The caveats of the runs' headline claims, each once: a claim composing the runs repeats them."""
+    return union_caveats([headline_of(r.summary) for r in runs])
 
 
 def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
@@ -129,7 +139,7 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     if len(events) != 1:
         return f"the runs differ in (sigma, q, steps): {sorted(events)}; the random-repetition bound needs one"
     (sigma, q, steps), = events
-    delta = min(float(r.config.get("delta", 1e-5)) for r in runs)
+    delta = _smallest_delta(runs)
     one_run = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
     accountant = rdp.RdpAccountant()
@@ -141,7 +151,7 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
         accountant=("Papernot & Steinke (ICLR 2022) random-repetition bound on the RDP of one run (sigma = "
                     f"{sigma:.4g}, q = {q:.4g}, {steps} steps), Google's dp-accounting RdpAccountant "
                     "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order),
-        caveats=tuple(dict.fromkeys(c for r in runs for c in r.summary["privacy"][0]["caveats"])))
+        caveats=_headline_caveats(runs))
 
 
 def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_private: int,

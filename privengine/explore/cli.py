@@ -157,11 +157,13 @@ def _wait(store: RunStore, executor, sweep_id: str, run_ids: list[str], err: Tex
     pending = list(run_ids)
     while pending:
         executor.wait(pending[0], timeout=0.5)
-        pending = [r for r in pending if store.get_run(r).active]
+        runs = store.sweep_runs(sweep_id)  # one query a round; no claim is composed while waiting
+        active = {r.id for r in runs if r.active}
+        pending = [r for r in pending if r in active]
         now = time.monotonic()
         if tty or now - last >= 5.0 or not pending:
             last = now
-            counts = runner.result(store, sweep_id).runs_by_state
+            counts = runner.state_counts(runner.latest_attempts(runs))
             done = sum(v for k, v in counts.items() if k not in ("queued", "running"))
             bar = "#" * int(30 * done / max(len(run_ids), 1))
             line = (f"[{bar:30s}] {done}/{len(run_ids)} runs ended  "

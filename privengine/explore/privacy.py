@@ -10,7 +10,7 @@ otherwise (eps = sum eps_i, delta = sum delta_i; Dwork et al. 2006).
 from __future__ import annotations
 
 from privengine import registry
-from privengine.claims import PrivacyClaim, headline_of
+from privengine.claims import PrivacyClaim, headline_of, union_caveats
 from privengine.store import RunRecord
 
 SELECTION_CAVEAT = ("Choosing the best of several trained models by their results releases information from all "
@@ -75,9 +75,6 @@ def basic_composition(runs: list[RunRecord]) -> PrivacyClaim:
     """Basic composition of the runs' headline claims: (sum eps_i, sum delta_i)."""
     headlines = [headline_of(r.summary) for r in runs]
     relations = sorted({h.neighbouring for h in headlines})
-    caveats: list[str] = []
-    for h in headlines:
-        caveats.extend(c for c in h.caveats if c not in caveats)
     accountants = sorted({h.accountant for h in headlines})
     conditions = list(dict.fromkeys(h.condition for h in headlines if h.condition))
     return PrivacyClaim(
@@ -86,4 +83,4 @@ def basic_composition(runs: list[RunRecord]) -> PrivacyClaim:
         accountant="basic composition (Dwork et al. 2006) of the runs' headline claims, each from: "
                    + "; ".join(accountants),
         neighbouring=relations[0] if len(relations) == 1 else "the strictest of: " + " | ".join(relations),
-        caveats=tuple(caveats), headline=True, condition="; ".join(conditions) or None)
+        caveats=union_caveats(headlines), headline=True, condition="; ".join(conditions) or None)

@@ -20,7 +20,7 @@ from privengine import registry
 from privengine.claims import PrivacyClaim
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
-from privengine.store import RunRecord, RunStore
+from privengine.store import ACTIVE_STATES, RunRecord, RunStore
 
 from .frontier import Axis, pareto, run_values
 from .privacy import selection_claim, sweep_claim
@@ -86,7 +86,7 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
     attempts: dict[tuple, int] = {}
     done = set()
     for r in store.sweep_runs(sweep_id):
-        key = (r.sweep_point, r.config.get("seed"))
+        key = _run_key(r)
         attempts[key] = attempts.get(key, 0) + 1
         if r.state == "finished" or r.active:
             done.add(key)
@@ -177,7 +177,7 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
     spec = SweepSpec.from_dict(record.spec)
     frontier = registry.get(record.mechanism).frontier
     runs = store.sweep_runs(sweep_id)
-    latest = list({(r.sweep_point, r.config.get("seed")): r for r in runs}.values())  # sorted by creation
+    latest = latest_attempts(runs)
     values = {r.id: run_values(r.summary) for r in latest if r.state == "finished"}
     privacy_axis = frontier.privacy
     utility_axis = _pick_utility(frontier, utility or spec.utility, values)
@@ -188,22 +188,38 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
     settings = {p.index: p.settings for p in expand(spec)}
     for index in sorted(settings):
         mine = by_point.get(index, [])
-        finished = [r for r in mine if r.state == "finished"]
-        pv = [values[r.id].get(privacy_axis.name, math.nan) for r in finished]
-        uv = [values[r.id].get(utility_axis.name, math.nan) if utility_axis else math.nan for r in finished]
+        done = [r for r in mine if r.id in values]
+        pv = [values[r.id].get(privacy_axis.name, math.nan) for r in done]
+        uv = [values[r.id].get(utility_axis.name, math.nan) if utility_axis else math.nan for r in done]
         points.append(PointResult(index, settings[index], [r.id for r in mine], [r.state for r in mine],
-                                  [r.error for r in mine if r.error], len(finished), *_mean_sd(pv), *_mean_sd(uv)))
+                                  [r.error for r in mine if r.error], len(done), *_mean_sd(pv), *_mean_sd(uv)))
     front = pareto([(p.privacy, p.utility) for p in points], privacy_better=privacy_axis.better,
                    utility_better=utility_axis.better if utility_axis else "higher")
-    by_state: dict[str, int] = {}
-    for run in latest:
-        by_state[run.state] = by_state.get(run.state, 0) + 1
-    finished = [r for r in latest if r.state == "finished"]
+    by_state = state_counts(latest)
+    finished = [r for r in latest if r.id in values]
     return SweepResult(sweep_id, record.mechanism, spec, record.executor,
-                       _state(latest, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
+                       _state(by_state, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
                        [points[i].index for i in front], sweep_claim(record.mechanism, runs, utility_axis),
                        len(latest), by_state,
                        selection_claim(spec, finished, utility_axis) if spec.repeat else None, len(runs))
+
+
+def latest_attempts(runs: list[RunRecord]) -> list[RunRecord]:
+    """The latest attempt of each (point, seed) of a sweep (``runs`` in creation order within a point)."""
+    return list({_run_key(r): r for r in runs}.values())
+
+
+def state_counts(runs: list[RunRecord]) -> dict[str, int]:
+    """How many of ``runs`` are in each state."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.state] = counts.get(run.state, 0) + 1
+    return counts
+
+
+def _run_key(run: RunRecord) -> tuple:
+    """What identifies a run within its sweep, whatever its attempt: its point and its seed."""
+    return run.sweep_point, run.config.get("seed")
 
 
 def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, float]]) -> Axis | None:
@@ -216,12 +232,12 @@ def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, floa
     return frontier.utility[0] if frontier.utility else None
 
 
-def _state(runs: list[RunRecord], expected: int | None, stop_requested: bool) -> str:
-    """running (some run queued or running), finished (every run finished), stopped, or incomplete."""
-    if any(r.active for r in runs):
+def _state(counts: dict[str, int], expected: int | None, stop_requested: bool) -> str:
+    """From the latest attempts' state counts: running (some run queued or running), finished (every run
+    finished), stopped, or incomplete."""
+    if any(counts.get(s, 0) for s in ACTIVE_STATES):
         return "running"
-    finished = {(r.sweep_point, r.config.get("seed")) for r in runs if r.state == "finished"}
-    if expected is not None and len(finished) >= expected:
+    if expected is not None and counts.get("finished", 0) >= expected:
         return "finished"
     return "stopped" if stop_requested else "incomplete"
 
