@@ -300,13 +300,7 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 @dataclass(frozen=True)
 class RunConfig(BaseConfig):
-    """Fields every mechanism run has: the compute device, the random seed and the noise source.
-
-    ``COMPUTATION_ONLY`` names the fields that change how a run is computed but not what it releases
-    (beyond rounding); the noise streams ignore them (see :func:`privengine.randomness.config_digest`).
-    """
-
-    COMPUTATION_ONLY: typing.ClassVar[tuple[str, ...]] = ("device",)
+    """Fields every mechanism run has: the compute device, the random seed and the noise source."""
 
     device: str = knob("auto", choices=DEVICE_CHOICES,
                        help="Where tensors live: auto picks CUDA, then Apple MPS, else CPU.")

@@ -46,13 +46,13 @@ def derived_generator(seed: int, *key: int, device: torch.device | str = "cpu") 
 
 
 def config_digest(config: BaseConfig) -> tuple[int, ...]:
-    """Four 32-bit words of the SHA-256 of the config's JSON, without the knobs that only say how the run is
-    computed (``config.COMPUTATION_ONLY``: the device, batch splitting, ...) and the noise mode.
+    """Four 32-bit words of the SHA-256 of the config's JSON (every knob but the noise mode).
 
-    Runs that differ only in those release the same outputs up to rounding, so they may share noise.
+    Every knob counts, even those that only change how a run is computed (batch splitting, the
+    clipping route, the device): two runs sharing noise but computing even slightly different
+    gradients would release the noise-free difference of those gradients.
     """
-    skip = set(getattr(config, "COMPUTATION_ONLY", ())) | {"secure_noise"}
-    values = {k: v for k, v in config.to_dict().items() if k not in skip}
+    values = {k: v for k, v in config.to_dict().items() if k != "secure_noise"}
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).digest()
     return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
 

@@ -44,6 +44,10 @@ def test_bad_values_name_the_field_and_its_range_before_anything_runs(store):
         expand(SweepSpec("toy", axes={"nonsense": [1]}))
     with pytest.raises(ConfigError, match="`seed` cannot be varied"):
         expand(SweepSpec("toy", axes={"seed": [1, 2]}))
+    with pytest.raises(ConfigError, match="`replica` cannot be varied"):
+        expand(SweepSpec("toy", axes={"replica": [0, 1]}))
+    with pytest.raises(ConfigError, match="`replica` must be 0 in a sweep's base"):
+        expand(SweepSpec("toy", base={"replica": 1}, axes={"rate": [0.1]}))
     with pytest.raises(ConfigError, match="`samples` must be > 0 exactly when"):
         expand(SweepSpec("toy", random={"rate": (0.1, 0.5)}))
     with pytest.raises(ConfigError, match="`fail_at` must be below steps"):  # a rule across fields, per run

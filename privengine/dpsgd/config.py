@@ -10,7 +10,6 @@ sample rate and number of steps, so each one has the same epsilon.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from privengine.config import RunConfig, knob
 from privengine.errors import ConfigError
@@ -26,8 +25,6 @@ SAMPLINGS = ("poisson", "shuffle")
 
 @dataclass(frozen=True)
 class DPSGDConfig(RunConfig):
-    COMPUTATION_ONLY: ClassVar[tuple[str, ...]] = ("device", "physical_batch_size", "grad_sample_mode")
-
     dataset: str = knob("linreg", choices=DATASETS,
                         help="linreg: the embedded synthetic linear regression whose gradients live near a "
                              "low-dimensional subspace; digits: scikit-learn's bundled 8x8 digits; mnist, "

@@ -83,18 +83,18 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
     each as the config of its next attempt: the next ``replica``, so a rerun never reuses the noise of an
     attempt whose partial outputs are stored (every attempt is charged in the sweep's claim)."""
     record = store.get_sweep(sweep_id)
-    attempts: dict[tuple, int] = {}
+    last_replica: dict[tuple, int] = {}
     done = set()
     for r in store.sweep_runs(sweep_id):
         key = _run_key(r)
-        attempts[key] = attempts.get(key, 0) + 1
+        last_replica[key] = max(last_replica.get(key, -1), int(r.config.get("replica", 0)))
         if r.state == "finished" or r.active:
             done.add(key)
     out = []
     for point, config in run_configs(SweepSpec.from_dict(record.spec)):
         key = (point.index, getattr(config, "seed", None))
         if key not in done:
-            out.append((point, config.replace(replica=attempts[key]) if key in attempts else config))
+            out.append((point, config.replace(replica=last_replica[key] + 1) if key in last_replica else config))
     return out
 
 

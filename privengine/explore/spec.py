@@ -124,10 +124,13 @@ def _check_varied(spec: SweepSpec, config_cls: type[BaseConfig]) -> None:
     frontier = registry.get(spec.mechanism).frontier
     fixed = dict(frontier.fixed) if frontier else {}
     base = {s.name: s.default for s in config_cls.specs()} | dict(spec.base)
+    if base.get("replica", 0) != 0:
+        raise ConfigError("replica", f"must be 0 in a sweep's base (resumes number the attempts); got {base['replica']}")
     for name in spec.varied:
         fs = _spec(config_cls, name)
-        if name in ("seed", "device"):
-            raise ConfigError(name, "cannot be varied in a sweep (seeds are the sweep's `seeds`; the device is shared)")
+        if name in ("seed", "device", "replica"):
+            raise ConfigError(name, "cannot be varied in a sweep (seeds are the sweep's `seeds`, the device is "
+                                    "shared, replicas number the attempts of a resumed run)")
         if name in fixed:
             raise ConfigError(name, f"cannot be varied in a sweep: {fixed[name]}")
         if fs.knob.shown_when is not None:
