@@ -1,8 +1,9 @@
 """Knobs of a DP-SGD run (no torch import: the CLI lists mechanisms cheaply).
 
 One run trains one model per (setting, seed): a setting is a value of ``alphas``
-(0 = isotropic DP-SGD; alpha > 0 = anisotropic noise, or the projected update
-when ``variant`` is ``"projected"``), and the seeds are ``seed, seed + 1, ...,
+(0 = isotropic DP-SGD; otherwise noise, and with the elliptical variant also
+the clip, shaped around the public subspace, or the projected update when
+``variant`` is ``"projected"``), and the seeds are ``seed, seed + 1, ...,
 seed + n_seeds - 1``. Every model of a run uses the same noise multiplier,
 sample rate and number of steps, so each one has the same epsilon.
 """
@@ -17,7 +18,7 @@ from privengine.errors import ConfigError
 DATASETS = ("linreg", "digits", "mnist", "fashion_mnist", "cifar10")
 MODELS = ("auto", "linear", "mlp", "cnn", "scatter_linear", "scatter_cnn")
 ACCOUNTANTS = ("prv", "rdp")  # sound accountants only: GDP is offered beside them (show_gdp)
-VARIANTS = ("anisotropic", "projected")
+VARIANTS = ("anisotropic", "projected", "elliptical")
 NOISE_MODES = ("target_epsilon", "sigma")
 GRAD_SAMPLE_MODES = ("hooks", "ghost")
 SAMPLINGS = ("poisson", "shuffle")
@@ -64,13 +65,21 @@ class DPSGDConfig(RunConfig):
     show_gdp: bool = knob(False, advanced=True, label="also show the GDP approximation",
                           help="Add Opacus' GDP (Gaussian DP, central-limit) figure beside the claims, labelled as "
                                "an approximation: it underestimates epsilon and is never the headline.")
-    alphas: tuple[float, ...] = knob((0.0, 4.0), low=0.0, high=1e6, max_items=8, label="alphas",
-                                     help="One compared setting per value. 0 = isotropic DP-SGD; alpha > 0 "
-                                          "multiplies the noise variance outside span(U) by 1 + alpha.")
+    alphas: tuple[float, ...] = knob((0.0, 4.0), low=-1.0, high=1e6, low_open=True, max_items=8, label="alphas",
+                                     help="One compared setting per value. 0 = isotropic DP-SGD; otherwise the noise "
+                                          "variance outside span(U) is multiplied by 1 + alpha (alpha < 0, down to "
+                                          "but excluding -1, only with the elliptical variant).")
     variant: str = knob("anisotropic", choices=VARIANTS,
-                        help="What a setting with alpha > 0 does: anisotropic noise N(0, s^2 [I + alpha (I - UU^T)]), "
-                             "or projected: keep only the span(U) part of the noisy gradient (the alpha -> infinity "
-                             "limit; alpha's value is then irrelevant, so at most one alpha > 0 is allowed).")
+                        choice_labels={"anisotropic": "anisotropic (seed: flat clip, shaped noise)",
+                                       "projected": "projected (flat clip, update kept in span(U))",
+                                       "elliptical": "elliptical (clip and noise shaped alike)"},
+                        help="What a setting with alpha != 0 does. anisotropic (the seed's variant, alpha > 0): clip "
+                             "to ||g|| <= C, add N(0, s^2 S) with S = I + alpha (I - UU^T). projected: keep only the "
+                             "span(U) part of the noisy gradient (the alpha -> infinity limit; alpha's value is then "
+                             "irrelevant, so at most one alpha > 0 is allowed). elliptical (alpha > -1): clip in the "
+                             "norm sqrt(g^T S^-1 g) <= C and add N(0, s^2 S); alpha < 0 trades a tighter clip outside "
+                             "span(U) for less noise there. Every variant has the epsilon of isotropic DP-SGD at the "
+                             "same sigma.")
     subspace_rank: int = knob(8, low=1, high=100_000, label="subspace rank k",
                               help="Rank k of the public gradient subspace U (d x k).")
     public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True,
@@ -106,6 +115,13 @@ class DPSGDConfig(RunConfig):
             raise ConfigError("model", f"must be auto or linear for the linreg dataset; got {self.model!r}")
         if len(set(self.alphas)) != len(self.alphas):
             raise ConfigError("alphas", f"must not repeat a value; got {list(self.alphas)}")
+        if self.variant != "elliptical" and any(a < 0 for a in self.alphas):
+            raise ConfigError("alphas", f"must be >= 0 with variant {self.variant!r} (a negative alpha would put "
+                                        f"less than the isotropic noise outside span(U) with a flat clip; use variant "
+                                        f"'elliptical'); got {list(self.alphas)}")
+        if self.variant == "elliptical" and self.grad_sample_mode != "hooks":
+            raise ConfigError("grad_sample_mode", "must be 'hooks' with variant 'elliptical' (its clip needs "
+                                                  f"per-example gradients); got {self.grad_sample_mode!r}")
         if self.variant == "projected" and sum(a > 0 for a in self.alphas) > 1:
             raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
                                         f"(the projection ignores alpha's size); got {list(self.alphas)}")
@@ -116,4 +132,4 @@ class DPSGDConfig(RunConfig):
     @property
     def uses_subspace(self) -> bool:
         """Whether some setting needs the public basis U."""
-        return any(a > 0 for a in self.alphas)
+        return any(a != 0 for a in self.alphas)

@@ -28,10 +28,12 @@ PROJECTED = "projected"
 
 
 def setting_label(alpha: float, variant: str) -> str:
-    """The name of a compared setting: ``isotropic``, ``alpha=4`` or ``projected``."""
+    """The name of a compared setting: ``isotropic``, ``alpha=4``, ``projected`` or ``elliptical alpha=-0.5``."""
     if alpha == 0:
         return ISOTROPIC
-    return PROJECTED if variant == "projected" else f"alpha={alpha:g}"
+    if variant == "projected":
+        return PROJECTED
+    return f"elliptical alpha={alpha:g}" if variant == "elliptical" else f"alpha={alpha:g}"
 
 
 def metric_key(metric: str, setting: str, seed: int) -> str:

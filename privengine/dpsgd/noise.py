@@ -1,13 +1,15 @@
 """Anisotropic Gaussian noise around a public subspace (written here: no library provides it).
 
-For an orthonormal basis U (d x k) and alpha >= 0 the covariance is
+For an orthonormal basis U (d x k) and alpha > -1 the covariance is
 
     Sigma = std^2 [ I + alpha (I - U U^T) ]:
 
 variance std^2 inside span(U), std^2 (1 + alpha) in its orthogonal complement.
-The smallest directional variance is std^2, that of isotropic noise, which is why
-DP-SGD with this noise has the privacy of isotropic DP-SGD with the same std
-(the extra noise is independent of the data: post-processing).
+With alpha >= 0 the smallest directional variance is std^2, that of isotropic
+noise, which is why DP-SGD with this noise and flat clipping has the privacy of
+isotropic DP-SGD with the same std (the extra noise is independent of the data:
+post-processing). Alpha < 0 is private only with the matching elliptical clip
+(see :mod:`.optimizer`).
 
 Sampler: z ~ N(0, I_d), c = sqrt(1 + alpha),
 
@@ -29,7 +31,7 @@ def sample_anisotropic(basis: torch.Tensor, alpha: float, std: float, n: int,
 
     Args:
         basis: ``(d, k)`` matrix with orthonormal columns (k may be 0).
-        alpha: extra relative variance outside span(basis), >= 0.
+        alpha: extra relative variance outside span(basis), > -1.
         std: standard deviation inside span(basis), >= 0.
         n: number of draws.
         generator: torch generator on ``basis.device`` (None: torch's default).
@@ -41,8 +43,8 @@ def sample_anisotropic(basis: torch.Tensor, alpha: float, std: float, n: int,
     >>> sample_anisotropic(U, 3.0, 2.0, 5, torch.Generator().manual_seed(0)).shape
     torch.Size([5, 3])
     """
-    if alpha < 0 or std < 0:
-        raise ValueError(f"alpha and std must be >= 0; got alpha={alpha}, std={std}")
+    if not alpha > -1 or std < 0:
+        raise ValueError(f"alpha must be > -1 and std >= 0; got alpha={alpha}, std={std}")
     d = basis.shape[0]
     z = torch.randn(n, d, generator=generator, device=basis.device, dtype=basis.dtype)
     return shape_noise(z, basis, alpha=alpha, std=std)

@@ -1,18 +1,37 @@
-"""Opacus DPOptimizers whose noise step shapes the noise around a public subspace.
+"""Opacus DPOptimizers whose clipping and noise steps are shaped by a public subspace.
 
 Opacus' ``DPOptimizer.pre_step`` clips per-example gradients and sums them into
-``p.summed_grad``, then calls ``add_noise`` (which writes ``p.grad``), then
-``scale_grad`` (divides by the expected batch size B) and the accountant's step
-hook (which reads ``noise_multiplier``). Only ``add_noise`` is overridden here:
-with all parameters flattened into one vector g (dimension d),
+``p.summed_grad`` (``clip_and_accumulate``), then calls ``add_noise`` (which
+writes ``p.grad``), then ``scale_grad`` (divides by the expected batch size B)
+and the accountant's step hook (which reads ``noise_multiplier``). With all
+parameters flattened into one vector (dimension d), U the ``(d, k)`` public
+basis, P = U U^T and S = I + alpha (I - P):
 
-    anisotropic:  p.grad <- g + n,            n ~ N(0, (sigma C)^2 [I + alpha (I - U U^T)])
-    projected:    p.grad <- U U^T (g + n)     (post-processing of the noisy sum)
-    alpha = 0:    Opacus' own isotropic noise step, unchanged.
+    anisotropic (the seed's variant): flat clip ||g_i|| <= C, alpha >= 0,
+                  p.grad <- sum_i g_i + n,      n ~ N(0, (sigma C)^2 S)
+    projected:    flat clip, p.grad <- P (sum_i g_i + n)   (post-processing of the noisy sum)
+    elliptical:   clip in the Mahalanobis norm ||g||_S = sqrt(g^T S^-1 g) <= C, alpha > -1,
+                  p.grad <- sum_i g_i + n,      n ~ N(0, (sigma C)^2 S)
+    alpha = 0:    Opacus' own isotropic clip and noise, unchanged.
 
-``noise_multiplier`` stays sigma, so the accountant composes exactly the
-Gaussian mechanism of isotropic DP-SGD: the variance in every direction is at
-least (sigma C)^2 and the extra noise does not depend on the data.
+``noise_multiplier`` stays sigma in every variant, and the accountant composes
+the subsampled Gaussian mechanism of isotropic DP-SGD with that sigma. Why:
+
+- anisotropic / projected: the variance in every direction is at least
+  (sigma C)^2, so n = n_iso + n_extra with n_iso ~ N(0, (sigma C)^2 I) and
+  n_extra independent of the data; the release is a post-processing of the
+  isotropic mechanism on flat-clipped gradients (sensitivity C).
+- elliptical, for every alpha > -1 (negative too): S is public (built from
+  public data only) and positive definite. Let W = S^-1/2. The clipped
+  gradients satisfy ||W g_i|| = ||g_i||_S <= C, so
+  W (sum_i g_i + n) = sum_i W g_i + W n with W n ~ N(0, (sigma C)^2 I): the
+  isotropic Gaussian mechanism on vectors of norm <= C, whose add/remove
+  sensitivity is C. The released S^1/2 (that) is a post-processing by a fixed
+  invertible map, so the privacy is exactly that of isotropic DP-SGD at sigma.
+  With alpha < 0 the noise outside span(U) shrinks by sqrt(1 + alpha), paid for
+  by a clip there that is tighter by the same factor; alpha -> -1 tends to the
+  projected update. Since S^-1 = P + (I - P) / (1 + alpha),
+  ||g||_S^2 = ||U^T g||^2 + ||(I - P) g||^2 / (1 + alpha).
 
 While it adds noise the optimizer also records the fraction of the summed
 clipped private gradient's energy inside span(U) (:attr:`last_energy`), a
@@ -30,18 +49,28 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from .noise import sample_anisotropic
 from .subspace import captured_energy
 
+CLIPPINGS = ("flat", "elliptical")
+
 
 class _ShapedNoise:
     """Mixin over an Opacus DPOptimizer class: the flattened, subspace-shaped noise step."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, alpha: float = 0.0, projected: bool = False, **kwargs):
-        if alpha < 0:
-            raise ValueError(f"alpha must be >= 0; got {alpha}")
+    def __init__(self, optimizer: torch.optim.Optimizer, *, alpha: float = 0.0, projected: bool = False,
+                 clipping: str = "flat", **kwargs):
+        if clipping not in CLIPPINGS:
+            raise ValueError(f"clipping must be one of {CLIPPINGS}; got {clipping!r}")
+        if clipping == "flat" and alpha < 0:
+            raise ValueError(f"alpha must be >= 0 with flat clipping; got {alpha}")
+        if not alpha > -1:
+            raise ValueError(f"alpha must be > -1; got {alpha}")
+        if clipping == "elliptical" and projected:
+            raise ValueError("the projected update uses flat clipping")
         if kwargs.get("secure_mode"):
             raise ValueError("secure_mode is not supported by the shaped-noise optimizers")
         super().__init__(optimizer, **kwargs)
         self.alpha = float(alpha)
         self.projected = bool(projected)
+        self.clipping = clipping
         self.basis: torch.Tensor | None = None
         self.last_energy = math.nan
 
@@ -60,6 +89,50 @@ class _ShapedNoise:
             raise ValueError(f"basis must have shape (d={self.dim}, k); got {tuple(basis.shape)}")
         self.basis = basis
 
+    def clip_and_accumulate(self) -> None:
+        """Opacus' flat clip, or (elliptical, alpha != 0) the clip to ||g_i||_S <= C of the module docstring.
+
+        Needs materialised per-example gradients (``grad_sample_mode="hooks"``): for each parameter
+        p, ``grad_sample`` is ``(B, *p.shape)``; the basis rows of p form a ``(p.numel(), k)`` block.
+        """
+        if self.clipping == "flat" or self.alpha == 0:
+            super().clip_and_accumulate()
+            return
+        if self.basis is None:
+            raise RuntimeError("set_basis() must be called before an elliptical step")
+        samples = [self._get_flat_grad_sample(p).to(p.dtype) for p in self.params]
+        factor = self._elliptical_clip_factor([g.reshape(len(g), -1) for g in samples])
+        for p, grad_sample in zip(self.params, samples):
+            _check_processed_flag(p.grad_sample)
+            grad = torch.einsum("i,i...", factor.to(grad_sample.dtype), grad_sample)
+            if p.summed_grad is not None:
+                p.summed_grad += grad
+            else:
+                p.summed_grad = grad
+            _mark_as_processed(p.grad_sample)
+
+    def _elliptical_clip_factor(self, rows: list[torch.Tensor]) -> torch.Tensor:
+        """``min(1, C / ||g_i||_S)`` for the per-example gradients split by parameter (``(B, n_p)`` each).
+
+        The residual (I - P) g_i is formed explicitly (not as ||g||^2 - ||U^T g||^2, whose
+        cancellation the factor 1 / (1 + alpha) would amplify), so ||factor_i g_i||_S <= C holds
+        to rounding.
+        """
+        basis = self.basis
+        coords = torch.zeros(len(rows[0]), basis.shape[1], device=basis.device, dtype=basis.dtype)
+        offset = 0
+        for g in rows:  # U^T g_i, accumulated over the parameter blocks
+            coords += g.to(basis.dtype) @ basis[offset:offset + g.shape[1]]
+            offset += g.shape[1]
+        residual_sq = torch.zeros(len(rows[0]), device=basis.device, dtype=basis.dtype)
+        offset = 0
+        for g in rows:
+            block = basis[offset:offset + g.shape[1]]
+            residual_sq += (g.to(basis.dtype) - coords @ block.T).pow(2).sum(dim=1)
+            offset += g.shape[1]
+        norm_s = (coords.pow(2).sum(dim=1) + residual_sq / (1.0 + self.alpha)).sqrt()
+        return (self.max_grad_norm / (norm_s + 1e-6)).clamp(max=1.0)
+
     def add_noise(self) -> None:
         params = self.params
         for p in params:
@@ -68,7 +141,7 @@ class _ShapedNoise:
             if self.isotropic:
                 super().add_noise()  # exactly Opacus' isotropic DP-SGD
                 return
-            raise RuntimeError("set_basis() must be called before a step with alpha > 0 or projected")
+            raise RuntimeError("set_basis() must be called before a step with alpha != 0 or projected")
         flat = torch.cat([p.summed_grad.reshape(-1) for p in params])
         self.last_energy = captured_energy(self.basis, flat)
         if self.isotropic:
@@ -104,10 +177,13 @@ class AnisotropicDPOptimizerFastGradientClipping(_ShapedNoise, DPOptimizerFastGr
 
 def make_optimizer(optimizer: torch.optim.Optimizer, *, grad_sample_mode: str, alpha: float, projected: bool,
                    noise_multiplier: float, max_grad_norm: float, expected_batch_size: int,
-                   generator: torch.Generator | None) -> DPOptimizer:
+                   generator: torch.Generator | None, clipping: str = "flat") -> DPOptimizer:
     """Wrap a torch optimizer: an :class:`AnisotropicDPOptimizer` (``grad_sample_mode="hooks"``) or its
-    ghost-clipping twin (``"ghost"``); both have :meth:`~_ShapedNoise.set_basis` and ``last_energy``."""
+    ghost-clipping twin (``"ghost"``, flat clipping only: it never materialises per-example
+    gradients); both have :meth:`~_ShapedNoise.set_basis` and ``last_energy``."""
+    if grad_sample_mode == "ghost" and clipping != "flat":
+        raise ValueError("elliptical clipping needs per-example gradients (grad_sample_mode 'hooks')")
     cls = {"hooks": AnisotropicDPOptimizer, "ghost": AnisotropicDPOptimizerFastGradientClipping}[grad_sample_mode]
-    return cls(optimizer, alpha=alpha, projected=projected, noise_multiplier=noise_multiplier,
+    return cls(optimizer, alpha=alpha, projected=projected, clipping=clipping, noise_multiplier=noise_multiplier,
                max_grad_norm=max_grad_norm, expected_batch_size=expected_batch_size, loss_reduction="mean",
                generator=generator)

@@ -136,7 +136,7 @@ class _Training:
         self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
         self.index = index
         self.model = _model(task, config, seed, device)
-        self.uses_basis = alpha > 0
+        self.uses_basis = alpha != 0
         d = num_parameters(self.model)
         if self.uses_basis and config.subspace_rank > min(d, task.n_public):
             raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
@@ -152,6 +152,7 @@ class _Training:
         sgd = torch.optim.SGD(self.gsm.parameters(), lr=config.lr, momentum=config.momentum)
         self.optimizer = make_optimizer(sgd, grad_sample_mode=config.grad_sample_mode, alpha=alpha,
                                         projected=self.uses_basis and config.variant == "projected",
+                                        clipping="elliptical" if config.variant == "elliptical" else "flat",
                                         noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
                                         expected_batch_size=plan.expected_batch_size,
                                         generator=noise_generator(config, seed, index, STREAM_NOISE,

@@ -1,0 +1,132 @@
+"""Elliptical clipping: the whitened clipped gradients have norm <= C, the noise has law N(0, (sigma C)^2 S),
+and the epsilon is Opacus' isotropic one at the same sigma, for negative alpha too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from opacus.accountants import RDPAccountant
+from opacus.grad_sample import GradSampleModule
+from torch import nn
+
+from privengine.claims import claims_of
+from privengine.dpsgd.config import DPSGDConfig
+from privengine.dpsgd.optimizer import AnisotropicDPOptimizer, make_optimizer
+from privengine.errors import ConfigError
+from tests.test_dpsgd_noise import _basis
+from tests.test_dpsgd_run import _opacus_epsilon, _run
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+D_IN, D_OUT = 6, 3
+D = D_IN * D_OUT + D_OUT
+
+
+def _whitener(basis: torch.Tensor, alpha: float) -> torch.Tensor:
+    """S^-1/2 for S = I + alpha (I - U U^T), by a float64 eigendecomposition (independent of the optimizer)."""
+    u = basis.double()
+    s = torch.eye(len(u), dtype=torch.float64) + alpha * (torch.eye(len(u), dtype=torch.float64) - u @ u.T)
+    w, v = torch.linalg.eigh(s)
+    return v @ torch.diag(w.rsqrt()) @ v.T
+
+
+def _elliptical_step(x, y, basis, alpha, *, sigma=0.0, clip=0.5, seed=0):
+    """One step of a linear model; returns (per-example gradients (B, d), summed clipped gradient, noisy sum)."""
+    torch.manual_seed(seed)
+    model = GradSampleModule(nn.Linear(D_IN, D_OUT))
+    opt = AnisotropicDPOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), alpha=alpha, clipping="elliptical",
+                                 noise_multiplier=sigma, max_grad_norm=clip, expected_batch_size=len(x),
+                                 generator=torch.Generator().manual_seed(5))
+    opt.set_basis(basis)
+    nn.functional.cross_entropy(model(x), y).backward()
+    per_example = torch.cat([p.grad_sample.reshape(len(x), -1) for p in model.parameters()], dim=1)
+    opt.step()
+    summed = torch.cat([p.summed_grad.reshape(-1) for p in model.parameters()])
+    noisy = torch.cat([p.grad.reshape(-1) for p in model.parameters()]) * len(x)
+    return per_example, summed, noisy
+
+
+@pytest.mark.parametrize("alpha", [-0.95, -0.5, 0.7, 5.0])
+def test_whitened_clipped_gradients_have_norm_at_most_c(alpha):
+    """Every clip factor f_i makes ||S^-1/2 f_i g_i|| <= C, with equality when g_i was clipped (f_i < 1)."""
+    g = torch.Generator().manual_seed(1)
+    x, y = 3 * torch.randn(16, D_IN, generator=g), torch.randint(0, D_OUT, (16,), generator=g)
+    basis = _basis(D, 4).float()
+    clip = 0.5
+    per_example, summed, _ = _elliptical_step(x, y, basis, alpha, clip=clip)
+    whitener = _whitener(basis, alpha)
+    norms = (per_example.double() @ whitener).norm(dim=1)          # ||g_i||_S, computed independently
+    factors = (clip / norms).clamp(max=1.0)
+    assert (factors < 1).sum() >= 8, "the test needs clipped examples"
+    assert summed.double() == pytest.approx((factors[:, None] * per_example.double()).sum(0), abs=1e-5)
+    whitened = (factors[:, None] * per_example.double()) @ whitener
+    assert whitened.norm(dim=1).max() <= clip * (1 + 1e-5)
+    assert whitened.norm(dim=1)[factors < 1] == pytest.approx(torch.full(((factors < 1).sum(),), clip), rel=1e-5)
+
+
+def test_elliptical_with_alpha_zero_is_the_flat_clip():
+    x, y = torch.randn(8, D_IN), torch.randint(0, D_OUT, (8,))
+    per_example, summed, _ = _elliptical_step(x, y, _basis(D, 4).float(), 0.0, clip=0.1)
+    flat = (0.1 / per_example.norm(dim=1)).clamp(max=1.0)
+    assert summed == pytest.approx((flat[:, None] * per_example).sum(0), abs=1e-5)
+
+
+def test_elliptical_noise_has_law_sigma_c_squared_s_for_negative_alpha():
+    """Repeated steps: variance (sigma C)^2 inside span(U), (1 + alpha) (sigma C)^2 outside, alpha = -0.75."""
+    model = GradSampleModule(nn.Linear(60, 30))
+    d, k, alpha, sigma, clip = 60 * 30 + 30, 300, -0.75, 1.3, 0.5
+    basis = _basis(d, k).float()
+    opt = make_optimizer(torch.optim.SGD(model.parameters(), lr=0.0), grad_sample_mode="hooks", alpha=alpha,
+                         projected=False, clipping="elliptical", noise_multiplier=sigma, max_grad_norm=clip,
+                         expected_batch_size=8, generator=torch.Generator().manual_seed(3))
+    opt.set_basis(basis)
+    x, y = torch.randn(8, 60), torch.randint(0, 30, (8,))
+    noise = []
+    for _ in range(12):
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        noise.append(torch.cat([p.grad.reshape(-1) * 8 - p.summed_grad.reshape(-1) for p in model.parameters()]))
+        opt.zero_grad()
+    noise = torch.stack(noise)
+    inside = noise @ basis
+    outside = noise - inside @ basis.T
+    std2 = (sigma * clip) ** 2
+    assert opt.noise_multiplier == sigma  # what the accountant reads
+    assert inside.pow(2).mean() == pytest.approx(std2, rel=0.1)
+    assert outside.pow(2).sum(1).mean() / (d - k) == pytest.approx((1 + alpha) * std2, rel=0.04)
+
+
+def test_flat_clip_refuses_negative_alpha_and_ghost_refuses_elliptical():
+    sgd = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    common = dict(noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=4)
+    with pytest.raises(ValueError, match="flat clipping"):
+        AnisotropicDPOptimizer(sgd, alpha=-0.5, **common)
+    with pytest.raises(ValueError, match="> -1"):
+        AnisotropicDPOptimizer(sgd, alpha=-1.0, clipping="elliptical", **common)
+    with pytest.raises(ValueError, match="per-example gradients"):
+        make_optimizer(sgd, grad_sample_mode="ghost", alpha=-0.5, projected=False, clipping="elliptical",
+                       generator=None, **common)
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"alphas": (0.0, -0.5)}, "alphas"),                                   # negative alpha needs elliptical
+    ({"variant": "elliptical", "alphas": (0.0, -1.0)}, "alphas"),          # alpha must stay above -1
+    ({"variant": "elliptical", "grad_sample_mode": "ghost"}, "grad_sample_mode"),
+])
+def test_bad_elliptical_configs_name_the_field(changes, field):
+    with pytest.raises(ConfigError) as err:
+        DPSGDConfig().replace(**changes).validate()
+    assert err.value.field == field
+
+
+def test_elliptical_run_claims_opacus_isotropic_epsilon_and_labels_its_settings():
+    summary, reporter = _run(epochs=1.0, n_seeds=1, noise_mode="sigma", noise_multiplier=1.1, accountant="rdp",
+                             variant="elliptical", alphas=(0.0, -0.5, 2.0))
+    q, steps = summary["sample_rate"], summary["steps_per_model"]
+    each, together = claims_of(summary)
+    assert each.epsilon == pytest.approx(_opacus_epsilon(RDPAccountant, [(1.1, q, steps)]), rel=1e-12)
+    assert together.epsilon == pytest.approx(_opacus_epsilon(RDPAccountant, [(1.1, q, 3 * steps)]), rel=1e-12)
+    settings = {row["setting"] for row in summary["comparison"]}
+    assert settings == {"isotropic", "elliptical alpha=-0.5", "elliptical alpha=2"}
+    assert all(row["epsilon"] == each.epsilon for row in summary["comparison"])
+    assert any(k.startswith("captured_energy|elliptical alpha=-0.5") for k in reporter.metrics)
