@@ -1,23 +1,26 @@
-"""Benchmark: the cost of privacy for the default CNN, on digits and Fashion-MNIST, in one process.
+"""Benchmark: the cost of privacy per DP-SGD step, per model, in one process.
 
-For each dataset the same CNN (privengine.dpsgd.models, GroupNorm) takes ``--steps``
-SGD steps of batch ``--batch`` (fixed-size batches, so every variant does the same
-work) in five ways:
+For each dataset and model (``cnn``: the small GroupNorm CNN on pixels; ``scatter_linear`` /
+``scatter_cnn``: Tramer & Boneh's models on the cached 2-D scattering) the same model takes
+``--steps`` SGD steps of batch ``--batch`` (fixed-size batches, so every variant does the same
+work) in six ways:
 
   non-private      plain torch SGD, no per-example gradients
   hooks            Opacus per-example gradients (GradSampleModule), isotropic noise
   ghost            Opacus fast gradient clipping (ghost clipping where the layer allows it)
   anisotropic      hooks + the public subspace (k = ``--rank``, refreshed every ``--refresh``
-                   steps from ``--public`` public gradients) and shaped noise, alpha = 4
+                   steps from ``--public`` public gradients), flat clip, shaped noise, alpha = 4
+  elliptical       the same subspace, clip in the S-norm and shaped noise, alpha = -0.5
   projected        the same subspace, projected update
 
 and prints seconds per epoch (the best of ``--repeats`` timings per step, times the steps
 per epoch of the private split; the private timings include model setup and, for the
-subspace variants, the refreshes)
-and the ratios: private / non-private, ghost / hooks, anisotropic / isotropic.
-Fashion-MNIST is skipped when its files are absent.
+subspace variants, the refreshes) and the ratios: private / non-private (the better of hooks
+and ghost too), ghost / hooks, and each shaped variant / isotropic hooks. Datasets whose files
+are absent are skipped; the scattering of an image dataset is computed once and cached under
+``$PRIVENGINE_HOME/cache`` (minutes on two cores).
 
-Run: python bench/bench_dpsgd.py [--steps 30] [--data-root ../shared/data]
+Run: python bench/bench_dpsgd.py [--steps 30] [--models cnn scatter_linear] [--data-root ../shared/data]
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
 def time_non_private(task, config: DPSGDConfig, steps: int) -> float:
     """Seconds per step of plain SGD on the same model, batch size and data."""
-    model = build_model("cnn", input_shape=task.input_shape, n_outputs=task.n_outputs,
+    model = build_model(config.model, input_shape=task.input_shape, n_outputs=task.n_outputs,
                         generator=torch.Generator().manual_seed(0))
     opt = torch.optim.SGD(model.parameters(), lr=config.lr)
     loss_fn = nn.CrossEntropyLoss()
@@ -65,7 +68,7 @@ def time_private(task, config: DPSGDConfig, steps: int, *, alpha: float) -> floa
     """Seconds per step of privengine's DP-SGD training loop, subspace refreshes included."""
     plan = Plan(noise_multiplier=1.0, sample_rate=config.batch_size / task.n_private, steps=steps,
                 expected_batch_size=config.batch_size)
-    result = train_model(task, config, plan, alpha=alpha, seed=0, device=torch.device("cpu"),
+    result = train_model(task, config, plan, alpha=alpha, seed=0, index=0, device=torch.device("cpu"),
                          should_stop=lambda: False, on_eval=lambda *a: None)
     return result.seconds / steps
 
@@ -76,13 +79,19 @@ def best_of(repeats: int, fn, *args, **kwargs) -> float:
     return min(fn(*args, **kwargs) for _ in range(repeats))
 
 
-def bench(dataset: str, args) -> None:
-    base = DPSGDConfig(dataset=dataset, data_root=args.data_root, batch_size=args.batch, lr=1.0,
+VARIANTS = {"hooks": ({}, 0.0), "ghost": ({"grad_sample_mode": "ghost"}, 0.0), "anisotropic": ({}, 4.0),
+            "elliptical": ({"variant": "elliptical"}, -0.5), "projected": ({"variant": "projected"}, 4.0)}
+
+
+def bench(dataset: str, model: str, args) -> None:
+    base = DPSGDConfig(dataset=dataset, model=model, data_root=args.data_root, batch_size=args.batch, lr=1.0,
                        physical_batch_size=args.batch, sampling="shuffle", subspace_rank=args.rank,
                        public_batch=args.public, refresh_every=args.refresh).validate()
+    features = "scattering" if model.startswith("scatter") else "pixels"
     try:
         task = load_task(dataset=dataset, seed=0, public_fraction=base.public_fraction, train_limit=0,
-                         data_root=args.data_root, device=torch.device("cpu"))
+                         data_root=args.data_root, device=torch.device("cpu"), features=features,
+                         progress=lambda text: print(f"  {dataset}: {text}", flush=True))
     except DatasetNotFoundError as exc:
         print(f"{dataset}: skipped ({exc})")
         return
@@ -90,21 +99,19 @@ def bench(dataset: str, args) -> None:
     task = dataclasses.replace(task, x_test=task.x_test[:1], y_test=task.y_test[:1])
     steps_per_epoch = task.n_private / args.batch
     r, n = args.repeats, args.steps
-    timings = {"non-private": best_of(r, time_non_private, task, base, n),
-               "hooks": best_of(r, time_private, task, base, n, alpha=0.0),
-               "ghost": best_of(r, time_private, task, base.replace(grad_sample_mode="ghost"), n, alpha=0.0),
-               "anisotropic": best_of(r, time_private, task, base, n, alpha=4.0),
-               "projected": best_of(r, time_private, task, base.replace(variant="projected"), n, alpha=4.0)}
-    print(f"\n{dataset}: {task.n_private} private examples, batch {args.batch}, best of {r} x {n} timed steps, "
-          f"{torch.get_num_threads()} torch thread(s); s/epoch = s/step x {steps_per_epoch:.1f} steps")
-    for name, per_step in timings.items():
+    t = {"non-private": best_of(r, time_non_private, task, base, n)}
+    for name, (changes, alpha) in VARIANTS.items():
+        t[name] = best_of(r, time_private, task, base.replace(**changes), n, alpha=alpha)
+    print(f"\n{dataset}, {model}: {task.n_private} private examples, batch {args.batch}, best of {r} x {n} timed "
+          f"steps, {torch.get_num_threads()} torch thread(s); s/epoch = s/step x {steps_per_epoch:.1f} steps")
+    for name, per_step in t.items():
         print(f"  {name:12s} {per_step * 1e3:8.1f} ms/step  {per_step * steps_per_epoch:8.1f} s/epoch")
-    t = timings
-    print(f"  private / non-private: hooks {t['hooks'] / t['non-private']:.2f}x, "
-          f"ghost {t['ghost'] / t['non-private']:.2f}x")
+    best = min(t["hooks"], t["ghost"])
+    print(f"  private / non-private: hooks {t['hooks'] / t['non-private']:.2f}x, ghost {t['ghost'] / t['non-private']:.2f}x, "
+          f"best {best / t['non-private']:.2f}x")
     print(f"  ghost / hooks: {t['ghost'] / t['hooks']:.2f}x")
-    print(f"  anisotropic / isotropic (hooks): {t['anisotropic'] / t['hooks']:.2f}x; "
-          f"projected / isotropic: {t['projected'] / t['hooks']:.2f}x")
+    print("  shaped / isotropic (hooks): " + ", ".join(f"{name} {t[name] / t['hooks']:.2f}x"
+                                                       for name in ("anisotropic", "elliptical", "projected")))
 
 
 def main() -> None:
@@ -118,10 +125,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--datasets", nargs="+", default=["digits", "fashion_mnist"])
+    parser.add_argument("--models", nargs="+", default=["cnn", "scatter_linear", "scatter_cnn"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for dataset in args.datasets:
-        bench(dataset, args)
+        for model in args.models:
+            bench(dataset, model, args)
 
 
 if __name__ == "__main__":

@@ -124,8 +124,8 @@ def test_projected_update_lies_in_the_subspace_and_energy_is_reported():
     grad, summed, opt = _step(AnisotropicDPOptimizer, x, y, alpha=1.0, projected=True, basis=basis)
     assert (grad - basis @ (basis.T @ grad)).norm() < 1e-5 * grad.norm()
     expected = float((basis.T @ summed).pow(2).sum() / summed.pow(2).sum())
-    assert opt.last_energy == pytest.approx(expected, rel=1e-5)
-    assert 0 <= opt.last_energy <= 1
+    assert float(opt.last_energy) == pytest.approx(expected, rel=1e-5)
+    assert 0 <= float(opt.last_energy) <= 1
 
 
 def test_shaped_step_needs_a_basis_of_the_right_shape():

@@ -83,8 +83,18 @@ class DPSGDConfig(RunConfig):
     subspace_rank: int = knob(8, low=1, high=100_000, label="subspace rank k",
                               help="Rank k of the public gradient subspace U (d x k).")
     public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True,
-                                  help="Fraction of the training split declared public: used only to estimate U, "
-                                       "never trained on, and not protected.")
+                                  help="Fraction of the training split declared public: used to estimate U and "
+                                       "for the optional warm start, never in the private training, and not "
+                                       "protected.")
+    warm_start_epochs: float = knob(0.0, low=0.0, high=1000.0, advanced=True,
+                                    help="Before private training, train each model this many epochs on the public "
+                                         "split without noise (plain SGD, batch warm_start_batch, learning rate "
+                                         "warm_start_lr). Costs no privacy: the public examples are disjoint from "
+                                         "the private ones (and are not protected). 0 = off.")
+    warm_start_lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, advanced=True,
+                                help="Learning rate of the public warm start (plain SGD, momentum 0.9).")
+    warm_start_batch: int = knob(64, low=1, high=100_000, advanced=True,
+                                 help="Batch size of the public warm start.")
     public_batch: int = knob(256, low=1, high=100_000, advanced=True,
                              help="Public examples whose per-example gradients estimate U at each refresh (m >= k).")
     refresh_every: int = knob(20, low=1, high=1_000_000, label="refresh interval (steps)",

@@ -12,6 +12,7 @@ from .config import DPSGDConfig
 # sweep may vary only these, because its bound needs one RDP curve valid for every candidate.
 PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
                                    "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
+                                   "warm_start_epochs", "warm_start_lr", "warm_start_batch",
                                    "show_gdp"})
 
 # Tramer & Boneh's ScatterNet + linear recipe (REFERENCE 5a), sigma calibrated to eps 3 by PRV. The learning
@@ -33,11 +34,13 @@ DPSGD = registry.register(registry.Mechanism(
         "are not protected; the training-loss and captured-energy curves are unprotected diagnostics."),
     description=(
         "DP-SGD on Opacus: per-example gradients clipped to norm C, Poisson-sampled batches, Gaussian noise. "
-        "The noise can be shaped by a subspace U found from public gradients: variance σ²C² inside span(U), as "
-        "in isotropic DP-SGD, and (1 + α) times more outside it, or the noisy gradient is projected onto "
-        "span(U). The accountant (PRV or RDP; GDP optionally shown beside) sees noise multiplier σ, so ε is exactly that of isotropic "
-        "DP-SGD. One run trains the isotropic baseline and the anisotropic settings over several seeds and "
-        "compares them side by side."),
+        "The noise can be shaped by a subspace U found from public gradients, S = I + α(I − UUᵀ): the seed's "
+        "anisotropic variant keeps the flat clip and adds N(0, σ²C²S) with α ≥ 0; the elliptical variant also "
+        "clips in the norm √(gᵀS⁻¹g) ≤ C, which whitens to isotropic DP-SGD and so allows α < 0 (less noise "
+        "outside span(U), a tighter clip there); the projected variant keeps only the span(U) part of the noisy "
+        "gradient. The accountant (PRV or RDP; GDP optionally shown beside) sees noise multiplier σ, so ε is "
+        "exactly that of isotropic DP-SGD. One run trains the isotropic baseline and the shaped settings over "
+        "several seeds and compares them side by side."),
     smoke={"epochs": 1.0, "n_seeds": 1, "noise_mode": "sigma"},
     frontier=Frontier(
         privacy=EPSILON_AXIS,

@@ -40,7 +40,6 @@ diagnostic that is NOT privatised.
 
 from __future__ import annotations
 
-import math
 
 import torch
 from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
@@ -72,7 +71,7 @@ class _ShapedNoise:
         self.projected = bool(projected)
         self.clipping = clipping
         self.basis: torch.Tensor | None = None
-        self.last_energy = math.nan
+        self.last_energy: torch.Tensor | None = None
 
     @property
     def isotropic(self) -> bool:

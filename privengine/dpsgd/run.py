@@ -184,9 +184,10 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
                           "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
                           "captured_energy": None if math.isnan(r.energy_mean) else r.energy_mean}
                          for r in results]
-    public_note = (f"The subspace U comes from public data only: {task.n_public} training examples (a seeded "
-                   f"random {config.public_fraction:.0%} of the training split, the same for every model) are "
-                   "declared public; they are never trained on and are not protected by this guarantee.")
+    uses = "the subspace U and the warm start" if config.warm_start_epochs > 0 else "the subspace U"
+    public_note = (f"Public data only ({uses}): {task.n_public} training examples (a seeded random "
+                   f"{config.public_fraction:.0%} of the training split, the same for every model) are declared "
+                   "public; they are never in the private training and are not protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, n_private=task.n_private, public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,

@@ -108,9 +108,8 @@ def _exact_top_right_singular_vectors(g: torch.Tensor, k: int) -> torch.Tensor:
     return q.flip(1).to(g.dtype).contiguous()  # largest singular value first
 
 
-def captured_energy(basis: torch.Tensor, g: torch.Tensor) -> float:
-    """``||U^T g||^2 / ||g||^2`` for a flat vector g (``(d,)``); NaN when g = 0."""
-    total = float(g.pow(2).sum())
-    if total == 0.0:
-        return float("nan")
-    return float((basis.T @ g).pow(2).sum()) / total
+def captured_energy(basis: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``||U^T g||^2 / ||g||^2`` for a flat vector g (``(d,)``), as a 0-dim tensor on g's device; NaN when
+    g = 0. A tensor, not a float: reading it would make the device wait (a host sync) at every step."""
+    total = g.pow(2).sum()
+    return (basis.T @ g).pow(2).sum() / total  # 0 / 0 = NaN for a zero gradient

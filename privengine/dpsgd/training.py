@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 from opacus.grad_sample import GradSampleModule, GradSampleModuleFastGradientClipping
 from opacus.utils.batch_memory_manager import BatchMemoryManager
@@ -108,7 +107,7 @@ def _as_is(batch):
 # Stream keys of a model's generators (see privengine.randomness). Initialisation and the public
 # subspace are shared by the settings of one seed (a paired comparison; neither depends on private
 # data); the Poisson batches and the noise are keyed by the model, so no two models share them.
-STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD = range(5)
+STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD, STREAM_WARM_START = range(6)
 
 
 def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
@@ -136,6 +135,8 @@ class _Training:
         self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
         self.index = index
         self.model = _model(task, config, seed, device)
+        if config.warm_start_epochs > 0:
+            warm_start(self.model, task, config, derived_generator(seed, STREAM_WARM_START))
         self.uses_basis = alpha != 0
         d = num_parameters(self.model)
         if self.uses_basis and config.subspace_rank > min(d, task.n_public):
@@ -165,16 +166,17 @@ class _Training:
         self.public_gen = derived_generator(seed, STREAM_PUBLIC)
         self.svd_gen = derived_generator(seed, STREAM_SVD, device=device)
         self.steps_done = 0
-        self.losses: list[float] = []      # private batch losses since the last evaluation
-        self.energies: list[float] = []    # captured energies since the last evaluation
-        self.all_energies: list[float] = []
+        # Per-step diagnostics stay 0-dim tensors until an evaluation reads them: no host sync per step.
+        self.losses: list[torch.Tensor] = []      # private batch losses since the last evaluation
+        self.energies: list[torch.Tensor] = []    # captured energies since the last evaluation
+        self.all_energies: list[torch.Tensor] = []
         self.final: dict[str, float] = {}
 
     def _on_step(self, optimizer) -> None:
         """Opacus' step hook: runs once per logical step, after the noise."""
         self._account(optimizer)
         self.steps_done += 1
-        if self.uses_basis and not math.isnan(optimizer.last_energy):
+        if self.uses_basis and optimizer.last_energy is not None:
             self.energies.append(optimizer.last_energy)
             self.all_energies.append(optimizer.last_energy)
 
@@ -199,7 +201,7 @@ class _Training:
                 self.optimizer.step()  # a logical step only after the last physical batch of a logical one
                 self.optimizer.zero_grad()
                 if len(xb):
-                    self.losses.append(loss.item())
+                    self.losses.append(loss.detach())
                 at = self.steps_done
                 if at > before and (at % self.plan.eval_every == 0 or at == self.plan.steps):
                     if not self._evaluate(should_stop, on_eval):
@@ -209,7 +211,7 @@ class _Training:
         if not stopped and evaluated_at != self.steps_done:
             stopped = not self._evaluate(should_stop, on_eval)
         self.gsm.cleanup()
-        energy = float(np.mean(self.all_energies)) if self.all_energies else math.nan
+        energy = _mean(self.all_energies)
         return ModelResult(setting=M.setting_label(self.alpha, self.config.variant), alpha=self.alpha,
                            seed=self.seed, steps_done=self.steps_done, history=list(self.accountant.history),
                            final=self.final, energy_mean=energy, seconds=time.perf_counter() - t0,
@@ -223,9 +225,9 @@ class _Training:
             return False
         values = {M.EXCESS_RISK if self.task.regression else M.TEST_ACC: value}
         if self.losses:
-            values[M.TRAIN_LOSS] = float(np.mean(self.losses))
-        if self.energies:
-            values[M.ENERGY] = float(np.mean(self.energies))
+            values[M.TRAIN_LOSS] = _mean(self.losses)
+        if not math.isnan(energy := _mean(self.energies)):
+            values[M.ENERGY] = energy
         self.losses.clear()
         self.energies.clear()
         self.final = {**self.final, **values}
@@ -244,6 +246,32 @@ class _Training:
         g = per_example_gradients(self.shadow, self.criterion, task.x_public[idx], task.y_public[idx],
                                   params=params, clip=config.max_grad_norm)
         return top_right_singular_vectors(g, config.subspace_rank, generator=self.svd_gen, init=self.optimizer.basis)
+
+
+def _mean(values: list[torch.Tensor]) -> float:
+    """The mean of 0-dim tensors, NaN entries (steps with a zero gradient) left out; NaN if none is left."""
+    if not values:
+        return math.nan
+    return float(torch.stack(values).nanmean())
+
+
+def warm_start(model: nn.Module, task: Task, config: DPSGDConfig, generator: torch.Generator) -> None:
+    """Train ``model`` in place, without noise, on the PUBLIC split only: ``config.warm_start_epochs``
+    shuffled passes of plain SGD (momentum 0.9). No private example is read, so it costs no privacy."""
+    criterion = nn.MSELoss() if task.regression else nn.CrossEntropyLoss()
+    sgd = torch.optim.SGD(model.parameters(), lr=config.warm_start_lr, momentum=0.9)
+    n, batch = task.n_public, min(config.warm_start_batch, task.n_public)
+    steps = max(1, round(config.warm_start_epochs * n / batch))
+    model.train()
+    order = torch.empty(0, dtype=torch.int64)
+    for _ in range(steps):
+        if len(order) < batch:
+            order = torch.cat([order, torch.randperm(n, generator=generator)])
+        idx, order = order[:batch].to(task.x_public.device), order[batch:]
+        sgd.zero_grad()
+        criterion(model(task.x_public[idx]), task.y_public[idx]).backward()
+        sgd.step()
+    sgd.zero_grad(set_to_none=True)
 
 
 def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> nn.Module:

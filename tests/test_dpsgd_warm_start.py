@@ -1,0 +1,44 @@
+"""Public warm start: trains on the public split only (no private example read), and helps from step 0."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from privengine.claims import claims_of
+from privengine.dpsgd.config import DPSGDConfig
+from privengine.dpsgd.data import load_task
+from privengine.dpsgd.training import _evaluate, _model, warm_start
+from tests.test_dpsgd_run import _run
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+
+def test_warm_start_reads_only_public_examples_and_learns_from_them():
+    config = DPSGDConfig(dataset="digits", model="linear", public_fraction=0.3, warm_start_epochs=5.0,
+                         warm_start_lr=0.1).validate()
+    task = load_task(dataset="digits", seed=0, public_fraction=0.3, train_limit=0, data_root="",
+                     device=torch.device("cpu"))
+    # Poison the private split: a warm start that read any private example would turn the model into NaN.
+    poisoned = dataclasses.replace(task, x_private=torch.full_like(task.x_private, float("nan")))
+    model = _model(poisoned, config, seed=0, device=torch.device("cpu"))
+    before = _evaluate(model, poisoned, lambda: False, limit=None)
+    warm_start(model, poisoned, config, torch.Generator().manual_seed(0))
+    after = _evaluate(model, poisoned, lambda: False, limit=None)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert before < 0.3 and after > 0.8, (before, after)
+
+
+def test_warm_started_run_states_the_public_use_and_keeps_its_epsilon():
+    common = dict(dataset="digits", model="linear", epochs=1.0, batch_size=64, noise_mode="sigma",
+                  noise_multiplier=2.0, alphas=(0.0,), public_fraction=0.2, lr=0.5)
+    cold, cold_rep = _run(**common)
+    warm, warm_rep = _run(**common, warm_start_epochs=5.0)
+    assert claims_of(warm)[0].epsilon == claims_of(cold)[0].epsilon
+    assert any("warm start" in c for c in claims_of(warm)[0].caveats)
+    assert not any("warm start" in c for c in claims_of(cold)[0].caveats)
+    first = {name: rep.metrics["test_acc|isotropic|seed=0"][0][1] for name, rep in (("cold", cold_rep),
+                                                                                     ("warm", warm_rep))}
+    assert first["warm"] > first["cold"] + 0.2, first
