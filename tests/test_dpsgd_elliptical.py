@@ -48,7 +48,8 @@ def _elliptical_step(x, y, basis, alpha, *, sigma=0.0, clip=0.5, seed=0):
 
 @pytest.mark.parametrize("alpha", [-0.95, -0.5, 0.7, 5.0])
 def test_whitened_clipped_gradients_have_norm_at_most_c(alpha):
-    """Every clip factor f_i makes ||S^-1/2 f_i g_i|| <= C, with equality when g_i was clipped (f_i < 1)."""
+    """Every clip factor f_i makes ||S^-1/2 f_i g_i|| <= C, and a clipped g_i (f_i < 1) lands within the
+    optimizer's rounding margin (1e-5 / min(1, 1 + alpha), relative) below C."""
     g = torch.Generator().manual_seed(1)
     x, y = 3 * torch.randn(16, D_IN, generator=g), torch.randint(0, D_OUT, (16,), generator=g)
     basis = _basis(D, 4).float()
@@ -58,10 +59,13 @@ def test_whitened_clipped_gradients_have_norm_at_most_c(alpha):
     norms = (per_example.double() @ whitener).norm(dim=1)          # ||g_i||_S, computed independently
     factors = (clip / norms).clamp(max=1.0)
     assert (factors < 1).sum() >= 8, "the test needs clipped examples"
-    assert summed.double() == pytest.approx((factors[:, None] * per_example.double()).sum(0), abs=1e-5)
-    whitened = (factors[:, None] * per_example.double()) @ whitener
-    assert whitened.norm(dim=1).max() <= clip * (1 + 1e-5)
-    assert whitened.norm(dim=1)[factors < 1] == pytest.approx(torch.full(((factors < 1).sum(),), clip), rel=1e-5)
+    assert summed.double() == pytest.approx((factors[:, None] * per_example.double()).sum(0), rel=1e-3, abs=1e-5)
+    # the optimizer's own factors, recovered per example from a one-example batch each
+    ours = torch.stack([_elliptical_step(x[i:i + 1], y[i:i + 1], basis, alpha, clip=clip)[1] for i in range(16)])
+    whitened = ours.double() @ whitener
+    assert whitened.norm(dim=1).max() <= clip
+    margin = 1e-5 / min(1.0, 1.0 + alpha)
+    assert whitened.norm(dim=1)[factors < 1].min() >= clip * (1 - 2 * margin)
 
 
 def test_elliptical_with_alpha_zero_is_the_flat_clip():
