@@ -46,6 +46,18 @@ odometer reading, not an a-priori guarantee. The a-priori bound
 (:func:`confident_gnmax_a_priori_epsilon`) charges every submitted query as if
 it were answered: ``n_submitted (lam/(2 sigma1^2) + lam/sigma2^2)``.
 
+Smooth sensitivity of the data-dependent RDP (Papernot et al. 2018, App. B)
+---------------------------------------------------------------------------
+The data-dependent RDP depends on the votes, so releasing it (or the eps built
+from it) needs its own noise. For one query with ``N`` teachers,
+:func:`gnmax_local_sensitivity_bounds` and :func:`threshold_local_sensitivity_bounds`
+return ``A[d]``, ``d = 0..N-1``: a bound on the local sensitivity of that RDP at
+distance ``d`` (the largest change one teacher can cause, over every histogram
+that ``<= d`` teachers can reach). Bounds of a sum of queries add up (one
+teacher votes in every query). :func:`smooth_sensitivity` gives
+``SS = max_d e^{-beta d} A[d]`` and :func:`gnss_rdp` the RDP of releasing
+``value + SS * N(0, sigma^2)`` (GNSS).
+
 Public API: the three scalar functions :func:`lnmax_moments_epsilon`,
 :func:`gnmax_epsilon`, :func:`confident_gnmax_epsilon` are thin wrappers of
 :func:`lnmax_analysis`, :func:`gnmax_analysis`, :func:`confident_gnmax_analysis`,
@@ -66,6 +78,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import operator
@@ -74,7 +87,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import log_ndtr, logsumexp, ndtri_exp
 
 from ..errors import ConfigError
 
@@ -92,6 +105,10 @@ __all__ = [
     "confident_gnmax_epsilon",
     "confident_gnmax_eps_curve",
     "confident_gnmax_a_priori_epsilon",
+    "gnmax_local_sensitivity_bounds",
+    "threshold_local_sensitivity_bounds",
+    "smooth_sensitivity",
+    "gnss_rdp",
 ]
 
 #: RDP orders used for GNMax / Confident-GNMax, as in Papernot et al. (2018).
@@ -692,3 +709,387 @@ def confident_gnmax_a_priori_epsilon(n_submitted, sigma1, sigma2, delta, *, orde
     total = n * (o / (2.0 * sigma1**2) + o / sigma2**2)
     eps, order, i = _min_over_orders(total - math.log(delta) / (o - 1.0), o)
     return eps, order, _edge_warning("a-priori", i, o.size, "RDP order", "extend `orders` to larger values")
+
+
+# --------------------------------------------------------------------------- smooth sensitivity
+#
+# Papernot et al. 2018 ("Scalable Private Learning with PATE", ICLR 2018), App. B.
+# Notation: one query's histogram n (m classes, N = sum n teachers); moving one
+# teacher's vote from one class to another gives a neighbour (distance 1); the
+# distance between histograms is the number of teachers that must change their vote,
+# ||n - n'||_1 / 2. beta(q) is the data-dependent RDP of GNMax at order lam as a
+# function of the bound q~ (``_gnmax_rdp`` of ``_gnmax_log_q``).
+
+_SQRT2 = math.sqrt(2.0)
+
+
+def _vote_histogram(votes) -> np.ndarray:
+    """One query's votes as a float copy: 1-D, >= 2 classes, whole counts >= 0, >= 1 vote."""
+    try:
+        h = np.array(votes, dtype=float, copy=True)
+    except (TypeError, ValueError):
+        raise ConfigError("votes", f"must be a 1-D (n_classes,) array of vote counts; got {type(votes).__name__}") from None
+    if h.ndim != 1:
+        raise ConfigError("votes", f"must be a 1-D (n_classes,) histogram of one query's votes; got shape {h.shape}")
+    _votes(h[None, :])  # >= 2 classes, finite, >= 0
+    if not np.all(h == np.round(h)):
+        raise ConfigError("votes", "must hold whole vote counts (integers >= 0): distances count teachers")
+    if h.sum() < 1:
+        raise ConfigError("votes", "must hold at least one vote (num_teachers = sum(votes) >= 1)")
+    return h
+
+
+def _order(value) -> float:
+    x = _real("order", value)
+    if not x > 1.0:
+        raise ConfigError("order", f"must be an RDP order > 1; got {value!r}")
+    return x
+
+
+def _nonnegative(name: str, value) -> float:
+    x = _real(name, value)
+    if not x >= 0.0:
+        raise ConfigError(name, f"must be >= 0; got {value!r}")
+    return x
+
+
+def _rdp_of_log_q(log_q, sigma: float, order: float) -> np.ndarray:
+    """beta(q): GNMax data-dependent RDP at one order for an array of ``log q`` (Thm 6)."""
+    return _gnmax_rdp(np.atleast_1d(np.asarray(log_q, dtype=float)), sigma, np.array([order]))[:, 0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _gnmax_log_q0(sigma: float, order: float) -> float:
+    """``log q0``, q0 = sup{q : beta(q) < lam/sigma^2}: beyond it the data-independent bound rules.
+
+    beta(q) is non-decreasing in q and reaches ``lam/sigma^2`` (the paper's
+    condition C5; checked numerically over sigma in [0.2, 300], lam in [1.01, 300]),
+    so ``{x = -log q : beta < lam/sigma^2}`` is a half-line, found by bisection.
+    Below ``x_lo`` Thm 6 does not apply (``mu2 <= 1`` or ``mu1 <= lam``): beta = lam/sigma^2.
+    """
+    di = order / sigma**2
+
+    def below(x: float) -> bool:
+        return bool(_rdp_of_log_q(-x, sigma, order)[0] < di)
+
+    lo = (0.999 * max(1.0, order - 1.0) / sigma) ** 2
+    hi = 2.0 * lo + 1.0
+    while not below(hi):  # beta -> 0 as q -> 0, so this ends
+        lo, hi = hi, 2.0 * hi
+        if not math.isfinite(hi):
+            raise ConfigError("sigma", f"is too small for a data-dependent bound at order {order!r}; got {sigma!r}")
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if below(mid):
+            hi = mid
+        else:
+            lo = mid
+    return -hi
+
+
+def _log_bu(log_q, sigma: float, m: int) -> np.ndarray:
+    """``log BU(q)``, BU(q) = min(1, (m-1) Phi(Phi^{-1}(q/(m-1)) + sqrt(2)/sigma))."""
+    lm = math.log(m - 1.0)
+    z = ndtri_exp(np.minimum(np.asarray(log_q, dtype=float) - lm, 0.0))
+    return np.minimum(lm + log_ndtr(z + _SQRT2 / sigma), 0.0)
+
+
+def _log_bl(log_q, sigma: float, m: int) -> np.ndarray:
+    """``log BL(q)``, BL(q) = (m-1) Phi(Phi^{-1}(q/(m-1)) - sqrt(2)/sigma); BU(BL(q)) = q."""
+    lm = math.log(m - 1.0)
+    z = ndtri_exp(np.minimum(np.asarray(log_q, dtype=float) - lm, 0.0))
+    return lm + log_ndtr(z - _SQRT2 / sigma)
+
+
+def _gnmax_u(log_q, sigma: float, order: float, m: int) -> np.ndarray:
+    """Prop 13: ``U(q) = max(beta(BU(q)) - beta(q), beta(q) - beta(BL(q)))`` >= LS of any histogram with q~ = q."""
+    lq = np.atleast_1d(np.asarray(log_q, dtype=float))
+    b = _rdp_of_log_q(lq, sigma, order)
+    up = _rdp_of_log_q(_log_bu(lq, sigma, m), sigma, order) - b
+    down = b - _rdp_of_log_q(_log_bl(lq, sigma, m), sigma, order)
+    return np.maximum(np.maximum(up, down), 0.0)
+
+
+def _gnmax_delta_sup(lo, hi, sigma: float, order: float, m: int, samples: int) -> np.ndarray:
+    """``sup_{log q in [lo, hi]} Delta(q)``, ``Delta(q) = beta(BU(q)) - beta(q)``, on ``samples`` points per segment.
+
+    Used below q1, where Delta is smooth; both ends are sampled, so the value is
+    exact whenever Delta is monotone on the segment (C6), and within sampling
+    error of the supremum otherwise (segments are one vote step long).
+    """
+    lo = np.asarray(lo, dtype=float)
+    hi = np.asarray(hi, dtype=float)
+    if lo.size == 0:
+        return np.zeros(0)
+    pts = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, samples)[None, :]
+    flat = pts.ravel()
+    with np.errstate(invalid="ignore"):
+        delta = _rdp_of_log_q(_log_bu(flat, sigma, m), sigma, order) - _rdp_of_log_q(flat, sigma, order)
+    return np.maximum(np.nan_to_num(delta, nan=0.0), 0.0).reshape(pts.shape).max(axis=1)
+
+
+def _gnmax_log_q_extremes(c: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(log q_min(d), log q_max(d))``, ``d = 0..N-1``, over histograms within distance d of ``c``.
+
+    ``c``: counts sorted in decreasing order. Algorithms 4-5 of Papernot et al. 2018,
+    exact by convexity of ``D -> Phi(-D / (sqrt(2) sigma))`` for gaps ``D >= 0``:
+
+    * q_min: every move gives a vote to the top class, taken from the currently
+      largest other class (water-filling); constant once unanimous (``d >= N - c_0``).
+    * q_max: every move takes a vote from the top class to the runner-up; exact while
+      ``2d < c_0 - c_1`` (no other class can reach the top). From ``2d >= c_0 - c_1``
+      on, ``+inf`` stands for "a (near-)tie of the two top classes is reachable".
+    """
+    m = c.size
+    n = int(round(float(c.sum())))
+    chunk = max(1, _SS_CHUNK_ELEMS // m)
+    lq_max = np.full(n, np.inf)
+    d_end = min(n, int(math.ceil((c[0] - c[1]) / 2.0)))
+    for s in range(0, d_end, chunk):
+        d = np.arange(s, min(d_end, s + chunk), dtype=float)
+        hist = np.repeat(c[None, :], d.size, axis=0)
+        hist[:, 0] -= d
+        hist[:, 1] += d
+        lq_max[s:s + d.size] = _gnmax_log_q(hist, sigma)
+    # Taking from the largest other class removes their votes in decreasing "height"
+    # order (a class with k votes holds heights 1..k); ties in any order.
+    others = c[1:].astype(np.int64)
+    total = int(others.sum())  # N - c_0 moves reach unanimity
+    cls = np.repeat(np.arange(m - 1), others)
+    height = np.repeat(others, others) - (np.arange(total) - np.repeat(np.cumsum(others) - others, others))
+    taken_from = cls[np.lexsort((cls, -height))]
+    lq_min = np.empty(n)
+    lq_min[0] = _gnmax_log_q(c[None, :], sigma)[0]
+    removed = np.zeros(m - 1)
+    for s in range(0, total, chunk):
+        e = min(total, s + chunk)
+        onehot = np.zeros((e - s, m - 1))
+        onehot[np.arange(e - s), taken_from[s:e]] = 1.0
+        cum = removed + np.cumsum(onehot, axis=0)
+        removed = cum[-1]
+        hist = np.column_stack((c[0] + np.arange(s + 1, e + 1, dtype=float), others[None, :] - cum))
+        lq_min[s + 1:e + 1] = _gnmax_log_q(hist, sigma)
+    lq_min[total + 1:] = lq_min[total]
+    return lq_min, lq_max
+
+
+def gnmax_local_sensitivity_bounds(votes, sigma, order) -> np.ndarray:
+    r"""Local-sensitivity bounds at distance ``d`` of one GNMax answer's data-dependent RDP.
+
+    Papernot et al. 2018, App. B: Proposition 13 / Algorithm 3 (sensitivity as a
+    function of q~) and Algorithms 4-5 (extreme q~ at distance ``d``).
+
+    Args:
+        votes: ``(m,)`` vote counts of one query (whole numbers >= 0, ``m >= 2``;
+            ``N = sum(votes)`` teachers).
+        sigma: std of GNMax's Gaussian noise (> 0).
+        order: RDP order ``lam > 1``.
+
+    Returns:
+        ``A``, shape ``(N,)``: ``A[d] >= max_{n' : dist(n, n') <= d} LS(n')`` where
+        ``LS(n') = max_{n'' : dist(n', n'') = 1} |beta(q~(n')) - beta(q~(n''))|``,
+        ``beta`` = the RDP at ``order`` of :func:`gnmax_analysis` (Thm 6, capped at
+        ``lam/sigma^2``) and ``dist`` = the number of teachers that change their vote
+        (each moves one vote from one class to another). ``A`` is non-decreasing in
+        ``d`` and ``A[d] <= lam/sigma^2``.
+
+    The math. ``q~(n) = min(sum_{j != j*} Phi(-(n_{j*} - n_j) / (sqrt(2) sigma)), 1 - 1/m)``.
+    One changed vote moves every sorted gap by at most 2, i.e. every
+    ``Phi^{-1}(q_j)`` by at most ``sqrt(2)/sigma``; by concavity (convexity) of
+    ``u -> Phi(Phi^{-1}(u) +- sqrt(2)/sigma)`` a neighbour's q~ lies in
+    ``[BL(q~), BU(q~)]``, ``BU/BL(q) = (m-1) Phi(Phi^{-1}(q/(m-1)) +- sqrt(2)/sigma)``
+    (BU capped at 1). beta is non-decreasing in q (condition C5), so (Prop 13)::
+
+        LS(n) <= U(q~(n)),   U(q) = max(beta(BU(q)) - beta(q), beta(q) - beta(BL(q)))
+
+    and ``A[d] = sup U`` over the q~ range ``[q_min(d), q_max(d)]`` of the histograms
+    within distance ``d`` (Algorithms 4-5, see ``_gnmax_log_q_extremes``). With
+    ``q0 = sup{q : beta(q) < lam/sigma^2}``, ``q1 = BL(q0)`` and
+    ``Delta(q) = beta(BU(q)) - beta(q)``:
+
+    * above q0, U is non-increasing (C5): the sup over ``[a, b]`` is ``U(a)``;
+    * on ``[q1, q0]``, ``U <= P = max(lam/sigma^2 - beta(q1), sup_{[BL(q1), q1]} Delta)``,
+      reached at ``q1+``: the plateau (Algorithm 3 replaces q~ in [q1, q0] by q1);
+    * below q1, ``U(q) = max(Delta(q), Delta(BL(q)))``, so the sup over ``[a, b]`` is
+      ``max(sup_{[a, b]} Delta, sup_{[BL(a), BL(b)]} Delta)``.
+
+    When Delta is non-decreasing below q1 (the paper's condition C6) this is
+    exactly the paper's algorithm: ``U(q_max(d))`` below the plateau,
+    ``U(q_min(d))`` above it, ``P = U(q1)`` once ``[q_min(d), q_max(d)]`` meets
+    ``[q1, q0]``. C6 fails for some settings (e.g. sigma = 20, m = 10, lam = 25,
+    or sigma = 10, m = 3, lam = 20): Delta peaks below q1, and the supremum is then
+    taken numerically (16 points per one-vote segment) instead of assumed at the
+    end point. Differences from tensorflow/privacy's code: it assumes C6 (its
+    bounds can then decrease with d), fills the plateau after unanimity even when
+    every histogram lies above q0 (here ``U(q_min)``, often 0), and switches beta to
+    ``lam/sigma^2`` above ``min(root, -(1+1/sigma)^2, ...)``; this module's beta keeps the
+    data-dependent value wherever Thm 6 applies, which differs for small sigma.
+
+    >>> import numpy as np
+    >>> a = gnmax_local_sensitivity_bounds(np.array([1000, 500, 300, 200, 0]), sigma=250, order=10)
+    >>> a.shape, float(a[0]), bool(np.all(np.diff(a) >= 0))
+    ((2000,), 0.0, True)
+    """
+    h = _vote_histogram(votes)
+    sigma = _positive("sigma", sigma)
+    order = _order(order)
+    m = h.size
+    c = np.sort(h)[::-1]
+    n = int(round(float(c.sum())))
+    di = order / sigma**2
+    lq0 = _gnmax_log_q0(sigma, order)
+    lq1 = float(_log_bl(lq0, sigma, m))
+    lq_min, lq_max = _gnmax_log_q_extremes(c, sigma)
+    if lq_min[0] >= lq1:
+        lq_max = np.full(n, np.inf)  # the range already meets [q1, q0] or lies above it
+
+    b1 = float(_rdp_of_log_q(lq1, sigma, order)[0])
+    # beta jumps to lam/sigma^2 just above q0 = BU(q1): use that value, not beta(BU(q1)) in floats.
+    plateau = max(di - b1, float(_gnmax_delta_sup([_log_bl(lq1, sigma, m)], [lq1], sigma, order, m, 64)[0]))
+    res = np.where((lq_max >= lq1) & (lq_min <= lq0), plateau, 0.0)  # [q_min, q_max] meets [q1, q0]
+    above = lq_min > lq0
+    if above.any():
+        res[above] = np.maximum(res[above], _gnmax_u(lq_min[above], sigma, order, m))
+    low = np.nonzero(lq_min < lq1)[0]
+    if low.size:  # a suffix of d (q_min is non-increasing): sup of U over [a(d), b(d)] below q1
+        a = lq_min[low]
+        b = np.minimum(lq_max[low], lq1)
+        sup_low = np.zeros(low.size)
+        for lo, hi in ((a, b), (_log_bl(a, sigma, m), _log_bl(b, sigma, m))):  # U = max(Delta, Delta o BL)
+            first = _gnmax_delta_sup(lo[:1], hi[:1], sigma, order, m, 64)
+            down = _gnmax_delta_sup(lo[1:], lo[:-1], sigma, order, m, 16)  # new piece [a(d), a(d-1)]
+            up = _gnmax_delta_sup(hi[:-1], hi[1:], sigma, order, m, 16)  # new piece [b(d-1), b(d)]
+            sup_low = np.maximum(sup_low, np.maximum.accumulate(np.concatenate((first, np.maximum(down, up)))))
+        res[low] = np.maximum(res[low], sup_low)
+    return np.maximum.accumulate(res)
+
+
+def threshold_local_sensitivity_bounds(votes, threshold, sigma, order) -> np.ndarray:
+    r"""Local-sensitivity bounds at distance ``d`` of Confident-GNMax's threshold-step RDP.
+
+    The threshold check releases whether ``max_j n_j + N(0, sigma^2) >= threshold``.
+    Its data-dependent RDP (as in :func:`confident_gnmax_analysis`; Papernot et al.
+    2018, Thm 6 applied to a sensitivity-1 count with ``sigma -> sqrt(2) sigma``) is a
+    function of the top count ``v = max_j n_j`` only::
+
+        p(v) = Phi((v - T) / sigma),   theta(v) = beta_{sqrt(2) sigma}(min(p(v), 1 - p(v)))
+
+    One changed teacher moves ``v`` by at most 1, so ``d`` changed teachers reach top
+    counts in ``[v - d, v + d]`` (clipped to ``[0, N]``) and (App. B, threshold case)::
+
+        LS1(u) = max(|theta(u+1) - theta(u)|, |theta(u) - theta(u-1)|)   (existing terms)
+        A[d]   = max_{u in [max(v-d, 0), min(v+d, N)]} LS1(u)
+
+    Args:
+        votes: ``(m,)`` vote counts of one query (whole numbers >= 0); ``N = sum(votes)``.
+        threshold: the threshold ``T`` (any real).
+        sigma: std ``sigma1`` of the noise added to the max count (> 0).
+        order: RDP order ``lam > 1``.
+
+    Returns:
+        ``A``, shape ``(N,)``, non-decreasing in ``d``. (The pigeonhole bound
+        ``v >= N/m`` is not used, as in the paper; the values stay valid upper bounds.
+        tensorflow/privacy returns ``max(LS1(v-d), LS1(v+d))``, the sphere rather than
+        the ball, whose running maximum is this ``A`` and whose smooth sensitivity is
+        the same.)
+
+    >>> import numpy as np
+    >>> a = threshold_local_sensitivity_bounds(np.array([20, 10, 0]), threshold=2, sigma=2, order=10)
+    >>> a.shape, round(float(a[0]), 6), round(float(a[-1]), 6)
+    ((30,), 0.160212, 0.207021)
+    """
+    h = _vote_histogram(votes)
+    t = _real("threshold", threshold)
+    sigma = _positive("sigma", sigma)
+    order = _order(order)
+    n = int(round(float(h.sum())))
+    v = int(round(float(h.max())))
+    counts = np.arange(n + 1, dtype=float)
+    log_q = np.minimum(log_ndtr((counts - t) / sigma), log_ndtr((t - counts) / sigma))
+    theta = _rdp_of_log_q(log_q, _SQRT2 * sigma, order)
+    step = np.abs(np.diff(theta))  # step[u] = |theta(u+1) - theta(u)|
+    ls1 = np.zeros(n + 1)
+    ls1[:-1] = step
+    ls1[1:] = np.maximum(ls1[1:], step)
+    down = np.maximum.accumulate(ls1[v::-1])  # [k]: max over [v-k, v]
+    up = np.maximum.accumulate(ls1[v:])  # [k]: max over [v, v+k]
+    d = np.arange(n)
+    return np.maximum(down[np.minimum(d, v)], up[np.minimum(d, n - v)])
+
+
+def smooth_sensitivity(local_bounds, beta) -> float:
+    r"""``SS_beta = max_d e^{-beta d} A[d]``, the beta-smooth sensitivity from distance-``d`` bounds.
+
+    ``local_bounds`` (``(D,)``, finite, >= 0) holds ``A[d]`` for ``d = 0..D-1``, e.g.
+    from :func:`gnmax_local_sensitivity_bounds` (summed over queries for a sum of
+    RDPs). When ``A[d](x) <= A[d+1](y)`` for neighbours x, y (true for these bounds,
+    which maximise over balls), ``SS_beta`` is a beta-smooth upper bound on the local
+    sensitivity: ``SS(x) >= LS(x)`` and ``SS(x) <= e^beta SS(y)`` (Nissim et al. 2007;
+    Papernot et al. 2018, App. B). ``beta >= 0`` (0 gives ``max_d A[d]``).
+
+    >>> smooth_sensitivity([0.0, 1.0, 1.0], beta=0.5) == float(np.exp(-0.5))
+    True
+    """
+    try:
+        a = np.array(local_bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError("local_bounds", f"must be a 1-D array of bounds >= 0; got {type(local_bounds).__name__}") from None
+    if a.ndim != 1 or a.size == 0:
+        raise ConfigError("local_bounds", f"must be a non-empty 1-D array (one bound per distance d); got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or a.min() < 0:
+        raise ConfigError("local_bounds", "must hold finite bounds >= 0")
+    beta = _nonnegative("beta", beta)
+    with np.errstate(under="ignore"):
+        return float(np.max(a * np.exp(-beta * np.arange(a.size))))
+
+
+def gnss_rdp(beta, sigma, order) -> float:
+    r"""RDP at ``order`` of GNSS: release ``f(x) + SS_beta(x) * N(0, sigma^2)``.
+
+    ``SS_beta`` is a beta-smooth upper bound on the local sensitivity of ``f``
+    (:func:`smooth_sensitivity`). Papernot et al. 2018, App. B, Theorem 23::
+
+        T23(lam) = lam e^{2 beta} / sigma^2 + (beta lam - ln(1 - 2 lam beta) / 2) / (lam - 1),
+        valid for 1 < lam < 1/(2 beta).
+
+    Derivation (checked here): for neighbours x, y write ``S(y) = e^t S(x)`` with
+    ``|t| <= beta`` and ``Delta = |f(x) - f(y)| <= min(S(x), S(y))``. For Gaussians,
+    ``D_lam(N(a, s0^2) || N(b, s1^2)) = lam (a-b)^2 / (2 s_lam^2) + ln(s1/s0)
+    + ln(s1^2 / s_lam^2) / (2 (lam-1))`` with ``s_lam^2 = lam s1^2 + (1-lam) s0^2 > 0``.
+    Both parts grow as ``t`` decreases, so the worst pair has ``t = -beta``,
+    ``Delta = e^{-beta} S(x)``, giving the exact worst case::
+
+        D*(lam) = lam e^{-2 beta} / (2 sigma^2 r) + (-lam beta - ln(r) / 2) / (lam - 1),
+        r = 1 - lam (1 - e^{-2 beta}) > 0.
+
+    ``T23 >= D*`` for small ``lam beta`` but NOT near ``lam = 1/(2 beta)``: ``D*``
+    stays finite there while its first term grows like ``1/(4 sigma^2 beta^2)`` and
+    overtakes ``T23`` (e.g. beta = 0.049, sigma = 3, lam = 10: T23 = 1.50, D* = 7.67,
+    confirmed by numerical integration). So this returns ``max(T23, D*)``: the
+    theorem's value wherever it is a valid bound, the exact worst case elsewhere.
+
+    Args:
+        beta: smoothness parameter ``>= 0`` (0: a global sensitivity bound; then the
+            value is ``lam / sigma^2``).
+        sigma: noise multiplier (> 0).
+        order: RDP order with ``1 < order < 1/(2 beta)`` (Theorem 23's range).
+
+    Raises:
+        ConfigError (a ValueError): bad ``beta``/``sigma``, ``order <= 1``, or
+            ``order >= 1/(2 beta)`` (where Theorem 23 does not apply).
+
+    >>> round(gnss_rdp(0.01, 10.0, 5.0), 6)   # T23 = 5 e^{0.02}/100 + (0.05 - ln(0.9)/2)/4 >= D* = 0.0277
+    0.07668
+    """
+    beta = _nonnegative("beta", beta)
+    sigma = _positive("sigma", sigma)
+    lam = _order(order)
+    if beta > 0 and not lam * 2.0 * beta < 1.0:
+        raise ConfigError("order", f"must be < 1/(2 beta) = {1.0 / (2.0 * beta):.6g} for GNSS (Theorem 23); "
+                                   f"got {order!r} with beta = {beta!r}")
+    t23 = lam * math.exp(2.0 * beta) / sigma**2 + (beta * lam - 0.5 * math.log1p(-2.0 * lam * beta)) / (lam - 1.0)
+    r = 1.0 + lam * math.expm1(-2.0 * beta)  # > 1 - 2 lam beta > 0
+    exact = lam * math.exp(-2.0 * beta) / (2.0 * sigma**2 * r) + (-lam * beta - 0.5 * math.log(r)) / (lam - 1.0)
+    return max(t23, exact)
