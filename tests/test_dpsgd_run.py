@@ -225,3 +225,16 @@ def test_scattering_models_train_privately_on_digits(private_home):
     assert cnn["models_trained"] == 1 and 0.0 <= cnn["best_test_acc"] <= 1.0
     with pytest.raises(ConfigError, match="`model` must not be a scattering model for the linreg dataset"):
         DPSGDConfig(model="scatter_linear").validate()
+
+
+def test_auto_physical_batch_keeps_per_example_blocks_small_on_cpu():
+    from privengine.dpsgd.models import build_model
+    from privengine.dpsgd.training import AUTO_BLOCK_BYTES, physical_batch_size
+
+    model = build_model("scatter_linear", input_shape=(81, 7, 7), n_outputs=10, generator=torch.Generator())
+    largest = max(p.numel() for p in model.parameters())
+    size = physical_batch_size(DPSGDConfig(batch_size=8192), model)
+    assert size * largest * 4 <= AUTO_BLOCK_BYTES < 2 * size * largest * 4 and size & (size - 1) == 0
+    assert physical_batch_size(DPSGDConfig(batch_size=8192, physical_batch_size=300), model) == 300
+    small = build_model("linear", input_shape=(64,), n_outputs=10, generator=torch.Generator())
+    assert physical_batch_size(DPSGDConfig(batch_size=100), small) == 64  # never above the logical batch

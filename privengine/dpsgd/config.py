@@ -41,9 +41,13 @@ class DPSGDConfig(RunConfig):
     batch_size: int = knob(100, low=1, high=1_000_000,
                            help="Expected (logical) batch B of Poisson sampling: each private example joins a "
                                 "step with probability q = B / n_private.")
-    physical_batch_size: int = knob(256, low=1, high=1_000_000, advanced=True,
+    physical_batch_size: int = knob(0, low=0, high=1_000_000, advanced=True,
                                     help="Largest batch sent through the model at once (Opacus' "
-                                         "BatchMemoryManager splits logical batches); no effect on privacy.")
+                                         "BatchMemoryManager splits logical batches); no effect on privacy. "
+                                         "0 = auto: on a CPU the largest power of two whose per-example "
+                                         "gradients of the largest parameter fit in 24 MiB (bigger blocks are "
+                                         "mapped and zeroed afresh by the C allocator at every batch, which "
+                                         "can double the step time); 256 on a GPU.")
     lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, label="learning rate",
                      help="SGD learning rate (about 0.1 for linreg, 1-4 for the CNNs with batch 256).")
     momentum: float = knob(0.0, low=0.0, high=0.99, advanced=True, help="SGD momentum.")

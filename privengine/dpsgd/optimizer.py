@@ -100,7 +100,7 @@ class _ShapedNoise:
         if self.basis is None:
             raise RuntimeError("set_basis() must be called before an elliptical step")
         samples = [self._get_flat_grad_sample(p).to(p.dtype) for p in self.params]
-        factor = self._elliptical_clip_factor([g.reshape(len(g), -1) for g in samples])
+        factor = self._elliptical_clip_factor([g.flatten(1) for g in samples])  # (0, n_p) for an empty batch
         for p, grad_sample in zip(self.params, samples):
             _check_processed_flag(p.grad_sample)
             grad = torch.einsum("i,i...", factor.to(grad_sample.dtype), grad_sample)

@@ -185,7 +185,7 @@ class _Training:
         stopped, evaluated_at, refreshed_at = False, -1, None
         self.gsm.train()
         with BatchMemoryManager(data_loader=_loader(self.task, self.config, self.plan, self.seed, self.index),
-                                max_physical_batch_size=self.config.physical_batch_size,
+                                max_physical_batch_size=physical_batch_size(self.config, self.model),
                                 optimizer=self.optimizer) as batches:
             for xb, yb in batches:
                 if should_stop():
@@ -253,6 +253,31 @@ def _mean(values: list[torch.Tensor]) -> float:
     if not values:
         return math.nan
     return float(torch.stack(values).nanmean())
+
+
+AUTO_BLOCK_BYTES = 24 * 2**20   # per-example gradient block of the largest parameter, CPU auto sizing
+AUTO_GPU_PHYSICAL_BATCH = 256
+
+
+def physical_batch_size(config: DPSGDConfig, model: nn.Module) -> int:
+    """``config.physical_batch_size``, or for 0 (auto): on a CPU the largest power of two B (16 <= B <= the
+    logical batch) with B x (largest parameter's size) x 4 bytes <= 24 MiB (under glibc's 32 MiB mmap
+    ceiling); on a GPU 256.
+
+    Why on a CPU: glibc serves allocations above its mmap ceiling (32 MiB at most) with fresh mappings
+    that the kernel zeroes page by page at every batch; below it, freed blocks are reused. Measured on
+    the Fashion-MNIST scatter preset (39 700 weights): 1.8 s per step at 2048, 0.9 s at 128.
+    """
+    if config.physical_batch_size:
+        return config.physical_batch_size
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        return min(config.batch_size, AUTO_GPU_PHYSICAL_BATCH)
+    largest = max(p.numel() for p in model.parameters() if p.requires_grad)
+    size = 16
+    while size * 2 <= config.batch_size and size * 2 * largest * 4 <= AUTO_BLOCK_BYTES:
+        size *= 2
+    return size
 
 
 def warm_start(model: nn.Module, task: Task, config: DPSGDConfig, generator: torch.Generator) -> None:
