@@ -134,3 +134,20 @@ def test_elliptical_run_claims_opacus_isotropic_epsilon_and_labels_its_settings(
     assert settings == {"isotropic", "elliptical alpha=-0.5", "elliptical alpha=2"}
     assert all(row["epsilon"] == each.epsilon for row in summary["comparison"])
     assert any(k.startswith("captured_energy|elliptical alpha=-0.5") for k in reporter.metrics)
+
+
+def test_elliptical_step_on_an_empty_poisson_batch_adds_the_noise_and_counts_the_step():
+    """Poisson sampling draws empty batches; the step must still add N(0, (sigma C)^2 S) and be accounted."""
+    model = GradSampleModule(nn.Linear(D_IN, D_OUT))
+    opt = AnisotropicDPOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), alpha=-0.5, clipping="elliptical",
+                                 noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=4,
+                                 generator=torch.Generator().manual_seed(0))
+    steps = []
+    opt.attach_step_hook(lambda o: steps.append(o.noise_multiplier))
+    opt.set_basis(_basis(D, 4).float())
+    x, y = torch.zeros(0, D_IN), torch.zeros(0, dtype=torch.int64)
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    assert steps == [1.0]
+    assert all((p.summed_grad == 0).all() for p in model.parameters())
+    assert torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm() > 0

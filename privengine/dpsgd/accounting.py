@@ -79,16 +79,45 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
     if accountant == "rdp":
         eps, order = acc.get_privacy_spent(delta=delta)
         return float(eps), float(order)
-    return float(acc.get_epsilon(delta=delta)), None
+    with warnings.catch_warnings():  # PRV evaluates log(1 - q), -inf at q = 1 (a full-data Gaussian step)
+        warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
+        return float(acc.get_epsilon(delta=delta)), None
 
 
 def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
-                               accountant: str) -> float:
-    """Opacus' ``get_noise_multiplier``: the sigma whose epsilon after ``steps`` is within 0.01 below the target."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta,
-                                          sample_rate=sample_rate, steps=steps, accountant=accountant))
+                               accountant: str, prefix: History = ()) -> float:
+    """The sigma whose epsilon after ``prefix`` then ``steps`` steps at ``sample_rate`` is within 0.01 below the target.
+
+    Without a prefix, Opacus' ``get_noise_multiplier``. With one (e.g. private normalisation statistics,
+    charged before the first step), the same bisection written here over :func:`epsilon_of` of the
+    whole history, since Opacus calibrates a single mechanism only. ValueError if the prefix alone
+    spends the target.
+    """
+    if not prefix:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta,
+                                              sample_rate=sample_rate, steps=steps, accountant=accountant))
+    prefix = list(prefix)
+
+    def eps(sigma: float) -> float:
+        return epsilon_of(prefix + [(sigma, sample_rate, steps)], accountant=accountant, delta=delta)[0]
+
+    if epsilon_of(prefix, accountant=accountant, delta=delta)[0] >= target_epsilon:
+        raise ValueError("the steps before training alone spend the target epsilon")
+    low, high = 0.0, 10.0
+    while eps(high) > target_epsilon:
+        low, high = high, 2 * high
+        if high > 1e4:
+            raise ValueError("no noise multiplier below 1e4 reaches the target epsilon")
+    while True:  # invariant: eps(high) <= target < eps(low)
+        mid = (low + high) / 2
+        if eps(mid) > target_epsilon:
+            low = mid
+        else:
+            high = mid
+            if target_epsilon - eps(high) < 0.01:
+                return high
 
 
 def compose_runs(runs) -> PrivacyClaim:
@@ -98,7 +127,7 @@ def compose_runs(runs) -> PrivacyClaim:
     the steps each took (``summary["models"]``), so all of them compose as one history, accounted
     with the strictest accountant and the smallest delta the runs used (PRV if any run used it).
     """
-    histories = [[(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
+    histories = [_norm_steps(r.summary) + [(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
                  for r in runs for m in r.summary.get("models", [])]
     accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
     delta = _smallest_delta(runs)
@@ -109,6 +138,12 @@ def compose_runs(runs) -> PrivacyClaim:
         accountant=f"{ACCOUNTANT_NAMES[accountant]}, composing every step of the {len(histories)} independently "
                    "sampled and noised models of the runs", neighbouring=NEIGHBOURING, order=order,
         caveats=_headline_caveats(runs), headline=True)
+
+
+def _norm_steps(summary: dict) -> History:
+    """The private-normalisation step each model of a run took before training (empty if none)."""
+    sigma = summary.get("norm_noise_multiplier")
+    return [(sigma, 1.0, 1)] if sigma else []
 
 
 def _smallest_delta(runs) -> float:
@@ -135,13 +170,18 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     from ..explore.repetition import SHAPES
 
     events = {(r.summary["noise_multiplier"], r.summary["sample_rate"],
-               sum(m["steps"] for m in r.summary.get("models", []))) for r in runs}
+               sum(m["steps"] for m in r.summary.get("models", [])), r.summary.get("norm_noise_multiplier"),
+               len(r.summary.get("models", []))) for r in runs}
     if len(events) != 1:
-        return f"the runs differ in (sigma, q, steps): {sorted(events)}; the random-repetition bound needs one"
-    (sigma, q, steps), = events
+        return (f"the runs differ in (sigma, q, steps, normalisation sigma, models): {sorted(events, key=str)}; "
+                "the random-repetition bound needs one")
+    (sigma, q, steps, norm_sigma, n_models), = events
     delta = _smallest_delta(runs)
     one_run = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    if norm_sigma:  # every model first released its private channel statistics
+        one_run = dp_accounting.ComposedDpEvent([
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(norm_sigma), n_models), one_run])
     accountant = rdp.RdpAccountant()
     accountant.compose(dp_event.RepeatAndSelectDpEvent(one_run, mean, SHAPES[shape]))
     eps, order = accountant.get_epsilon_and_optimal_order(delta)

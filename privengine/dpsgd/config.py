@@ -22,6 +22,7 @@ VARIANTS = ("anisotropic", "projected", "elliptical")
 NOISE_MODES = ("target_epsilon", "sigma")
 GRAD_SAMPLE_MODES = ("hooks", "ghost")
 SAMPLINGS = ("poisson", "shuffle")
+NORMALIZATIONS = ("group", "public", "private")  # see privengine.dpsgd.normalization
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,19 @@ class DPSGDConfig(RunConfig):
                            "the images' 2-D scattering (J = 2, L = 8: 81 channels per image channel, computed once "
                            "and cached; data-independent, so it costs no privacy) with a GroupNorm first "
                            "(Tramer & Boneh 2021).")
+    normalization: str = knob("group", choices=NORMALIZATIONS,
+                              choice_labels={"group": "GroupNorm (per example, free)",
+                                             "public": "channel statistics of the public split (free)",
+                                             "private": "channel statistics of the private split (DP, charged)"},
+                              help="How the scattering models normalise their input channels: per example "
+                                   "(GroupNorm), with the public split's per-channel mean and sd, or with a "
+                                   "Gaussian-mechanism estimate from the private split (noise multiplier "
+                                   "norm_noise_multiplier, clip from the public split), composed into every claim "
+                                   "(Tramer & Boneh's MNIST recipe).")
+    norm_noise_multiplier: float = knob(8.0, low=0.5, high=1000.0, log=True, label="normalisation noise multiplier",
+                                        shown_when=("normalization", ("private",)),
+                                        help="Noise multiplier of the private channel statistics (one Gaussian "
+                                             "mechanism per model, sensitivity = its clip).")
     epochs: float = knob(10.0, low=0.0, high=1000.0, low_open=True,
                          help="Passes over the private data; steps = int(epochs / q) with q = batch / n_private.")
     batch_size: int = knob(100, low=1, high=1_000_000,
@@ -125,6 +139,13 @@ class DPSGDConfig(RunConfig):
         if self.model.startswith("scatter") and self.dataset == "linreg":
             raise ConfigError("model", f"must not be a scattering model for the linreg dataset (it has no images); "
                                        f"got {self.model!r}")
+        if self.normalization != "group" and not self.model.startswith("scatter"):
+            raise ConfigError("normalization", f"must be 'group' unless the model is a scattering model (the "
+                                               f"statistics are per scattering channel); got {self.normalization!r} "
+                                               f"with model {self.model!r}")
+        if self.normalization == "private" and self.show_gdp:
+            raise ConfigError("show_gdp", "must be off with private normalisation (Opacus' GDP accountant takes a "
+                                          "single (sigma, q); the run composes two)")
         if self.dataset == "linreg" and self.model not in ("auto", "linear"):
             raise ConfigError("model", f"must be auto or linear for the linreg dataset; got {self.model!r}")
         if len(set(self.alphas)) != len(self.alphas):

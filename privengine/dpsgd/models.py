@@ -14,7 +14,7 @@ from torch import nn
 
 
 def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, generator: torch.Generator,
-                regression: bool = False) -> nn.Module:
+                regression: bool = False, norm: nn.Module | None = None) -> nn.Module:
     """``kind`` in ``linear``, ``mlp``, ``cnn``; ``input_shape`` excludes the batch dimension.
 
     With ``regression`` the single output is flattened to shape ``(batch,)`` (Opacus'
@@ -23,8 +23,10 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
     The CNN is chosen by image size: 8x8 (digits), 28x28 (MNIST-like, after
     Papernot et al. 2021 / Tramer & Boneh 2021 with GroupNorm), 32x32 RGB (CIFAR-10).
     """
+    if norm is not None and kind not in SCATTER_MODELS:
+        raise ValueError(f"a fixed normalisation opens only the scattering models; got {kind!r}")
     if kind in SCATTER_MODELS:
-        model = _scatter(kind, input_shape, n_outputs)
+        model = _scatter(kind, input_shape, n_outputs, norm)
     elif kind == "linear":
         model = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), n_outputs))
     elif kind == "mlp":
@@ -46,15 +48,17 @@ SCATTER_MODELS = ("scatter_linear", "scatter_cnn")
 SCATTER_GROUPS_PER_IMAGE_CHANNEL = 27  # Tramer & Boneh: GroupNorm over the 81 channels of a grey image in 27 groups
 
 
-def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int) -> nn.Module:
-    """Models on scattering features ``(81 C, h, w)`` (Tramer & Boneh 2021), each opened by a GroupNorm:
-    a per-example normalisation, which costs no privacy (no statistic of other examples is used).
+def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int, norm: nn.Module | None) -> nn.Module:
+    """Models on scattering features ``(81 C, h, w)`` (Tramer & Boneh 2021), each opened by ``norm`` (a fixed
+    per-channel map, see :mod:`.normalization`) or, when None, by a GroupNorm: a per-example
+    normalisation, which costs no privacy (no statistic of other examples is used).
 
     ``scatter_linear``: GroupNorm, then one linear layer. ``scatter_cnn``: GroupNorm, two 3x3
     convolutions of 32 channels (the second with stride 2) with tanh, then a linear layer.
     """
     channels, h, w = input_shape
-    norm = nn.GroupNorm(SCATTER_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+    if norm is None:
+        norm = nn.GroupNorm(SCATTER_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
     if kind == "scatter_linear":
         return nn.Sequential(norm, nn.Flatten(), nn.Linear(channels * h * w, n_outputs))
     out_h, out_w = (h + 1) // 2, (w + 1) // 2

@@ -25,7 +25,7 @@ from . import metrics as M
 from .accounting import History, calibrate_noise_multiplier, dpsgd_claims, epsilon_of
 from .config import DPSGDConfig
 from .data import Task, load_task
-from .training import EVAL_POINTS, ModelResult, Plan, train_model
+from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
 
@@ -102,7 +102,8 @@ def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
         try:
             sigma = _interruptible(functools.partial(
                 calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
-                sample_rate=q, steps=steps, accountant=config.accountant), reporter.should_stop)
+                sample_rate=q, steps=steps, accountant=config.accountant, prefix=normalization_history(config)),
+                reporter.should_stop)
         except ValueError as exc:  # Opacus: "The privacy budget is too low."
             raise ConfigError("target_epsilon", f"cannot be reached with q = {q:.3g} and {steps} steps "
                                                 f"({exc}); raise it or train for fewer steps") from None
@@ -131,6 +132,18 @@ def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], pol
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
+    if config.normalization == "public":
+        return ("The input channels are normalised with the public split's per-channel mean and sd (free).",)
+    if config.normalization != "private":
+        return ()
+    return (f"Each model first releases per-channel means and second moments of the private scattering "
+            f"features by the Gaussian mechanism (noise multiplier {config.norm_noise_multiplier:g}, each example's "
+            "statistics clipped to the 90 % quantile of the public examples' norms); that step is composed "
+            "into every epsilon here. The sums are divided by the number of private examples, which is "
+            "treated as public (as Opacus treats the expected batch size).",)
 
 
 def _metric_name(task: Task) -> str:
@@ -169,7 +182,10 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
         "dataset": task.name, "metric": name, "n_private": task.n_private, "n_public": task.n_public,
         "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
         "steps_per_model": plan.steps, "models_trained": len(results), "stopped": stopped,
+        "normalization": config.normalization,
     }
+    if config.normalization == "private":
+        summary["norm_noise_multiplier"] = config.norm_noise_multiplier
     if task.regression:
         summary["null_excess_risk"] = task.population.null_risk()
     for row in rows:
@@ -184,13 +200,18 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
                           "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
                           "captured_energy": None if math.isnan(r.energy_mean) else r.energy_mean}
                          for r in results]
-    uses = "the subspace U and the warm start" if config.warm_start_epochs > 0 else "the subspace U"
-    public_note = (f"Public data only ({uses}): {task.n_public} training examples (a seeded random "
-                   f"{config.public_fraction:.0%} of the training split, the same for every model) are declared "
-                   "public; they are never in the private training and are not protected by this guarantee.")
+    uses = [use for use, on in (("the subspace U", config.uses_subspace),
+                                ("the warm start", config.warm_start_epochs > 0),
+                                ("the normalisation statistics", config.normalization == "public"),
+                                ("the clip of the private normalisation statistics",
+                                 config.normalization == "private")) if on]
+    public_note = (f"Public data ({', '.join(uses) if uses else 'unused by this run'}): {task.n_public} training "
+                   f"examples (a seeded random {100 * config.public_fraction:.3g} % of the training split, the same "
+                   "for every model) are declared public; they are never in the private training and are not "
+                   "protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, n_private=task.n_private, public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
     summary["privacy"] = [c.to_dict() for c in claims]
     return summary

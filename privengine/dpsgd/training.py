@@ -42,6 +42,7 @@ from .accounting import History, make_accountant
 from .config import DPSGDConfig
 from .data import Task
 from .models import build_model, num_parameters
+from .normalization import private_norm, public_norm
 from .optimizer import make_optimizer
 from .subspace import per_example_gradients, top_right_singular_vectors
 
@@ -107,7 +108,7 @@ def _as_is(batch):
 # Stream keys of a model's generators (see privengine.randomness). Initialisation and the public
 # subspace are shared by the settings of one seed (a paired comparison; neither depends on private
 # data); the Poisson batches and the noise are keyed by the model, so no two models share them.
-STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD, STREAM_WARM_START = range(6)
+STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD, STREAM_WARM_START, STREAM_NORM = range(7)
 
 
 def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
@@ -134,7 +135,8 @@ class _Training:
                  device: torch.device):
         self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
         self.index = index
-        self.model = _model(task, config, seed, device)
+        norm = _normalizer(task, config, seed, index, device)
+        self.model = _model(task, config, seed, device, norm)
         if config.warm_start_epochs > 0:
             warm_start(self.model, task, config, derived_generator(seed, STREAM_WARM_START))
         self.uses_basis = alpha != 0
@@ -159,6 +161,7 @@ class _Training:
                                         generator=noise_generator(config, seed, index, STREAM_NOISE,
                                                                   device=device))
         self.accountant = make_accountant(config.accountant)
+        self.accountant.history.extend(normalization_history(config))  # charged before the first step
         self._account = self.accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate)
         self.optimizer.attach_step_hook(self._on_step)
         self.loss_fn = DPLossFastGradientClipping(self.gsm, self.optimizer, self.criterion, "mean") if ghost \
@@ -299,10 +302,31 @@ def warm_start(model: nn.Module, task: Task, config: DPSGDConfig, generator: tor
     sgd.zero_grad(set_to_none=True)
 
 
-def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device) -> nn.Module:
+def normalization_history(config: DPSGDConfig) -> History:
+    """The Opacus history entry of a model's private channel statistics (none unless ``private``):
+    one Gaussian mechanism, sampling rate 1 (see :mod:`.normalization`)."""
+    return [(config.norm_noise_multiplier, 1.0, 1)] if config.normalization == "private" else []
+
+
+def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: torch.device) -> nn.Module | None:
+    """The fixed channel normalisation of model ``index`` (None: GroupNorm inside the model).
+
+    The private estimate draws its noise from the model's own stream, like its DP-SGD noise.
+    """
+    if config.normalization == "public":
+        return public_norm(task.x_public)
+    if config.normalization == "private":
+        norm, _ = private_norm(task.x_private, task.x_public, noise_multiplier=config.norm_noise_multiplier,
+                               generator=noise_generator(config, seed, index, STREAM_NORM, device=device))
+        return norm
+    return None
+
+
+def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None
+           ) -> nn.Module:
     kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
     model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs,
-                        regression=task.regression, generator=derived_generator(seed, STREAM_INIT))
+                        regression=task.regression, generator=derived_generator(seed, STREAM_INIT), norm=norm)
     if task.regression:  # least squares from the zero predictor, whose excess risk is the 'chance' level
         with torch.no_grad():
             for p in model.parameters():
