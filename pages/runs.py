@@ -1,13 +1,15 @@
-"""Runs: every stored run; filter, open, stop, delete, export, and overlay the curves of several."""
+"""Runs: every stored run; filter, open, stop, delete, export, report, and overlay the curves of several."""
 
 import functools
 
 import streamlit as st
 
 from privengine import registry
+from privengine.figures.common import overlay
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
+from ui.report_button import report_button
 from ui.runs_table import config_differences, runs_frame
 
 st.title("Runs")
@@ -52,7 +54,7 @@ if ended:
 
 for run in selected[:6]:
     with st.container(border=True):
-        c1, c2, c3 = st.columns([2, 1, 1])
+        c1, c2, c3, c4 = st.columns([2, 1, 1, 1.4])
         with c1:
             link_to_mechanism(run.mechanism, f"Open run {run.id} ({run.mechanism}, {run.state})", run_id=run.id)
         # callables: the export is built when the button is clicked, not on every rerun
@@ -60,6 +62,8 @@ for run in selected[:6]:
                            mime="text/csv", key=f"csv.{run.id}", icon=":material/download:")
         c3.download_button("JSON", functools.partial(store.export_json, run.id), file_name=f"{run.id}.json",
                            mime="application/json", key=f"json.{run.id}", icon=":material/download:")
+        with c4:
+            report_button([run.id], key=f"report.{run.id}")
 if len(selected) > 6:
     st.caption("Links and exports are shown for the first six selected runs.")
 
@@ -68,6 +72,7 @@ if len(selected) >= 2:
     differences = config_differences(selected)
     st.markdown("Headline privacy claims and the config values that differ:")
     st.dataframe(differences, hide_index=True, width="stretch")
+    report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
     if differences.shape[1] <= 3:
         st.caption("The selected runs have identical configs.")
     per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=400) for r in selected}
@@ -77,4 +82,4 @@ if len(selected) >= 2:
     columns = st.columns(2)
     for i, name in enumerate(names):
         with columns[i % 2]:
-            charts.show(charts.overlay(per_run, name), key=f"compare.{name}")
+            charts.show(overlay(per_run, name), key=f"compare.{name}")

@@ -1,7 +1,8 @@
 """Command-line interface: ``python -m privengine COMMAND``.
 
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
-``show ID``, ``export ID --format csv|json``, ``stop ID``, ``delete ID``, and the
+``show ID``, ``export ID --format csv|json``, ``report ID [--format html] [--output FILE]``,
+``stop ID``, ``delete ID``, and the
 sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...).
 The flags of ``run`` are generated from the mechanism's config fields, so they
 always match the dashboard's form. Runs land in the same store as the
@@ -20,7 +21,7 @@ from . import registry
 from .claims import claims_of, headline_of
 from .config import FieldSpec
 from .explore import cli as sweep_cli
-from .errors import ConfigError, PrivengineError, RunNotFoundError
+from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .store import STATES, RunRecord, RunStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -64,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", metavar="ID")
     export.add_argument("--format", choices=("csv", "json"), required=True)
     export.add_argument("--output", metavar="FILE", help="write here instead of stdout")
+
+    report = sub.add_parser("report", help="write a self-contained HTML report of a run, a sweep or a comparison")
+    report.add_argument("ref", metavar="ID", help="a run id (or a unique prefix), a sweep id, or run ids joined by "
+                                                  "commas for a comparison")
+    report.add_argument("--format", choices=("html",), default="html",
+                        help="html: one file that opens offline (default)")
+    report.add_argument("--output", metavar="FILE", help="where to write it (default report-ID.html here)")
 
     for name, text in (("stop", "ask a queued or running run to stop"), ("delete", "delete an ended run")):
         p = sub.add_parser(name, help=text)
@@ -114,6 +122,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return _cmd_show(args, store, out)
         if args.command == "export":
             return _cmd_export(args, store, out)
+        if args.command == "report":
+            return _cmd_report(args, store, out, err)
         if args.command in sweep_cli.COMMANDS:
             return sweep_cli.dispatch(args, store, out, err, _config_values)
         if args.command == "stop":
@@ -123,7 +133,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         store.delete_run(args.run_id)
         print(f"deleted {args.run_id}", file=out)
         return EXIT_OK
-    except (ConfigError, RunNotFoundError) as exc:
+    except (ConfigError, RunNotFoundError, AmbiguousIdError) as exc:
         print(f"privengine: error: {exc}", file=err)
         return EXIT_USAGE
     except PrivengineError as exc:
@@ -285,4 +295,18 @@ def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     text = store.export_csv(args.run_id) if args.format == "csv" else store.export_json(args.run_id)
     sweep_cli.write_output(text, args.output, out)
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
+    from .report import build  # imports plotly and the mechanisms' figures only when a report is asked for
+
+    report = build(store, args.ref)
+    try:
+        path = report.write(args.output)
+    except OSError as exc:
+        print(f"privengine: error: cannot write the report to {args.output or report.filename}: "
+              f"{exc.strerror or exc}", file=err)
+        return EXIT_FAILED
+    print(path, file=out)
     return EXIT_OK

@@ -32,5 +32,14 @@ class RunNotFoundError(PrivengineError, LookupError):
         super().__init__(f"no {what} with id {run_id!r} in the store")
 
 
+class AmbiguousIdError(PrivengineError, LookupError):
+    """An id prefix matches several stored runs or sweeps; the message lists them."""
+
+    def __init__(self, prefix: str, matches: list[str]):
+        self.prefix = prefix
+        shown = ", ".join(matches[:8]) + (", ..." if len(matches) > 8 else "")
+        super().__init__(f"id {prefix!r} is ambiguous: it starts {len(matches)} ids ({shown}); give more characters")
+
+
 class DatasetNotFoundError(PrivengineError, FileNotFoundError):
     """A real dataset is not present under the data root; the message says where we looked."""

@@ -322,6 +322,12 @@ class RunStore:
                                     (sweep_id,)).fetchall()
         return [_record(r) for r in rows]
 
+    def ids_starting_with(self, prefix: str) -> dict[str, list[str]]:
+        """The run ids and the sweep ids that start with ``prefix``: ``{"run": [...], "sweep": [...]}``."""
+        return {what: [r[0] for r in self._conn().execute(
+                    f"SELECT id FROM {table} WHERE substr(id, 1, ?) = ? ORDER BY id", (len(prefix), prefix))]
+                for what, table in (("run", "runs"), ("sweep", "sweeps"))}
+
     def stop_requested(self, run_id: str) -> bool:
         row = self._conn().execute("SELECT stop_requested FROM runs WHERE id=?", (run_id,)).fetchone()
         return bool(row and row[0])

@@ -1,4 +1,5 @@
-"""The live view of one run: state, device, elapsed time, stop button, error, privacy claims, charts.
+"""The live view of one run: state, device, elapsed time, stop button (report download once it has ended),
+error, privacy claims, charts.
 
 Everything is drawn inside a fragment that re-runs every second while the run is
 queued or running and stops polling once it has ended (one full rerun then
@@ -13,10 +14,12 @@ from typing import Callable
 import streamlit as st
 
 from privengine.claims import PrivacyClaim, claims_of
+from privengine.figures.text import summary_values
 from privengine.store import RunSnapshot
 
 from . import services
 from .charts import default_draw
+from .report_button import report_button
 
 REFRESH_S = 1.0
 MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
@@ -59,6 +62,8 @@ def _header(snapshot: RunSnapshot) -> None:
         elif st.button("Stop run", key=f"stop.{run.id}", icon=":material/stop:", type="secondary"):
             services.manager().stop(run.id)
             st.toast(f"Stop requested for run {run.id}")
+    else:
+        report_button([run.id], key=f"report.{run.id}")
     if run.state == "failed":
         st.error(f"The run failed: {run.error}", icon=":material/error:")
         with st.expander("Details (traceback)"):
@@ -103,14 +108,7 @@ def _log(run_id: str) -> None:
 
 def summary_table(summary: dict | None) -> None:
     """The run summary's plain values (privacy claims are drawn by the header), in an expander."""
-    rows = {k.replace("_", " "): _readable(v) for k, v in (summary or {}).items()
-            if k != "privacy" and not isinstance(v, (dict, list))}
+    rows = summary_values(summary)
     if rows:
         with st.expander("Run summary", expanded=False):
             st.dataframe({"value": rows}, width="stretch")
-
-
-def _readable(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "-" if value is None else str(value)

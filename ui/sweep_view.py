@@ -1,4 +1,5 @@
-"""Views of sweeps for the Explore page: the frontier chart, the points table, the live panel, the overlay.
+"""Views of sweeps for the Explore page: the frontier chart, the points table, the live panel, the overlay
+(the figures and the table are built by :mod:`privengine.figures.sweep`, which reports share).
 
 Everything is read from the store through :func:`privengine.explore.runner.result`; the live panel
 re-reads it once a second inside a fragment while the sweep has queued or running runs.
@@ -8,11 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import time
 from typing import Any, Callable
 
-import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
@@ -20,167 +19,20 @@ import streamlit as st
 from privengine import registry
 from privengine.claims import PrivacyClaim
 from privengine.errors import ConfigError
-from privengine.explore import Axis, runner
+from privengine.explore import runner
 from privengine.explore.cli import points_csv
+from privengine.figures.sweep import (axis_title, drawn, frontier_figure, pareto_trace, point_seeds, points_frame,
+                                      points_trace, sweep_label, with_axes)
+from privengine.figures.text import settings_text
 
 from . import charts, services
 from .links import link_to_mechanism
+from .report_button import report_button
 from .run_panel import privacy_claim
 
 REFRESH_S = 1.0
-CHART_LAYOUT = {**charts.LAYOUT, "height": 440}
 _STATE_COLOURS = {"running": "blue", "finished": "green", "stopped": "orange", "incomplete": "orange"}
 _ENDED = ("finished", "failed", "stopped", "interrupted")
-
-
-def number(x: float, digits: int = 4) -> str:
-    """A number for people: ``digits`` significant digits, a dash when there is none."""
-    return "—" if x is None or math.isnan(x) else f"{x:.{digits}g}"
-
-
-def mean_sd(mean: float, sd: float, seeds: int) -> str:
-    """``mean ± sd`` over the seeds that finished (the mean alone for one seed)."""
-    return number(mean) if seeds < 2 or math.isnan(mean) else f"{number(mean)} ± {number(sd, 2)}"
-
-
-def axis_title(axis: Axis | None) -> str:
-    return f"{axis.label} ({axis.better} is better)" if axis else "no utility declared"
-
-
-def axes_title(axes: list[Axis | None]) -> str:
-    """One title for comparable axes (same kind, same direction) whose labels may differ."""
-    labels = list(dict.fromkeys(a.label for a in axes if a))
-    return f"{' / '.join(labels)} ({axes[0].better} is better)" if labels else axis_title(None)
-
-
-def value_text(mechanism: str, name: str, value: Any) -> str:
-    """A knob's value as the form shows it: choice labels, yes/no, short numbers."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return number(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(number(v) if isinstance(v, float) else str(v) for v in value)
-    if isinstance(value, str):
-        return registry.get(mechanism).config_cls.spec(name).knob.choice_label(value)
-    return str(value)
-
-
-def knob_label(mechanism: str, name: str) -> str:
-    return registry.get(mechanism).config_cls.spec(name).label
-
-
-def settings_text(mechanism: str, settings: dict[str, Any], sep: str = ", ") -> str:
-    return sep.join(f"{knob_label(mechanism, k)} = {value_text(mechanism, k, v)}" for k, v in settings.items()) \
-        or "the base config"
-
-
-def sweep_label(mechanism: str, sweep_id: str) -> str:
-    """``Mechanism title · sweep id``: how a sweep is named in pickers and legends."""
-    return f"{registry.get(mechanism).title} · {sweep_id}"
-
-
-def _drawn(res: runner.SweepResult) -> list[runner.PointResult]:
-    return [p for p in res.points if not (math.isnan(p.privacy) or math.isnan(p.utility))]
-
-
-def point_seeds(res: runner.SweepResult) -> dict[int, list]:
-    """The seeds of each point's runs (latest attempts), from the store."""
-    seed = {r.id: r.config.get("seed") for r in services.store().sweep_runs(res.sweep_id)}
-    return {p.index: [seed[r] for r in p.runs] for p in res.points}
-
-
-def _hover(res: runner.SweepResult, p: runner.PointResult, seeds: list) -> str:
-    utility = res.utility_axis.label if res.utility_axis else "utility"
-    return "<br>".join([
-        f"<b>{settings_text(res.mechanism, p.settings, '<br>')}</b>",
-        f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} ({p.seeds} finished)",
-        f"{res.privacy_axis.label}: {mean_sd(p.privacy, p.privacy_sd, p.seeds)}",
-        f"{utility}: {mean_sd(p.utility, p.utility_sd, p.seeds)}",
-        *(["on the Pareto frontier"] if p.index in res.frontier else []),
-    ])
-
-
-def _points_trace(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list],
-                  **style) -> go.Scatter:
-    """Markers with sd error bars on both axes; ``customdata`` carries each point's index."""
-    return go.Scatter(
-        x=[p.privacy for p in points], y=[p.utility for p in points], mode="markers",
-        error_x=dict(type="data", array=[p.privacy_sd for p in points], thickness=1),
-        error_y=dict(type="data", array=[p.utility_sd for p in points], thickness=1),
-        customdata=[[p.index] for p in points], hovertext=[_hover(res, p, seeds[p.index]) for p in points],
-        hoverinfo="text", **style)
-
-
-def _pareto_trace(res: runner.SweepResult, name: str, colour: str, **style) -> go.Scatter:
-    by_index = {p.index: p for p in res.points}
-    front = [by_index[i] for i in res.frontier]
-    return go.Scatter(x=[p.privacy for p in front], y=[p.utility for p in front], mode="lines", name=name,
-                      line=dict(dash="dash", color=colour, width=1.5), hoverinfo="skip", **style)
-
-
-def _colour_traces(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list]
-                   ) -> list[go.Scatter]:
-    """The points coloured by the first varied knob: a colour scale for numbers, one trace per other value."""
-    if not res.spec.varied:
-        return [_points_trace(res, points, seeds, name="points", marker=dict(size=10))]
-    knob = res.spec.varied[0]
-    label = knob_label(res.mechanism, knob)
-    values = [p.settings.get(knob) for p in points]
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        log = registry.get(res.mechanism).config_cls.spec(knob).knob.log and all(v > 0 for v in values)
-        colour = [math.log10(v) if log else v for v in values]
-        ticks = sorted(set(zip(colour, values)))
-        ticks = ticks[::max(1, math.ceil(len(ticks) / 6))]
-        bar = dict(title=label, tickvals=[c for c, _ in ticks], ticktext=[number(v, 3) for _, v in ticks])
-        return [_points_trace(res, points, seeds, name=label, showlegend=False, marker=dict(
-            size=11, color=colour, colorscale="Viridis", showscale=True, colorbar=bar))]
-    groups: dict[str, list[runner.PointResult]] = {}
-    for p, v in zip(points, values):
-        groups.setdefault(value_text(res.mechanism, knob, v), []).append(p)
-    return [_points_trace(res, group, seeds, name=f"{label} = {text}", marker=dict(size=11))
-            for text, group in groups.items()]
-
-
-def _axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str
-          ) -> go.Figure:
-    """Axis titles (the labels of comparable axes joined by "/"), and a log x axis for ranges over decades."""
-    fig.update_layout(title=title, xaxis_title=axes_title(privacy), yaxis_title=axes_title(utility), **CHART_LAYOUT)
-    if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:  # epsilons over several decades
-        fig.update_xaxes(type="log")
-    return charts.waiting_if_empty(fig, "no finished run yet")
-
-
-def frontier_figure(res: runner.SweepResult, seeds: dict[int, list]) -> go.Figure:
-    """Privacy on x, utility on y, sd over seeds as error bars, the Pareto line through the frontier;
-    ``seeds``: each point's seeds (:func:`point_seeds`), shown on hover."""
-    points = _drawn(res)
-    fig = go.Figure(_colour_traces(res, points, seeds) if points else [])
-    if len(res.frontier) > 1:
-        fig.add_trace(_pareto_trace(res, "Pareto frontier", "gray"))
-    return _axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
-                 "Privacy-utility frontier")
-
-
-def points_frame(res: runner.SweepResult) -> pd.DataFrame:
-    """One row per point: settings, seeds, privacy and utility mean ± sd, frontier, run states, errors."""
-    utility = res.utility_axis.label if res.utility_axis else "utility"
-    rows = []
-    for p in res.points:
-        states: dict[str, int] = {}
-        for s in p.states:
-            states[s] = states.get(s, 0) + 1
-        rows.append({
-            "point": p.index,
-            **{knob_label(res.mechanism, k): value_text(res.mechanism, k, p.settings.get(k)) for k in res.spec.varied},
-            "seeds finished": f"{p.seeds} of {len(p.runs)}",
-            res.privacy_axis.label: mean_sd(p.privacy, p.privacy_sd, p.seeds),
-            utility: mean_sd(p.utility, p.utility_sd, p.seeds),
-            "on frontier": "✓" if p.index in res.frontier else "",
-            "runs": ", ".join(f"{n} {s}" for s, n in states.items()) or "none yet",
-            "errors": " | ".join(p.errors),
-        })
-    return pd.DataFrame(rows)
 
 
 def live_sweep(sweep_id: str, *, utility: str | None, active: bool, stop_executor: Any,
@@ -269,7 +121,7 @@ def _header(res: runner.SweepResult, stop_executor: Any, resume_executor: Callab
 
 def _frontier_chart(res: runner.SweepResult) -> set[int]:
     """Draw the frontier; return the indices of the points selected on it."""
-    event = st.plotly_chart(frontier_figure(res, point_seeds(res)), key=f"explore.frontier.{res.sweep_id}",
+    event = st.plotly_chart(frontier_figure(res, point_seeds(services.store(), res)), key=f"explore.frontier.{res.sweep_id}",
                             on_select="rerun", selection_mode=("points", "box", "lasso"),
                             config={"displaylogo": False})
     return {pt["customdata"][0] for pt in event.selection.points if pt.get("customdata")}
@@ -293,13 +145,15 @@ def _run_links(res: runner.SweepResult, indices: list[int]) -> None:
 
 
 def _exports(res: runner.SweepResult) -> None:
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns(3)
     # callables: the export is built when the button is clicked, not on every refresh
     c1.download_button("Points (CSV)", functools.partial(points_csv, res), file_name=f"{res.sweep_id}.csv",
                        mime="text/csv", key=f"explore.csv.{res.sweep_id}", icon=":material/download:")
     c2.download_button("Everything (JSON)", functools.partial(_json_text, res),
                        file_name=f"{res.sweep_id}.json", mime="application/json",
                        key=f"explore.json.{res.sweep_id}", icon=":material/download:")
+    with c3:
+        report_button([res.sweep_id], key=f"explore.report.{res.sweep_id}")
 
 
 def _json_text(res: runner.SweepResult) -> str:
@@ -324,11 +178,11 @@ def overlay(results: list[runner.SweepResult], *, key: str) -> None:
     palette = px.colors.qualitative.Plotly
     for i, r in enumerate(same):
         name, colour = sweep_label(r.mechanism, r.sweep_id), palette[i % len(palette)]
-        fig.add_trace(_points_trace(r, _drawn(r), point_seeds(r), name=name, legendgroup=r.sweep_id,
+        fig.add_trace(points_trace(r, drawn(r), point_seeds(services.store(), r), name=name, legendgroup=r.sweep_id,
                                     marker=dict(size=10, color=colour)))
         if len(r.frontier) > 1:
-            fig.add_trace(_pareto_trace(r, f"{name} frontier", colour, legendgroup=r.sweep_id, showlegend=False))
-    xs = [p.privacy for r in same for p in _drawn(r)]
-    fig = _axes(fig, [r.privacy_axis for r in same], [r.utility_axis for r in same], xs,
+            fig.add_trace(pareto_trace(r, f"{name} frontier", colour, legendgroup=r.sweep_id, showlegend=False))
+    xs = [p.privacy for r in same for p in drawn(r)]
+    fig = with_axes(fig, [r.privacy_axis for r in same], [r.utility_axis for r in same], xs,
                 "Frontiers of the selected sweeps")
     charts.show(fig, key=key)

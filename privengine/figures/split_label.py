@@ -1,0 +1,145 @@
+"""Split learning label protection: test AUC and leak AUC per epoch, gradient-norm histograms before and after
+protection, and the test AUC vs leak AUC trade-off, one point per setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from privengine.store import RunSnapshot
+
+from .common import LAYOUT, Table, curves
+
+ATTACKS = {"norm": "norm attack", "cos": "cosine attack"}
+LAYERS = {"cut": "Leak AUC at the cut layer", "first": "Leak AUC at the passive party's first layer"}
+SETTINGS_COLUMNS = ["test_auc", "leak_run.norm.cut.q95", "leak_run.cos.cut.q95", "leak.norm.cut.mean",
+                    "leak.norm.first.mean", "sumkl.max", "auc_bound", "single_class_batches", "epochs_done"]
+
+
+def split(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Metrics per setting: ``{key: long table with the prefix removed}``; key '' in single mode."""
+    names = metrics["name"].str.split("/", n=1, expand=True)
+    if names.shape[1] == 1:
+        return {"": metrics}
+    out = {}
+    for key in names[0][names[1].notna()].unique():
+        part = metrics[names[0] == key].copy()
+        part["name"] = names[1][names[0] == key]
+        out[key] = part
+    return out
+
+
+def labels(snapshot: RunSnapshot) -> dict[str, str]:
+    """Setting key -> its label, from the trade-off artifact."""
+    points = snapshot.artifacts.get("tradeoff", {}).get("points", [])
+    return {p["setting"]: p["label"] for p in points}
+
+
+def per_setting(snapshot: RunSnapshot) -> dict[str, pd.DataFrame]:
+    """The metrics of each setting, in the order the job ran them."""
+    names, by_key = labels(snapshot), split(snapshot.metrics)
+    order = [k for k in names if k in by_key] + [k for k in by_key if k not in names]
+    return {k: by_key[k] for k in order}
+
+
+def test_auc(settings: dict[str, pd.DataFrame], names: dict[str, str]) -> go.Figure:
+    fig = go.Figure()
+    for key, metrics in settings.items():
+        part = metrics[metrics["name"] == "test_auc"]
+        fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode="lines+markers",
+                                 name=names.get(key, key or "test AUC")))
+    fig.update_layout(title="Test AUC", xaxis_title="epoch", yaxis_title="ROC AUC", **LAYOUT)
+    return fig
+
+
+def leak(metrics: pd.DataFrame, layer: str, *, title: str) -> go.Figure:
+    """Mean and 95% quantile leak AUC of both attacks at ``layer`` ("cut" or "first"), and the sumKL bound."""
+    names, text_of = [], {}
+    for attack, text in ATTACKS.items():
+        for stat, what in (("mean", "mean"), ("q95", "95% quantile")):
+            name = f"leak.{attack}.{layer}.{stat}"
+            names.append(name)
+            text_of[name] = f"{text}, {what}"
+        text_of[f"unprotected.{attack}.{layer}.mean"] = f"{text}, unprotected (mean)"
+        names.append(f"unprotected.{attack}.{layer}.mean")
+    names.append("auc_bound")
+    text_of["auc_bound"] = "sumKL bound"
+    fig = curves(metrics, names, title=title, x_title="epoch", y_title="leak AUC", labels=text_of)
+    for trace in fig.data:
+        if trace.name == "sumKL bound":
+            trace.line = dict(color="black", dash="dash")
+        elif "unprotected" in trace.name:
+            trace.line = dict(dash="dot", width=1)
+        elif "95%" in trace.name:
+            trace.line = dict(dash="dashdot")
+    fig.update_yaxes(range=[0.0, 1.02])
+    return fig
+
+
+def histogram(data: dict) -> go.Figure:
+    """Share of each class per bin of log10 of the cut-layer gradient norm, before and after protection."""
+    edges = np.asarray(data["edges"])
+    centres = (edges[:-1] + edges[1:]) / 2
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("before protection", "after protection"))
+    for col, when in enumerate(("before", "after"), start=1):
+        for label, color in (("positive", "#d62728"), ("negative", "#1f77b4")):
+            counts = np.asarray(data[when][label], dtype=float)
+            share = counts / counts.sum() if counts.sum() else counts
+            fig.add_trace(go.Bar(x=centres, y=share, name=f"{label}s", marker_color=color, opacity=0.6,
+                                 showlegend=col == 1), row=1, col=col)
+    fig.update_layout(barmode="overlay", title=f"Cut-layer gradient norms, epoch {data['epoch']}", **LAYOUT)
+    fig.update_xaxes(title_text="log10 ‖g‖")
+    fig.update_yaxes(title_text="share of the class", col=1)
+    return fig
+
+
+def histogram_data(snapshot: RunSnapshot, key: str) -> dict | None:
+    """The gradient-norm histogram of setting ``key`` ('' in single mode), if reported yet."""
+    return snapshot.artifacts.get(f"grad_norms/{key}" if key else "grad_norms")
+
+
+def tradeoff(points: list[dict]) -> go.Figure:
+    fig = go.Figure()
+    for attack, symbol in (("norm", "circle"), ("cos", "diamond")):
+        fig.add_trace(go.Scatter(
+            x=[p.get(f"leak_run.{attack}.cut.q95") for p in points], y=[p.get("test_auc") for p in points],
+            text=[p["label"] for p in points], mode="markers+text", textposition="top center",
+            marker=dict(symbol=symbol, size=11), name=f"{ATTACKS[attack]} (95% quantile over the run)"))
+    fig.update_layout(title="Trade-off: test AUC vs leak AUC at the cut layer", xaxis_title="leak AUC",
+                      yaxis_title="test AUC", **LAYOUT)
+    return fig
+
+
+def settings_table(summary: dict) -> pd.DataFrame | None:
+    """One row per setting (by label): test AUC, leak AUCs, sumKL, bound; None in single mode."""
+    if not summary.get("settings"):
+        return None
+    table = pd.DataFrame(summary["settings"]).set_index("label")
+    return table[[c for c in SETTINGS_COLUMNS if c in table]]
+
+
+def figures(snapshot: RunSnapshot) -> list[go.Figure]:
+    """Every chart of the page, with the per-setting charts of every setting (the page shows one at a time)."""
+    if snapshot.metrics.empty:
+        return []
+    names, settings = labels(snapshot), per_setting(snapshot)
+    out = [test_auc(settings, names)]
+    points = snapshot.artifacts.get("tradeoff", {}).get("points", [])
+    if points:
+        out.append(tradeoff(points))
+    for key, metrics in settings.items():
+        suffix = f" ({names.get(key, key)})" if len(settings) > 1 else ""
+        out += [leak(metrics, layer, title=title + suffix) for layer, title in LAYERS.items()]
+        hist = histogram_data(snapshot, key)
+        if hist:
+            fig = histogram(hist)
+            fig.update_layout(title=fig.layout.title.text + suffix)
+            out.append(fig)
+    return out
+
+
+def tables(snapshot: RunSnapshot) -> list[Table]:
+    table = settings_table(snapshot.run.summary or {})
+    return [] if table is None else [Table("Settings", table.reset_index())]

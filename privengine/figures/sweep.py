@@ -1,0 +1,137 @@
+"""Sweeps: the privacy-utility frontier chart and the table of points (Streamlit-free, for pages and reports)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from privengine import registry
+from privengine.explore import Axis, runner
+from privengine.store import RunStore
+
+from .common import LAYOUT, waiting_if_empty
+from .text import knob_label, mean_sd, number, settings_text, value_text
+
+CHART_LAYOUT = {**LAYOUT, "height": 440}
+
+
+def axis_title(axis: Axis | None) -> str:
+    return f"{axis.label} ({axis.better} is better)" if axis else "no utility declared"
+
+
+def axes_title(axes: list[Axis | None]) -> str:
+    """One title for comparable axes (same kind, same direction) whose labels may differ."""
+    labels = list(dict.fromkeys(a.label for a in axes if a))
+    return f"{' / '.join(labels)} ({axes[0].better} is better)" if labels else axis_title(None)
+
+
+def sweep_label(mechanism: str, sweep_id: str) -> str:
+    """``Mechanism title · sweep id``: how a sweep is named in pickers and legends."""
+    return f"{registry.get(mechanism).title} · {sweep_id}"
+
+
+def drawn(res: runner.SweepResult) -> list[runner.PointResult]:
+    """The points that have both a privacy and a utility value to plot."""
+    return [p for p in res.points if not (math.isnan(p.privacy) or math.isnan(p.utility))]
+
+
+def point_seeds(store: RunStore, res: runner.SweepResult) -> dict[int, list]:
+    """The seeds of each point's runs (latest attempts), from the store."""
+    seed = {r.id: r.config.get("seed") for r in store.sweep_runs(res.sweep_id)}
+    return {p.index: [seed[r] for r in p.runs] for p in res.points}
+
+
+def _hover(res: runner.SweepResult, p: runner.PointResult, seeds: list) -> str:
+    utility = res.utility_axis.label if res.utility_axis else "utility"
+    return "<br>".join([
+        f"<b>{settings_text(res.mechanism, p.settings, '<br>')}</b>",
+        f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} ({p.seeds} finished)",
+        f"{res.privacy_axis.label}: {mean_sd(p.privacy, p.privacy_sd, p.seeds)}",
+        f"{utility}: {mean_sd(p.utility, p.utility_sd, p.seeds)}",
+        *(["on the Pareto frontier"] if p.index in res.frontier else []),
+    ])
+
+
+def points_trace(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list],
+                 **style) -> go.Scatter:
+    """Markers with sd error bars on both axes; ``customdata`` carries each point's index."""
+    return go.Scatter(
+        x=[p.privacy for p in points], y=[p.utility for p in points], mode="markers",
+        error_x=dict(type="data", array=[p.privacy_sd for p in points], thickness=1),
+        error_y=dict(type="data", array=[p.utility_sd for p in points], thickness=1),
+        customdata=[[p.index] for p in points], hovertext=[_hover(res, p, seeds[p.index]) for p in points],
+        hoverinfo="text", **style)
+
+
+def pareto_trace(res: runner.SweepResult, name: str, colour: str, **style) -> go.Scatter:
+    """The dashed line through the Pareto frontier."""
+    by_index = {p.index: p for p in res.points}
+    front = [by_index[i] for i in res.frontier]
+    return go.Scatter(x=[p.privacy for p in front], y=[p.utility for p in front], mode="lines", name=name,
+                      line=dict(dash="dash", color=colour, width=1.5), hoverinfo="skip", **style)
+
+
+def _colour_traces(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list]
+                   ) -> list[go.Scatter]:
+    """The points coloured by the first varied knob: a colour scale for numbers, one trace per other value."""
+    if not res.spec.varied:
+        return [points_trace(res, points, seeds, name="points", marker=dict(size=10))]
+    knob = res.spec.varied[0]
+    label = knob_label(res.mechanism, knob)
+    values = [p.settings.get(knob) for p in points]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        log = registry.get(res.mechanism).config_cls.spec(knob).knob.log and all(v > 0 for v in values)
+        colour = [math.log10(v) if log else v for v in values]
+        ticks = sorted(set(zip(colour, values)))
+        ticks = ticks[::max(1, math.ceil(len(ticks) / 6))]
+        bar = dict(title=label, tickvals=[c for c, _ in ticks], ticktext=[number(v, 3) for _, v in ticks])
+        return [points_trace(res, points, seeds, name=label, showlegend=False, marker=dict(
+            size=11, color=colour, colorscale="Viridis", showscale=True, colorbar=bar))]
+    groups: dict[str, list[runner.PointResult]] = {}
+    for p, v in zip(points, values):
+        groups.setdefault(value_text(res.mechanism, knob, v), []).append(p)
+    return [points_trace(res, group, seeds, name=f"{label} = {text}", marker=dict(size=11))
+            for text, group in groups.items()]
+
+
+def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str
+              ) -> go.Figure:
+    """Axis titles (the labels of comparable axes joined by "/"), and a log x axis for ranges over decades."""
+    fig.update_layout(title=title, xaxis_title=axes_title(privacy), yaxis_title=axes_title(utility), **CHART_LAYOUT)
+    if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:  # epsilons over several decades
+        fig.update_xaxes(type="log")
+    return waiting_if_empty(fig, "no finished run yet")
+
+
+def frontier_figure(res: runner.SweepResult, seeds: dict[int, list]) -> go.Figure:
+    """Privacy on x, utility on y, sd over seeds as error bars, the Pareto line through the frontier;
+    ``seeds``: each point's seeds (:func:`point_seeds`), shown on hover."""
+    points = drawn(res)
+    fig = go.Figure(_colour_traces(res, points, seeds) if points else [])
+    if len(res.frontier) > 1:
+        fig.add_trace(pareto_trace(res, "Pareto frontier", "gray"))
+    return with_axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
+                     "Privacy-utility frontier")
+
+
+def points_frame(res: runner.SweepResult) -> pd.DataFrame:
+    """One row per point: settings, seeds, privacy and utility mean ± sd, frontier, run states, errors."""
+    utility = res.utility_axis.label if res.utility_axis else "utility"
+    rows = []
+    for p in res.points:
+        states: dict[str, int] = {}
+        for s in p.states:
+            states[s] = states.get(s, 0) + 1
+        rows.append({
+            "point": p.index,
+            **{knob_label(res.mechanism, k): value_text(res.mechanism, k, p.settings.get(k)) for k in res.spec.varied},
+            "seeds finished": f"{p.seeds} of {len(p.runs)}",
+            res.privacy_axis.label: mean_sd(p.privacy, p.privacy_sd, p.seeds),
+            utility: mean_sd(p.utility, p.utility_sd, p.seeds),
+            "on frontier": "✓" if p.index in res.frontier else "",
+            "runs": ", ".join(f"{n} {s}" for s, n in states.items()) or "none yet",
+            "errors": " | ".join(p.errors),
+        })
+    return pd.DataFrame(rows)

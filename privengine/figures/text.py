@@ -1,0 +1,52 @@
+"""Numbers and knob values written for people, the way the dashboard's forms and tables show them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from privengine import registry
+
+
+def number(x: float | None, digits: int = 4) -> str:
+    """A number for people: ``digits`` significant digits, a dash when there is none."""
+    return "—" if x is None or math.isnan(x) else f"{x:.{digits}g}"
+
+
+def mean_sd(mean: float, sd: float, seeds: int) -> str:
+    """``mean ± sd`` over the seeds that finished (the mean alone for one seed)."""
+    return number(mean) if seeds < 2 or math.isnan(mean) else f"{number(mean)} ± {number(sd, 2)}"
+
+
+def value_text(mechanism: str, name: str, value: Any) -> str:
+    """A knob's value as the form shows it: choice labels, yes/no, short numbers."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(number(v) if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, str):
+        return registry.get(mechanism).config_cls.spec(name).knob.choice_label(value)
+    return str(value)
+
+
+def knob_label(mechanism: str, name: str) -> str:
+    return registry.get(mechanism).config_cls.spec(name).label
+
+
+def settings_text(mechanism: str, settings: dict[str, Any], sep: str = ", ") -> str:
+    return sep.join(f"{knob_label(mechanism, k)} = {value_text(mechanism, k, v)}" for k, v in settings.items()) \
+        or "the base config"
+
+
+def summary_values(summary: dict | None) -> dict[str, str]:
+    """A run summary's plain values, by readable name (privacy claims and tables are shown elsewhere)."""
+    return {k.replace("_", " "): _readable(v) for k, v in (summary or {}).items()
+            if k != "privacy" and not isinstance(v, (dict, list))}
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)

@@ -1,0 +1,120 @@
+"""A self-contained HTML document: headings, definition lists, tables, code, privacy claims and plotly charts.
+
+Every piece of text goes through :func:`html.escape`; the style sheet is inline and plotly's JavaScript is
+inlined once, with the first chart, so the file opens offline and fetches nothing.
+
+>>> doc = Document("Run <1>")
+>>> doc.heading("Config")
+>>> "<h2>Config</h2>" in doc.html() and "Run &lt;1&gt;" in doc.html()
+True
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Iterable
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from privengine.claims import PrivacyClaim
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto; max-width: 1100px;
+       padding: 0 1rem; color: #222; line-height: 1.45; }
+h1 { font-size: 1.7rem; margin-bottom: .2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+h3 { margin-top: 1.6rem; }
+table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .9rem; }
+th, td { border: 1px solid #ddd; padding: .25rem .55rem; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } .table { overflow-x: auto; } tr.changed td { font-weight: 600; }
+dl { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; } dt { color: #666; } dd { margin: 0; }
+pre { background: #f6f8fa; border: 1px solid #ddd; padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
+.claim { border: 1px solid #ccc; border-radius: 6px; padding: .5rem .9rem; margin: .6rem 0; }
+.claim.headline { border: 2px solid #2e7d32; background: #f3faf3; }
+.claim .statement { font-size: 1.1rem; font-weight: 600; } .mark { color: #2e7d32; font-weight: 600; }
+.note { color: #555; font-size: .9rem; } .chart { margin: 1rem 0; border: 1px solid #eee; }
+footer { margin-top: 3rem; color: #777; font-size: .8rem; }
+"""
+
+
+def escape(text: Any) -> str:
+    """``text`` as HTML text (quotes too, so it is safe inside attributes)."""
+    return html.escape(str(text), quote=True)
+
+
+def cell(value: Any) -> str:
+    """A table cell's text: numbers to 4 significant digits, a dash for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class Document:
+    """An HTML page built section by section; :meth:`html` gives the whole file."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self._parts: list[str] = [f"<h1>{escape(title)}</h1>"]
+        self._plotly_inlined = False
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self._parts.append(f"<h{level}>{escape(text)}</h{level}>")
+
+    def paragraph(self, text: str, *, note: bool = False) -> None:
+        self._parts.append(('<p class="note">' if note else "<p>") + f"{escape(text)}</p>")
+
+    def facts(self, rows: Iterable[tuple[str, Any]]) -> None:
+        """A definition list of (name, value); rows whose value is None are left out."""
+        items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows if v is not None)
+        self._parts.append(f"<dl>{items}</dl>")
+
+    def table(self, frame: pd.DataFrame, *, highlight: Iterable[int] = ()) -> None:
+        """``frame`` as a table (its index is dropped; rows at positions ``highlight`` are set in bold)."""
+        bold = set(highlight)
+        head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
+        rows = "".join(
+            ('<tr class="changed">' if i in bold else "<tr>") + "".join(f"<td>{escape(cell(v))}</td>" for v in row)
+            + "</tr>" for i, row in enumerate(frame.itertuples(index=False)))
+        self._parts.append(f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>')
+
+    def code(self, text: str) -> None:
+        self._parts.append(f"<pre><code>{escape(text)}</code></pre>")
+
+    def details(self, summary: str, text: str) -> None:
+        """Text hidden under a summary line (opened by a click)."""
+        self._parts.append(f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>")
+
+    def claim(self, claim: PrivacyClaim) -> None:
+        """A privacy claim with everything it rests on; the headline is marked and framed."""
+        mark = ' <span class="mark">· headline</span>' if claim.headline else ""
+        rows = [("label", claim.label), ("accountant", claim.accountant),
+                ("optimal order", None if claim.order is None else f"{claim.order:g}"),
+                ("neighbouring datasets", claim.neighbouring), ("δ", f"{claim.delta:g}"),
+                ("holds for", claim.condition)]
+        facts = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows if v is not None)
+        caveats = "".join(f"<li>{escape(c)}</li>" for c in claim.caveats)
+        self._parts.append(
+            f'<div class="claim{" headline" if claim.headline else ""}">'
+            f'<div class="statement">{escape(claim.statement())}{mark}</div><dl>{facts}</dl>'
+            + (f"<div>Caveats:</div><ul>{caveats}</ul>" if caveats else "") + "</div>")
+
+    def figure(self, fig: go.Figure) -> None:
+        """A plotly chart; the first one carries plotly's JavaScript, inlined."""
+        div = pio.to_html(fig, include_plotlyjs=not self._plotly_inlined, full_html=False,
+                          config={"displaylogo": False, "responsive": True})
+        self._plotly_inlined = True
+        self._parts.append(f'<div class="chart">{div}</div>')
+
+    def html(self, *, footer: str = "") -> str:
+        """The whole document."""
+        end = f"<footer>{escape(footer)}</footer>" if footer else ""
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+                f"<title>{escape(self.title)}</title><style>{STYLE}</style></head>"
+                f"<body>{''.join(self._parts)}{end}</body></html>\n")
