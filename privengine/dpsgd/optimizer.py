@@ -33,6 +33,15 @@ the subsampled Gaussian mechanism of isotropic DP-SGD with that sigma. Why:
   projected update. Since S^-1 = P + (I - P) / (1 + alpha),
   ||g||_S^2 = ||U^T g||^2 + ||(I - P) g||^2 / (1 + alpha).
 
+GEP (Yu et al. 2021) is not a separate variant: it clips the embedding U^T g to C1 and the
+residual to C2 and adds N(0, sigma^2 C1^2) and N(0, sigma^2 C2^2) to them; whitened, that is the
+Gaussian mechanism with sensitivity sqrt(2) at noise sigma (noise multiplier sigma / sqrt(2)). The
+elliptical variant with 1 + alpha = (C2 / C1)^2, C = sqrt(2) C1 and noise multiplier sigma / sqrt(2)
+adds exactly the same noise at the same epsilon, and its clip region
+||U^T g||^2 / C1^2 + ||(I - P) g||^2 / C2^2 <= 2 contains GEP's (||U^T g|| <= C1 and ||(I - P) g|| <= C2),
+so it leaves every gradient GEP leaves unclipped untouched; the two differ only in how they shrink
+the others (one factor for the whole gradient here, one per part in GEP).
+
 While it adds noise the optimizer also records the fraction of the summed
 clipped private gradient's energy inside span(U) (:attr:`last_energy`), a
 diagnostic that is NOT privatised.
