@@ -11,7 +11,7 @@ from opacus.optimizers import DPOptimizer
 from torch import nn
 
 from privengine.dpsgd.noise import sample_anisotropic
-from privengine.dpsgd.optimizer import AnisotropicDPOptimizer
+from privengine.dpsgd.optimizer import AnisotropicDPOptimizer, make_optimizer
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
@@ -93,13 +93,16 @@ def test_noise_does_not_depend_on_private_data():
     assert torch.allclose(noises[0], noises[1], atol=1e-5)
 
 
-def test_anisotropic_step_noise_has_the_shaped_law():
-    """Over repeated steps the optimizer's noise has variance (sigma C)^2 in span(U), (1 + alpha) times more outside."""
+@pytest.mark.parametrize("alpha,clipping", [(3.0, "flat"), (-0.75, "elliptical")])
+def test_step_noise_has_the_shaped_law(alpha, clipping):
+    """Over repeated steps the optimizer's noise has variance (sigma C)^2 in span(U) and (1 + alpha) times that
+    outside, for the seed's flat-clip variant and for the elliptical one with a negative alpha."""
     model = GradSampleModule(nn.Linear(60, 30))
-    d, k, alpha, sigma, clip = 60 * 30 + 30, 300, 3.0, 1.3, 0.5
+    d, k, sigma, clip = 60 * 30 + 30, 300, 1.3, 0.5
     basis = _basis(d, k).float()
-    opt = AnisotropicDPOptimizer(torch.optim.SGD(model.parameters(), lr=0.0), alpha=alpha, noise_multiplier=sigma,
-                                 max_grad_norm=clip, expected_batch_size=8, generator=torch.Generator().manual_seed(3))
+    opt = make_optimizer(torch.optim.SGD(model.parameters(), lr=0.0), grad_sample_mode="hooks", alpha=alpha,
+                         projected=False, clipping=clipping, noise_multiplier=sigma, max_grad_norm=clip,
+                         expected_batch_size=8, generator=torch.Generator().manual_seed(3))
     opt.set_basis(basis)
     x, y = torch.randn(8, 60), torch.randint(0, 30, (8,))
     noise = []
@@ -112,6 +115,7 @@ def test_anisotropic_step_noise_has_the_shaped_law():
     inside = noise @ basis                       # 12 x 300 coordinates in span(U)
     outside = noise - inside @ basis.T           # the rest, d - k dimensions per step
     std2 = (sigma * clip) ** 2
+    assert opt.noise_multiplier == sigma  # what the accountant reads
     # relative standard errors: sqrt(2 / 3600) = 2.4% inside, sqrt(2 / 18360) = 1% outside; allow about 4 of them
     assert inside.pow(2).mean() == pytest.approx(std2, rel=0.1)
     assert outside.pow(2).sum(1).mean() / (d - k) == pytest.approx((1 + alpha) * std2, rel=0.04)
