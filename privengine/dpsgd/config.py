@@ -35,8 +35,8 @@ class DPSGDConfig(RunConfig):
                       help="auto: linear for linreg, the small GroupNorm CNN for images. linear on images is "
                            "softmax regression; mlp has one hidden layer. scatter_linear / scatter_cnn train on "
                            "the images' 2-D scattering (J = 2, L = 8: 81 channels per image channel, computed once "
-                           "and cached; data-independent, so it costs no privacy) with a GroupNorm first "
-                           "(Tramer & Boneh 2021).")
+                           "and cached; data-independent, so it costs no privacy), opened by a normalisation (see "
+                           "normalization; Tramer & Boneh 2021).")
     normalization: str = knob("group", choices=NORMALIZATIONS,
                               choice_labels={"group": "GroupNorm (per example, free)",
                                              "public": "channel statistics of the public split (free)",
