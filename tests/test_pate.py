@@ -135,9 +135,12 @@ def _analyse(votes, answered, config, n_private=60_000):
 
 
 def _kinds(claims) -> dict:
-    """Claims by kind: "a priori" (the headline), "data-dependent", "odometer" (Confident-GNMax only)."""
+    """Claims by kind: "a priori" (the headline), "data-dependent", "sanitized" (GNMax and Confident-GNMax with
+    sanitize on), "odometer" (Confident-GNMax only)."""
     def kind(c) -> str:
-        return "a priori" if c.headline else "odometer" if "odometer" in c.label else "data-dependent"
+        if c.headline:
+            return "a priori"
+        return "odometer" if "odometer" in c.label else "sanitized" if "sanitized" in c.label else "data-dependent"
     by_kind = {kind(c): c for c in claims}
     assert len(by_kind) == len(claims)
     return by_kind
@@ -156,7 +159,7 @@ def test_data_independent_bound_counts_answered_queries_only():
     votes = _votes()
     answered = np.zeros(len(votes), dtype=bool)
     answered[:17] = True
-    report = _analyse(votes, answered, PateConfig(aggregator="gnmax", sigma=40.0))
+    report = _analyse(votes, answered, PateConfig(aggregator="gnmax", sigma=40.0, sanitize=False))
     lam = GNMAX_ORDERS
     expected = np.min(17 * lam / 40.0**2 + math.log(1e5) / (lam - 1))
     assert report.analysis.data_independent_eps == pytest.approx(expected, rel=1e-12)
@@ -182,15 +185,19 @@ def test_the_headline_is_the_data_independent_bound_never_the_data_dependent_one
     assert "not publishable" in dependent.label and dependent.epsilon < headline.epsilon
 
 
-def test_confident_gnmax_headline_is_a_priori_whatever_was_answered():
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_confident_gnmax_headline_is_a_priori_whatever_was_answered(sanitize):
     votes = _votes(n=200)
-    config = PateConfig(aggregator="confident_gnmax", threshold=150.0, sigma1=60.0, sigma2=20.0)
+    config = PateConfig(aggregator="confident_gnmax", threshold=150.0, sigma1=60.0, sigma2=20.0, sanitize=sanitize)
     few, many = np.zeros(200, dtype=bool), np.ones(200, dtype=bool)
     few[:20] = True
     reports = [_analyse(votes, mask, config) for mask in (few, many)]
     headlines = [_kinds(r.claims)["a priori"] for r in reports]
     lam = GNMAX_ORDERS
     expected = np.min(200 * (lam / (2 * 60.0**2) + lam / 20.0**2) + math.log(1e5) / (lam - 1))
+    if sanitize:  # the release's cost is data-independent too (tests/test_pate_sanitized.py checks its formula)
+        assert headlines[0].epsilon == headlines[1].epsilon > expected
+        return
     assert headlines[0].epsilon == headlines[1].epsilon == pytest.approx(expected, rel=1e-12)
     odometer = _kinds(reports[0].claims)["odometer"]  # the realised figure depends on the answered queries
     assert odometer.epsilon == reports[0].analysis.data_independent_eps < headlines[0].epsilon
@@ -252,8 +259,10 @@ def test_tiny_run_through_the_job_manager(store, aggregator):
     assert s["student_accuracy"] > 0.3 and s["baseline_accuracy"] > 0.5  # 10 classes: chance is 0.1
     assert s["queries_answered"] > 0 and s["examples_per_teacher"] == 3000
     claims = _kinds(claims_of(s))
-    assert set(claims) == ({"a priori", "data-dependent", "odometer"} if aggregator == "confident_gnmax"
-                           else {"a priori", "data-dependent"})
+    assert set(claims) == {"lnmax": {"a priori", "data-dependent"}, "gnmax": {"a priori", "data-dependent", "sanitized"},
+                           "confident_gnmax": {"a priori", "data-dependent", "sanitized", "odometer"}}[aggregator]
+    if aggregator != "lnmax":  # the published part of the sanitized release, the smooth sensitivity a diagnostic
+        assert s["sanitized_epsilon"]["epsilon"] == claims["sanitized"].epsilon and s["smooth_sensitivity"] >= 0
     assert all("Noise source: reproducible" in " ".join(c.caveats) for c in claims.values())
     metrics = store.metrics(run_id)
     eps = metrics[metrics["name"] == "eps_data_independent"]

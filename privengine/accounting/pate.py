@@ -56,7 +56,11 @@ distance ``d`` (the largest change one teacher can cause, over every histogram
 that ``<= d`` teachers can reach). Bounds of a sum of queries add up (one
 teacher votes in every query). :func:`smooth_sensitivity` gives
 ``SS = max_d e^{-beta d} A[d]`` and :func:`gnss_rdp` the RDP of releasing
-``value + SS * N(0, sigma^2)`` (GNSS).
+``value + SS * N(0, sigma^2)`` (GNSS). :func:`gnmax_summed_local_sensitivity_bounds`
+and :func:`confident_gnmax_summed_local_sensitivity_bounds` sum the per-query bounds of
+a run; :func:`shifted_gnss_sigma` and :func:`sanitize_rdp` publish the run's RDP shifted
+up so that it is an upper bound with a stated probability (see
+:mod:`privengine.pate.privacy` for how a run uses them).
 
 Public API: the three scalar functions :func:`lnmax_moments_epsilon`,
 :func:`gnmax_epsilon`, :func:`confident_gnmax_epsilon` are thin wrappers of
@@ -109,6 +113,11 @@ __all__ = [
     "threshold_local_sensitivity_bounds",
     "smooth_sensitivity",
     "gnss_rdp",
+    "gnss_rdp_at_orders",
+    "gnmax_summed_local_sensitivity_bounds",
+    "confident_gnmax_summed_local_sensitivity_bounds",
+    "shifted_gnss_sigma",
+    "sanitize_rdp",
 ]
 
 #: RDP orders used for GNMax / Confident-GNMax, as in Papernot et al. (2018).
@@ -1093,3 +1102,149 @@ def gnss_rdp(beta, sigma, order) -> float:
     r = 1.0 + lam * math.expm1(-2.0 * beta)  # > 1 - 2 lam beta > 0
     exact = lam * math.exp(-2.0 * beta) / (2.0 * sigma**2 * r) + (-lam * beta - 0.5 * math.log(r)) / (lam - 1.0)
     return max(t23, exact)
+
+
+# --------------------------------------------------------------------------- sanitized release (GNSS)
+#
+# Papernot et al. 2018, Section 4 and App. B-C: the data-dependent RDP of a whole run at a
+# fixed order lam, f(x) = sum_i beta_i(x), is published as f(x) + noise scaled to a
+# beta-smooth bound on its local sensitivity. One teacher votes in every query, so a
+# histogram within distance d of x in "teachers changed" is within distance d in every
+# query, and the local sensitivity of the sum at distance d is at most the sum of the
+# per-query bounds at distance d.
+
+
+def _teacher_count(v: np.ndarray) -> int:
+    """``N``: the common row sum of ``v`` (every query is voted on by the same ``N`` teachers)."""
+    if not np.all(v == np.round(v)):
+        raise ConfigError("votes", "must hold whole vote counts (integers >= 0): distances count teachers")
+    sums = v.sum(axis=1)
+    if sums.min() < 1 or sums.max() != sums.min():
+        raise ConfigError("votes", "must have the same number of votes (>= 1, the number of teachers) in every row; "
+                                   f"got row sums from {sums.min():g} to {sums.max():g}")
+    return int(round(float(sums[0])))
+
+
+def gnmax_summed_local_sensitivity_bounds(votes, sigma, order) -> np.ndarray:
+    r"""Local-sensitivity bounds at distance ``d`` of the data-dependent RDP of many GNMax answers.
+
+    ``f(x) = sum_i beta(q~(n_i(x)))`` at ``order`` (each term as in :func:`gnmax_analysis`).
+    Any ``x'`` within ``d`` changed teachers of ``x`` has every histogram ``n_i(x')`` within
+    distance ``d`` of ``n_i(x)``, and ``LS_f(x') <= sum_i LS_i(n_i(x'))``, so::
+
+        A_f[d] = sum_i A_i[d],     A_i = gnmax_local_sensitivity_bounds(n_i, sigma, order)
+
+    bounds ``max_{dist(x, x') <= d} LS_f(x')``; each ``A_i`` depends on the sorted counts
+    only, so equal sorted histograms are computed once.
+
+    Args:
+        votes: ``(n, m)`` vote counts of the answered queries (whole numbers, every row
+            summing to the number of teachers ``N``).
+        sigma: GNMax noise std; order: RDP order ``> 1``.
+
+    Returns:
+        ``(N,)`` non-decreasing bounds (``(1,)`` zeros when ``votes`` has no row).
+    """
+    v = _votes(votes)
+    sigma = _positive("sigma", sigma)
+    order = _order(order)
+    if v.shape[0] == 0:
+        return np.zeros(1)
+    n_teachers = _teacher_count(v)
+    rows, counts = np.unique(-np.sort(-v, axis=1), axis=0, return_counts=True)
+    total = np.zeros(n_teachers)
+    for row, count in zip(rows, counts):
+        total += count * gnmax_local_sensitivity_bounds(row, sigma, order)
+    return total
+
+
+def confident_gnmax_summed_local_sensitivity_bounds(votes, answered, threshold, sigma1, sigma2, order) -> np.ndarray:
+    r"""Local-sensitivity bounds at distance ``d`` of Confident-GNMax's realised data-dependent RDP.
+
+    The realised RDP at ``order`` (:func:`confident_gnmax_analysis` with the answered mask)
+    is ``f(x) = sum_{all i} theta_i(x) + sum_{answered i} beta_i(x)``: the threshold check of
+    every submitted query plus the GNMax step of the answered ones. The mask is an output of
+    the mechanism (published with the answers), so it is fixed when ``f`` is released, and::
+
+        A_f[d] = sum_{all i} T_i[d] + sum_{answered i} G_i[d]
+
+    with ``T_i`` = :func:`threshold_local_sensitivity_bounds` (``sigma1``) and ``G_i`` =
+    :func:`gnmax_local_sensitivity_bounds` (``sigma2``).
+
+    Args:
+        votes: ``(n_submitted, m)`` vote counts of every submitted query (whole numbers,
+            equal row sums ``N``).
+        answered: ``(n_submitted,)`` booleans (the realised answers; not probabilities).
+        threshold, sigma1, sigma2: the mechanism's parameters; order: RDP order ``> 1``.
+
+    Returns:
+        ``(N,)`` non-decreasing bounds (``(1,)`` zeros when ``votes`` has no row).
+    """
+    v = _votes(votes)
+    w = _weights(answered, v.shape[0])
+    if not np.all((w == 0) | (w == 1)):
+        raise ConfigError("answered", "must hold the realised answers (booleans), not answer probabilities")
+    t = _real("threshold", threshold)
+    sigma1 = _positive("sigma1", sigma1)
+    sigma2 = _positive("sigma2", sigma2)
+    order = _order(order)
+    if v.shape[0] == 0:
+        return np.zeros(1)
+    _teacher_count(v)
+    top = v.max(axis=1)
+    _, first, counts = np.unique(top, return_index=True, return_counts=True)  # T_i depends on (max, N) only
+    total = sum(count * threshold_local_sensitivity_bounds(v[i], t, sigma1, order) for i, count in zip(first, counts))
+    return total + gnmax_summed_local_sensitivity_bounds(v[w == 1], sigma2, order) if w.any() else total
+
+
+def shifted_gnss_sigma(beta, sigma, shift) -> float:
+    r"""Noise multiplier of GNSS once its released value is shifted up by ``shift`` noise stds.
+
+    Releasing ``R = f(x) + SS(x) (shift sigma + sigma Z)``, ``Z ~ N(0, 1)``, makes ``R >= f(x)``
+    with probability ``Phi(shift)``. It is GNSS applied to ``g = f + shift sigma SS`` with
+    the smooth bound ``S' = a SS``, ``a = 1 + shift sigma (e^beta - 1)``, and noise multiplier
+    ``sigma' = sigma / a`` (``S' sigma' = SS sigma``):
+
+    * ``S'`` is beta-smooth (a constant times SS);
+    * ``S'`` bounds g's change between neighbours ``x, y``: with ``SS(y) <= SS(x)``,
+      ``|f(x) - f(y)| <= LS_f(y) <= SS(y)`` and ``|SS(x) - SS(y)| <= (e^beta - 1) SS(y)``, so
+      ``|g(x) - g(y)| <= a SS(y) = min(S'(x), S'(y))``, the condition :func:`gnss_rdp` needs.
+
+    So the release costs ``gnss_rdp(beta, sigma', order)``; ``shift = 0`` gives ``sigma``.
+
+    >>> round(shifted_gnss_sigma(0.0, 10.0, 2.0), 12), round(shifted_gnss_sigma(0.05, 10.0, 0.0), 12)
+    (10.0, 10.0)
+    """
+    beta = _nonnegative("beta", beta)
+    sigma = _positive("sigma_ss", sigma)
+    shift = _nonnegative("shift", shift)
+    return sigma / (1.0 + shift * sigma * math.expm1(beta))
+
+
+def sanitize_rdp(rdp, smooth_sens, cap, *, sigma, shift, standard_normal) -> float:
+    r"""The published value ``min(max(rdp + SS (shift sigma + sigma Z), 0), cap)``.
+
+    ``Z = standard_normal`` is one N(0, 1) draw (from the run's noise generator). The value
+    before clipping is the shifted GNSS release of :func:`shifted_gnss_sigma`; clipping to
+    ``[0, cap]`` is post-processing, and keeps ``value >= rdp`` whenever the unclipped
+    value is, provided ``0 <= rdp <= cap`` (``cap``: the data-independent RDP at the same
+    order, which every data-dependent RDP is below). So ``Pr[value >= rdp] >= Phi(shift)``.
+
+    >>> sanitize_rdp(1.0, 0.1, 5.0, sigma=10.0, shift=2.0, standard_normal=-0.5)   # 1 + 0.1 (20 - 5)
+    2.5
+    """
+    rdp = _nonnegative("rdp", rdp)
+    smooth_sens = _nonnegative("smooth_sensitivity", smooth_sens)
+    cap = _nonnegative("cap", cap)
+    sigma = _positive("sigma_ss", sigma)
+    shift = _nonnegative("shift", shift)
+    z = _real("standard_normal", standard_normal)
+    return float(min(max(rdp + smooth_sens * sigma * (shift + z), 0.0), cap))
+
+
+def gnss_rdp_at_orders(beta, sigma, orders) -> np.ndarray:
+    """:func:`gnss_rdp` at every order of ``orders``; ``inf`` where ``order >= 1/(2 beta)`` (no bound there)."""
+    beta = _nonnegative("beta", beta)
+    sigma = _positive("sigma", sigma)
+    o = _orders(orders)
+    return np.array([gnss_rdp(beta, sigma, lam) if 2.0 * beta * lam < 1.0 else np.inf for lam in o])

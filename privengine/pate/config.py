@@ -79,6 +79,26 @@ class PateConfig(RunConfig):
     beta: float = knob(0.09, low=0.0, high=10.0, low_open=True, advanced=True,
                        shown_when=("aggregator", ("lnmax",)),
                        help="LNMax: beta of the smooth sensitivity of the data-dependent epsilon.")
+    sanitize: bool = knob(True, label="publish a sanitized data-dependent ε",
+                          shown_when=("aggregator", ("gnmax", "confident_gnmax")),
+                          help="Also publish the data-dependent ε through the smooth-sensitivity framework (Papernot "
+                               "et al. 2018, Sec. 4): noisy, shifted up to be an upper bound with the confidence "
+                               "below; its own privacy cost is added to it and to the a-priori headline.")
+    ss_order: float = knob(0.0, low=0.0, high=500.0, advanced=True,
+                           shown_when=("aggregator", ("gnmax", "confident_gnmax")),
+                           help="RDP order at which the data-dependent ε is sanitized, fixed before any vote is seen; "
+                                "0: 1 + 2 (a-priori order - 1), from the configuration alone. Otherwise >= 2.")
+    ss_sigma: float = knob(0.0, low=0.0, high=10_000.0, advanced=True,
+                           shown_when=("aggregator", ("gnmax", "confident_gnmax")),
+                           help="Noise of the sanitized ε in units of its smooth sensitivity: larger costs less "
+                                "privacy but gives a noisier (and, shifted, larger) published figure. 0: the order "
+                                "λ of the release (its cost then stays about a quarter of ln(1/δ)/(λ-1) at "
+                                "δ = 1e-5, whatever λ).")
+    ss_confidence: float = knob(0.95, low=0.5, high=1.0, high_open=True, advanced=True,
+                                shown_when=("aggregator", ("gnmax", "confident_gnmax")),
+                                help="Probability that the published sanitized ε is at least the exact data-dependent "
+                                     "one (its noise is shifted up accordingly); 0.5: no shift, a median-unbiased "
+                                     "estimate as in the paper.")
     teacher_epochs: int = knob(20, low=1, high=1000, help="Training epochs of every teacher.")
     teacher_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the teachers.")
     student_epochs: int = knob(30, low=1, high=1000, help="Training epochs of the student.")
@@ -97,6 +117,9 @@ class PateConfig(RunConfig):
         if self.teachers > most:
             raise ConfigError("teachers", f"must be at most {most} for {self.dataset} ({n_private} private examples, "
                                           f"at least {MIN_EXAMPLES_PER_TEACHER} per teacher); got {self.teachers}")
+        if 0.0 < self.ss_order < 2.0:
+            raise ConfigError("ss_order", f"must be 0 (chosen from the configuration) or an RDP order >= 2; "
+                                          f"got {self.ss_order:g}")
         held_out = student_test_size(n_public)
         if self.queries > n_public - held_out:
             raise ConfigError("queries", f"must be at most {n_public - held_out} for {self.dataset} ({held_out} public "

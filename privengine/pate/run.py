@@ -16,7 +16,8 @@ from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
 from .privacy import analyse
 
-NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness)
+NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
+# privacy.SANITIZE_STREAM
 CURVE_POINTS = 300  # points of the eps-vs-answered curves sent to the store
 
 # Share of the progress bar per stage.
@@ -78,12 +79,15 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         )
 
         report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
-                         extra_caveats=(noise_caveat(secure=config.secure_noise),))
+                         extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device)
         _report_eps_curves(report.analysis, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["data_dependent_order"] = report.analysis.order
         if report.analysis.smooth_sensitivity is not None:
             summary["smooth_sensitivity"] = report.analysis.smooth_sensitivity
+        if report.sanitized is not None:  # published figures; its smooth sensitivity is a private diagnostic
+            summary["sanitized_epsilon"] = report.sanitized.public()
+            summary["smooth_sensitivity"] = report.sanitized.smooth_sensitivity
         reporter.metric(0, fraction_answered=n_answered / config.queries,
                         ensemble_accuracy=summary["ensemble_accuracy"])
 
