@@ -2,8 +2,9 @@
 
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
 ``show ID``, ``export ID --format csv|json``, ``report ID [--format html] [--output FILE]``,
-``stop ID``, ``delete ID``, and the
-sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...).
+``stop ID``, ``delete ID``, the
+sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...) and
+``audit AUDIT [--field value ...] [--json]`` of :mod:`privengine.audit.cli`.
 The flags of ``run`` are generated from the mechanism's config fields, so they
 always match the dashboard's form. Runs land in the same store as the
 dashboard's. Bad input exits with status 2 and one line naming the field.
@@ -18,6 +19,7 @@ import time
 from typing import Any, NoReturn, Sequence, TextIO
 
 from . import registry
+from .audit import cli as audit_cli
 from .claims import claims_of, headline_of
 from .config import FieldSpec
 from .explore import cli as sweep_cli
@@ -77,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("run_id", metavar="ID")
     sweep_cli.add_parsers(sub, _add_config_flags)
+    audit_cli.add_parsers(sub)
     return parser
 
 
@@ -113,6 +116,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return _cmd_list(out)
         if args.command == "presets":
             return _cmd_presets(args, out)
+        if args.command in audit_cli.COMMANDS:
+            return audit_cli.dispatch(args, out, err)
         store = RunStore()
         if args.command == "run":
             return _cmd_run(args, store, out, err)
