@@ -65,6 +65,10 @@ class DPSGDConfig(RunConfig):
     lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, label="learning rate",
                      help="SGD learning rate (about 0.1 for linreg, 1-4 for the CNNs with batch 256).")
     momentum: float = knob(0.0, low=0.0, high=0.99, advanced=True, help="SGD momentum.")
+    ema_decay: float = knob(0.0, low=0.0, high=1.0, high_open=True, advanced=True, label="EMA decay",
+                            help="Evaluate (and report) an exponential moving average of the trained parameters, "
+                                 "ema <- decay * ema + (1 - decay) * params after every step (0 = off, the last "
+                                 "iterate). Free: a function of the noisy iterates, which the guarantee covers.")
     max_grad_norm: float = knob(1.0, low=0.0, high=1e4, low_open=True, log=True, label="clip norm",
                                 help="C: each per-example gradient (all parameters flattened) is clipped to this norm.")
     noise_mode: str = knob("target_epsilon", choices=NOISE_MODES,

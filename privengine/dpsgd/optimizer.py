@@ -45,6 +45,13 @@ the others (one factor for the whole gradient here, one per part in GEP).
 While it adds noise the optimizer also records the fraction of the summed
 clipped private gradient's energy inside span(U) (:attr:`last_energy`), a
 diagnostic that is NOT privatised.
+
+Audit hooks (used by :mod:`privengine.audit.dpsgd_one_run`; None in a normal run):
+``pre_noise_hook(optimizer)`` is called once per logical step after clipping and
+accumulation, before the noise (it may add canary gradients to ``p.summed_grad``, which
+then go through exactly the mechanism's noise); ``post_noise_hook(optimizer)`` right
+after the noise, before Opacus divides ``p.grad`` by the expected batch size (it may
+read the noisy summed gradient the step releases).
 """
 
 from __future__ import annotations
@@ -81,6 +88,8 @@ class _ShapedNoise:
         self.clipping = clipping
         self.basis: torch.Tensor | None = None
         self.last_energy: torch.Tensor | None = None
+        self.pre_noise_hook = None   # audit hooks: see the module docstring
+        self.post_noise_hook = None
 
     @property
     def isotropic(self) -> bool:
@@ -144,6 +153,13 @@ class _ShapedNoise:
         return (self.max_grad_norm / (norm_s * margin + 1e-6)).clamp(max=1.0)
 
     def add_noise(self) -> None:
+        if self.pre_noise_hook is not None:
+            self.pre_noise_hook(self)
+        self._add_shaped_noise()
+        if self.post_noise_hook is not None:
+            self.post_noise_hook(self)
+
+    def _add_shaped_noise(self) -> None:
         params = self.params
         for p in params:
             _check_processed_flag(p.summed_grad)

@@ -32,6 +32,7 @@ from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from opacus.validators import ModuleValidator
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 
 from privengine.errors import ConfigError
@@ -145,6 +146,10 @@ class _Training:
             raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
                                                f"got {config.subspace_rank}")
         self.shadow = copy.deepcopy(self.model)  # hook-free twin for the public per-example gradients
+        # Exponential moving average of the noisy iterates (post-processing: DP-SGD's guarantee covers every
+        # iterate, so any function of them is covered too); evaluated instead of the last iterate.
+        self.ema = AveragedModel(self.shadow, multi_avg_fn=get_ema_multi_avg_fn(config.ema_decay)) \
+            if config.ema_decay > 0 else None
         self.criterion = nn.MSELoss() if task.regression else nn.CrossEntropyLoss()
         ghost = config.grad_sample_mode == "ghost"
         if ghost:
@@ -203,6 +208,8 @@ class _Training:
                 loss.backward()
                 self.optimizer.step()  # a logical step only after the last physical batch of a logical one
                 self.optimizer.zero_grad()
+                if self.ema is not None and self.steps_done > before:
+                    self.ema.update_parameters(self.model)
                 if len(xb):
                     self.losses.append(loss.detach())
                 at = self.steps_done
@@ -223,7 +230,8 @@ class _Training:
     def _evaluate(self, should_stop, on_eval) -> bool:
         """Evaluate, report, and reset the windows; False if a stop came meanwhile."""
         full = self.steps_done == self.plan.steps
-        value = _evaluate(self.model, self.task, should_stop, limit=None if full else EVAL_SUBSET)
+        evaluated = self.model if self.ema is None else self.ema.module
+        value = _evaluate(evaluated, self.task, should_stop, limit=None if full else EVAL_SUBSET)
         if value is None:
             return False
         values = {M.EXCESS_RISK if self.task.regression else M.TEST_ACC: value}
