@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["AuditResult", "Auditor", "all_auditors", "auditors_for", "get_auditor", "register_auditor"]
 
 #: Modules that register the shipped auditors when imported (loaded on first use of the registry).
-BUILTIN_AUDITOR_MODULES = ("privengine.audit.pate_gnmax",)
+BUILTIN_AUDITOR_MODULES = ("privengine.audit.pate_gnmax", "privengine.audit.dpsgd_one_run")
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
