@@ -49,12 +49,12 @@ def draw(snapshot) -> None:
             charts.show(mean, key=f"dp_bayes.{run_id}.sweep.mean")
         with right:
             charts.show(sd, key=f"dp_bayes.{run_id}.sweep.sd")
-        st.dataframe(figures.sweep_table(artifacts["sweep"]), hide_index=True, width="stretch")
+        charts.table(figures.sweep_table(artifacts["sweep"]))
     elif not snapshot.run.active:
         st.caption("Run in **sweep** mode to chart the error against ε over several repeats.")
     if "scores" in artifacts:
         st.subheader("Scores against the reference posterior")
-        st.dataframe(figures.scores_table(artifacts["scores"]), hide_index=True, width="stretch")
+        charts.table(figures.scores_table(artifacts["scores"]))
 
 
 render_mechanism_page("dp_bayes", draw, intro=INTRO)

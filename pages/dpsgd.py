@@ -29,7 +29,7 @@ def draw(snapshot) -> None:
                                   log_y=quality == M.EXCESS_RISK), key=f"dpsgd.{run_id}.quality")
     charts.show(figures.per_model(metrics, series.get(M.TRAIN_LOSS, []), M.TRAIN_LOSS, settings=settings, log_y=True),
                 key=f"dpsgd.{run_id}.loss")
-    charts.show(figures.epsilon(metrics), key=f"dpsgd.{run_id}.epsilon")
+    charts.show(figures.run_epsilon(snapshot), key=f"dpsgd.{run_id}.epsilon")
     if M.ENERGY in series:
         charts.show(figures.per_model(metrics, series[M.ENERGY], M.ENERGY, settings=settings),
                     key=f"dpsgd.{run_id}.energy")
@@ -39,7 +39,7 @@ def draw(snapshot) -> None:
     if rows:
         st.subheader("Comparison across settings and seeds")
         charts.show(figures.comparison(rows), key=f"dpsgd.{run_id}.comparison")
-        st.dataframe(figures.comparison_table(rows), hide_index=True, width="stretch")
+        charts.table(figures.comparison_table(rows))
 
 
 render_mechanism_page("dpsgd", draw, intro=INTRO)

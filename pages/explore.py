@@ -17,6 +17,7 @@ from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, run_configs, runner, suggest_values
 from ui import services, sweep_view
 from ui.form import config_form
+from ui.shell import through_app
 
 EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a new local one)"}
 # never varied: the seeds are the sweep's, the device is shared, replicas are for resumed runs
@@ -161,6 +162,7 @@ def launched_executor(sweep_id: str):
     return launched.executor() if launched else None
 
 
+through_app()
 st.title("Explore")
 st.markdown("Sweep a mechanism's knobs over several seeds and see the **privacy-utility frontier**: each point is "
             "one setting, with its spread over the seeds; the frontier joins the settings no other one beats on "

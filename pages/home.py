@@ -1,11 +1,15 @@
-"""Home: what each mechanism protects and against whom, the detected device, recent runs."""
+"""Home: the quick-demo gallery (one click launches a mechanism's demo and opens its page), the presets with the
+figures they reproduce, the detected device, recent runs."""
 
 import streamlit as st
 
 from privengine import registry
-from ui import services
-from ui.links import link_to_mechanism
+from ui import charts, services
+from ui.gallery import presets_table, quick_demo_card
 from ui.runs_table import runs_frame
+from ui.shell import through_app
+
+through_app()
 
 st.title("privengine")
 st.markdown(
@@ -15,22 +19,27 @@ st.markdown(
 device = services.devices()[0]
 st.caption(f"Runs go to **{device.name}** by default (CUDA, then Apple MPS, else CPU); each form lets you pick another.")
 
+st.subheader("Quick demos")
+st.caption("One click each: the demo starts here at once (seconds to half a minute on two CPU cores) and its page "
+           "opens with the run live.")
 mechanisms = registry.all_mechanisms()
 if not mechanisms:
     st.warning("No mechanism is registered.", icon=":material/warning:")
-columns = st.columns(2)
-for i, mech in enumerate(mechanisms):
-    with columns[i % 2].container(border=True):
-        st.subheader(mech.title)
-        st.markdown(f"**Protects:** {mech.protects}")
-        with st.expander("How it works"):
-            st.markdown(mech.description)
-        link_to_mechanism(mech.name, f"Open {mech.title}")
+for row in range(0, len(mechanisms), 2):  # row by row, so the cards of a row start level
+    for column, mech in zip(st.columns(2), mechanisms[row:row + 2]):
+        with column:
+            quick_demo_card(mech)
+
+st.subheader("Presets and the published figures they reproduce")
+st.caption("Each opens its mechanism's page with the form filled in, ready to launch; a run started from a preset "
+           "draws its published figure as a dashed line on the chart of that metric. From a terminal: "
+           "`python -m privengine presets`, `python -m privengine run MECHANISM --preset NAME`.")
+presets_table(mechanisms)
 
 st.subheader("Recent runs")
 recent = services.store().list_runs(limit=8)
 if recent:
-    st.dataframe(runs_frame(recent), hide_index=True, width="stretch")
+    charts.table(runs_frame(recent))
     st.page_link("pages/runs.py", label="All runs", icon=":material/table_rows:")
 else:
     st.caption("No runs yet. Launch one from a mechanism page, or from a terminal: "

@@ -5,13 +5,17 @@ import functools
 import streamlit as st
 
 from privengine import registry
-from privengine.figures.common import overlay
+from privengine.claims import headline_of
+from privengine.figures.common import is_epsilon, overlay
+from privengine.figures.text import accountant_name
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
 from ui.report_button import report_button
 from ui.runs_table import config_differences, runs_frame
+from ui.shell import through_app
 
+through_app()
 st.title("Runs")
 store = services.store()
 
@@ -28,8 +32,7 @@ if not runs:
     st.stop()
 
 table = runs_frame(runs)
-event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="multi-row",
-                     key="runs.table")
+event = charts.table(table, on_select="rerun", selection_mode="multi-row", key="runs.table")
 selected = [runs[i] for i in event.selection.rows]
 st.caption(f"{len(runs)} runs · select rows to act on them; select two or more to compare their curves.")
 if not selected:
@@ -71,15 +74,19 @@ if len(selected) >= 2:
     st.subheader("Compare")
     differences = config_differences(selected)
     st.markdown("Headline privacy claims and the config values that differ:")
-    st.dataframe(differences, hide_index=True, width="stretch")
+    charts.table(differences)
     report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
     if differences.shape[1] <= 3:
         st.caption("The selected runs have identical configs.")
     per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=400) for r in selected}
+    # ε curves name each run's accountant (that of its headline claim) in the legend
+    accountants = {f"{r.id} ({r.mechanism})": accountant_name(c.accountant) for r in selected
+                   if (c := headline_of(r.summary)) is not None}
     names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})
     if not names:
         st.caption("The selected runs reported no metrics.")
     columns = st.columns(2)
     for i, name in enumerate(names):
         with columns[i % 2]:
-            charts.show(overlay(per_run, name), key=f"compare.{name}")
+            charts.show(overlay(per_run, name, accountants=accountants if is_epsilon(name) else None),
+                        key=f"compare.{name}")

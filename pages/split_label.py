@@ -60,7 +60,7 @@ def draw(snapshot) -> None:
         st.markdown(BOUND_TEXT)
     table = figures.settings_table(snapshot.run.summary or {})
     if table is not None:
-        st.dataframe(table, width="stretch")
+        charts.table(table, hide_index=False)
 
 
 render_mechanism_page(NAME, draw)

@@ -24,6 +24,7 @@ from .claims import claims_of, headline_of
 from .config import FieldSpec
 from .explore import cli as sweep_cli
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
+from .presets import changed_fields, source_with_preset
 from .store import STATES, RunRecord, RunStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -193,12 +194,20 @@ def _config_values(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
+def _source(args: argparse.Namespace, config: Any) -> str:
+    """``cli``, with the preset the run starts from (``modified`` when a file or flag changed one of its fields)."""
+    if not args.preset:
+        return "cli"
+    expected = registry.get(args.mechanism).preset_config(args.preset).to_dict()
+    return source_with_preset("cli", args.preset, modified=bool(changed_fields(expected, config.to_dict())))
+
+
 def _cmd_run(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
     from .jobs import JobManager  # imports torch lazily through the device module
 
     config = _config_from_args(args)
     manager = JobManager(store)
-    run_id = manager.submit(args.mechanism, config, source="cli")
+    run_id = manager.submit(args.mechanism, config, source=_source(args, config))
     print(f"run {run_id}: {args.mechanism} started (stored in {store.path})", file=err)
     progress = _ProgressLine(err)
     try:

@@ -4,13 +4,24 @@ A preset is config overrides plus what it reproduces (``published``: the metric,
 epsilon and the source) or ``None`` for a demo. ``python -m privengine run MECH --preset NAME
 [--field value ...]`` starts from it (flags override it); ``python -m privengine presets`` lists them.
 
+A run started from a preset records it in its ``source`` (``"dashboard (preset quick-demo)"``; ``", modified"``
+when fields were changed), so its page can draw the published figure beside the run's own curve.
+
 >>> p = Preset("quick-demo", "A small run.", {"epochs": 1.0})
 >>> p.to_dict("dpsgd")["published"] is None
 True
+>>> source = source_with_preset("dashboard", "quick-demo")
+>>> source, preset_name_of(source)
+('dashboard (preset quick-demo)', 'quick-demo')
+>>> preset_name_of(source_with_preset("cli", "seed-marvell-0.64", modified=True)), preset_name_of("cli")
+('seed-marvell-0.64', None)
+>>> Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)").label()
+'published: 89.7 % at ε = 3 (Tramer & Boneh, ICLR 2021)'
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -28,6 +39,26 @@ class Published:
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "epsilon": self.epsilon, "source": self.source}
+
+    def value_text(self, value: float | None = None) -> str:
+        """``value`` (default: the published one) in the metric's unit: accuracies in %, others as numbers."""
+        return metric_text(self.metric, self.value if value is None else value)
+
+    def label(self) -> str:
+        """A chart label: ``published: 89.7 % at ε = 3 (Tramer & Boneh, ICLR 2021)`` (the source's first part)."""
+        at = "" if self.epsilon is None else f" at ε = {self.epsilon:g}"
+        return f"published: {self.value_text()}{at} ({short_source(self.source)})"
+
+
+def metric_text(metric: str, value: float) -> str:
+    """A value of ``metric`` for people: accuracies (stored as fractions) in %, anything else to 3 digits."""
+    return f"{value:.1%}".replace("%", " %") if "accuracy" in metric else f"{value:.3g}"
+
+
+def short_source(source: str) -> str:
+    """A source without its parenthesised detail: ``Tramer & Boneh, ICLR 2021 (ScatterNet + linear)`` -> the part
+    before the parenthesis."""
+    return source.split(" (", 1)[0].strip() or source
 
 
 @dataclass(frozen=True)
@@ -52,3 +83,28 @@ def find(presets: tuple[Preset, ...], name: str, mechanism: str) -> Preset:
             return preset
     known = ", ".join(p.name for p in presets) or "none"
     raise ConfigError("preset", f"must be one of {mechanism}'s presets ({known}); got {name!r}")
+
+
+_PRESET_IN_SOURCE = re.compile(r" \(preset ([^,()]+)(, modified)?\)$")
+
+
+def changed_fields(preset_config: Mapping[str, Any], config: Mapping[str, Any], *,
+                   ignore: tuple[str, ...] = ("device",)) -> list[str]:
+    """The fields ``config`` changes from a preset's full config (where it trains is not part of a preset).
+
+    >>> changed_fields({"epochs": 1.0, "device": "auto"}, {"epochs": 2.0, "device": "cpu"})
+    ['epochs']
+    """
+    return sorted(k for k in set(preset_config) | set(config)
+                  if k not in ignore and preset_config.get(k) != config.get(k))
+
+
+def source_with_preset(source: str, preset: str, *, modified: bool = False) -> str:
+    """A run's ``source`` that also records the preset it started from (``modified``: some fields changed)."""
+    return f"{source} (preset {preset}{', modified' if modified else ''})"
+
+
+def preset_name_of(source: str | None) -> str | None:
+    """The preset a run's ``source`` records (:func:`source_with_preset`), or None."""
+    match = _PRESET_IN_SOURCE.search(source or "")
+    return match.group(1) if match else None

@@ -67,6 +67,10 @@ class Mechanism:
         """The preset called ``name`` (ConfigError listing this mechanism's presets otherwise)."""
         return find_preset(self.presets, name, self.name)
 
+    def preset_config(self, name: str) -> BaseConfig:
+        """The full config of preset ``name``: the defaults with its overrides."""
+        return self.config_cls.from_dict(dict(self.preset(name).overrides))
+
 
 def load_callable(ref: str | Callable) -> Callable:
     """``ref`` itself if callable, else the function named by ``"package.module:function"`` (imported now)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from privengine import registry
 from privengine.claims import PrivacyClaim
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_from_published_preset
 
 APP = str(ROOT / "app.py")
 
@@ -134,8 +135,101 @@ def test_a_preset_loads_into_the_form():
     at = _page("pages/dpsgd.py")
     _assert_clean(at)
     at.selectbox(key="preset.dpsgd").select("fmnist-scatter-eps3").run()
-    assert any("Tramer & Boneh" in c.value and "0.897" in c.value for c in at.caption)
+    assert any("Tramer & Boneh" in c.value and "89.7 %" in c.value for c in at.caption)
     at.button(key="preset.load.dpsgd").click().run()
     _assert_clean(at)
+    assert at.query_params["preset"] in ("fmnist-scatter-eps3", ["fmnist-scatter-eps3"])  # a shareable link
     assert at.selectbox(key="form.dpsgd.g1.model").value == "scatter_linear"  # fresh widgets, preset values
     assert at.number_input(key="form.dpsgd.g1.batch_size").value == 8192
+
+
+def test_a_preset_link_prefills_the_form_and_a_bad_one_says_why():
+    at = _page("pages/dpsgd.py", preset="fmnist-scatter-eps3")
+    _assert_clean(at)
+    assert at.selectbox(key="preset.dpsgd").value == "fmnist-scatter-eps3"
+    assert at.selectbox(key="form.dpsgd.model").value == "scatter_linear"
+    assert at.number_input(key="form.dpsgd.batch_size").value == 8192
+    bad = _page("pages/dpsgd.py", preset="nope")
+    assert any("The preset in the link was not used" in e.value and "fmnist-scatter-eps3" in e.value
+               for e in bad.error)
+
+
+def _stop_and_wait(store, run_id: str, timeout: float = 60) -> None:
+    store.request_stop(run_id)
+    deadline = time.monotonic() + timeout
+    while store.get_run(run_id).active and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_home_gallery_has_a_quick_demo_card_per_mechanism_and_the_presets_table():
+    at = _page("home")
+    _assert_clean(at)
+    titles = [h.value for h in at.subheader]
+    launch_keys = {b.key for b in at.button}
+    presets = at.dataframe[0].value  # the presets table comes before recent runs
+    for mech in registry.all_mechanisms():
+        assert mech.title in titles
+        has_demo = "quick-demo" in [p.name for p in mech.presets]
+        assert (f"gallery.launch.{mech.name}" in launch_keys) == has_demo
+        for preset in mech.presets:
+            if preset.name == "quick-demo":
+                assert any(preset.description in m.value for m in at.markdown)  # what the demo shows
+                continue
+            link = f"/{mech.name}?preset={preset.name}"  # the page with the preset loaded, ready to launch
+            row = presets[presets["preset"] == link].iloc[0]
+            assert row["mechanism"] == mech.title.split(":")[0]  # "PATE: teacher ensembles" -> "PATE"
+            if preset.published is not None:
+                assert row["source"] == preset.published.source
+                epsilon = preset.published.epsilon
+                assert row["ε"] == epsilon if epsilon is not None else row["ε"] != row["ε"]  # NaN: shown as "—"
+    fmnist = presets[presets["preset"] == "/dpsgd?preset=fmnist-scatter-eps3"].iloc[0]
+    assert (fmnist["published metric"], fmnist["value"]) == ("test accuracy", "89.7 %")
+
+
+def test_launching_a_quick_demo_from_home_starts_it_and_opens_its_page(store):
+    at = _page("home")
+    at.button(key="gallery.launch.dp_bayes").click().run()
+    _assert_clean(at)
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    try:
+        run = store.get_run(run_id)
+        expected = registry.get("dp_bayes").config_cls.from_dict(
+            dict(registry.get("dp_bayes").preset("quick-demo").overrides)).to_dict()
+        assert run.mechanism == "dp_bayes" and run.config == expected  # the preset's config, as launched
+        assert run.source == "dashboard (preset quick-demo)"  # the run records its preset
+        assert at.title[0].value == registry.get("dp_bayes").title  # the mechanism's page, showing the run
+        assert any(f"Run **{run_id}**" in c.value and "preset quick-demo" in c.value for c in at.caption)
+    finally:
+        _stop_and_wait(store, run_id)
+
+
+def test_a_run_from_a_preset_draws_its_published_figure_as_a_reference_line(store):
+    from privengine.figures import run_figures
+
+    run_id = run_from_published_preset(store)
+    label = "published: 89.7 % at ε = 3<br>(Tramer & Boneh, ICLR 2021)"
+    figures = run_figures(store.snapshot(run_id))  # as reports draw them
+    marked = [f for f in figures if any(s.name == "published" for s in f.layout.shapes)]
+    assert len(marked) == 1 and marked[0].layout.title.text == "Test accuracy"
+    assert marked[0].layout.shapes[0].y0 == marked[0].layout.shapes[0].y1 == 0.897
+    assert [a.text for a in marked[0].layout.annotations] == [label]
+
+    at = _page("pages/dpsgd.py", run=run_id)  # the page draws the same line through the shared chart helper
+    _assert_clean(at)
+    specs = [json.dumps(json.loads(c.proto.spec), ensure_ascii=False) for c in at.get("plotly_chart")]
+    assert sum(label in spec for spec in specs) == 1
+    assert any("ε spent by each model alone" in spec and "Opacus PRV accountant, δ = 1e-05" in spec
+               for spec in specs)  # the ε chart names its accountant
+    beside = [m.value for m in at.markdown if "Preset **fmnist-scatter-eps3**" in m.value]
+    assert beside and "**89.7 %** at ε = 3" in beside[0] and "this run: **88.1 %**" in beside[0]
+    assert any("the one model of this run released together" in m.value for m in at.markdown)  # not "all 1 models"
+
+
+def test_a_run_without_a_preset_draws_no_reference_line(store):
+    from privengine.figures import run_figures
+
+    run_id = run_from_published_preset(store)
+    other = store.create_run("dpsgd", store.get_run(run_id).config, source="dashboard")
+    store.add_metrics(other, [(10, "test_acc|isotropic|seed=0", 0.7)])
+    assert not any(s.name == "published" for f in run_figures(store.snapshot(other)) for s in f.layout.shapes)

@@ -1,12 +1,16 @@
 """End to end in a real browser: `streamlit run app.py`, headless Chromium driven by Playwright.
 
 Visits every page and asserts no error element; launches a small run and
-watches it finish live. A screenshot is saved under test-artifacts/ on failure.
+watches it finish live; launches a quick demo from the Home gallery; opens the
+first request after a server start (Home and deep links to a run, a sweep and a
+preset) and checks it gets the app's menu, the wide layout and its target. A
+screenshot is saved under test-artifacts/ on failure.
 Skips (with the reason) when Chromium or Playwright is missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,11 +21,13 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from privengine import registry
-from tests.conftest import ROOT, subprocess_env
+from privengine.store import RunStore
+from tests.conftest import ROOT, run_from_published_preset, subprocess_env
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 CHROMIUM = os.environ.get("PRIVENGINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -47,10 +53,11 @@ def app_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("browser-home")
 
 
-@pytest.fixture(scope="module")
-def app_url(app_home):
+@contextlib.contextmanager
+def _server(home: Path):
+    """``streamlit run app.py`` on a free port with PRIVENGINE_HOME=home; yields its URL once it is healthy
+    (the health check starts no session: the first page a test opens is the server's first request)."""
     port = _free_port()
-    home = app_home
     log = open(home / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -76,19 +83,29 @@ def app_url(app_home):
 
 
 @pytest.fixture(scope="module")
-def browser(app_url):
+def app_url(app_home):
+    with _server(app_home) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium():
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        # The first session of a fresh server opens at Home, as a user following the README
-        # does: Streamlit (<= 1.67) shows a spurious "Page not found" dialog when the very
-        # first session after start-up deep-links into an st.navigation page while a pages/
-        # folder exists (streamlit issue 9992). Later sessions deep-link fine.
-        warm = b.new_page()
-        warm.goto(app_url)
-        _settle(warm)
-        warm.close()
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, app_url):
+    # The first session of the shared server opens at Home. Deep links as the very first request are tested
+    # below, each on a server of its own; the toy's page is generated (no file in pages/), and as the very first
+    # request Streamlit would still show its "Page not found" dialog over it (streamlit issue 9992).
+    warm = chromium.new_page()
+    warm.goto(app_url)
+    _settle(warm)
+    warm.close()
+    return chromium
 
 
 @pytest.fixture
@@ -185,8 +202,108 @@ def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
     page.get_by_text("fmnist-scatter-eps3").first.click()
     _settle(page)
     page.get_by_role("button", name="Load").click()
-    page.wait_for_url("**config=*", timeout=20_000)
+    page.wait_for_url("**preset=fmnist-scatter-eps3*", timeout=20_000)
     _settle(page)
     assert page.get_by_role("spinbutton", name="Batch size").input_value() == "8192"
     assert page.get_by_role("spinbutton", name="Epochs").input_value() == "40"
     assert _errors(page) == []
+
+
+def test_the_gallery_launches_a_quick_demo_and_opens_its_run(app_url, page):
+    page.goto(app_url)
+    _settle(page)
+    page.locator(".st-key-gallery-launch-split_label button").click()
+    page.wait_for_url("**/split_label?run=*", timeout=30_000)  # the mechanism's page, showing the new run
+    page.get_by_text("from dashboard (preset quick-demo)", exact=False).first.wait_for(timeout=20_000)
+    page.get_by_text("finished").first.wait_for(timeout=180_000)
+    assert _errors(page) == []
+
+
+MECHANISM_TITLES = sorted(m.title for m in registry.all_mechanisms())  # the toy registers first here, last there
+
+
+def _menu(pg) -> list[str]:
+    """The labels of the app's sidebar menu, in order."""
+    links = pg.locator("[data-testid='stSidebar'] [data-testid='stPageLink-NavLink']")
+    links.first.wait_for(timeout=10_000)
+    return [a.locator("[data-testid='stMarkdownContainer']").inner_text().strip() for a in links.all()]
+
+
+def _content_width(pg) -> float:
+    return pg.evaluate(
+        "() => document.querySelector(\"[data-testid='stMainBlockContainer']\").getBoundingClientRect().width")
+
+
+def _home_target(home: Path) -> tuple[str, Callable]:
+    def expect(pg):
+        pg.locator("h1", has_text="privengine").wait_for(timeout=60_000)
+        pg.locator(".st-key-gallery-launch-pate button").wait_for(timeout=10_000)
+    return "/", expect
+
+
+def _run_target(home: Path) -> tuple[str, Callable]:
+    store = RunStore(home / "runs.sqlite")
+    run_id = run_from_published_preset(store)
+    store.close()
+
+    def expect(pg):
+        pg.locator("h1", has_text="Anisotropic DP-SGD").wait_for(timeout=60_000)
+        pg.get_by_text(f"Run {run_id}").first.wait_for(timeout=20_000)
+        pg.get_by_text("Preset fmnist-scatter-eps3 reproduces test accuracy", exact=False).wait_for(timeout=20_000)
+        # the published figure as a labelled line on the test-accuracy chart (plotly draws it as svg text)
+        pg.locator(".annotation-text", has_text="published: 89.7 % at ε = 3").wait_for(timeout=60_000)
+    return f"/dpsgd?run={run_id}", expect
+
+
+def _sweep_target(home: Path) -> tuple[str, Callable]:
+    done = subprocess.run([sys.executable, "-m", "privengine", "sweep", "toy", "--vary", "rate=0.1,0.5", "--steps", "2",
+                           "--json"], cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(home)), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    sweep_id = json.loads(done.stdout)["sweep_id"]
+
+    def expect(pg):
+        pg.locator("h1", has_text="Explore").wait_for(timeout=60_000)
+        pg.get_by_text("Privacy-utility frontier").first.wait_for(timeout=30_000)
+        pg.get_by_text("ε = 6, δ = 2e-05", exact=False).first.wait_for(timeout=10_000)  # 1 + 5: composed
+    return f"/explore?sweep={sweep_id}", expect
+
+
+def _preset_target(home: Path) -> tuple[str, Callable]:
+    def expect(pg):
+        pg.locator("h1", has_text="DP Bayesian inference").wait_for(timeout=60_000)
+        _settle(pg)
+        assert pg.get_by_role("spinbutton", name="N records").input_value() == "1000"  # the preset's value
+        # a click in that first session is not lost (its widgets keep their ids into the next run)
+        pg.get_by_role("button", name="Launch run").click()
+        pg.wait_for_url("**run=*", timeout=30_000)
+        pg.get_by_text("from dashboard (preset quick-demo)", exact=False).first.wait_for(timeout=20_000)
+    return "/dp_bayes?preset=quick-demo", expect
+
+
+FIRST_REQUESTS = {"home": _home_target, "run": _run_target, "sweep": _sweep_target, "preset": _preset_target}
+
+
+@pytest.mark.parametrize("target", list(FIRST_REQUESTS))
+def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_path_factory, chromium, target):
+    """Streamlit runs the first request after a start through its automatic pages/ list (raw file names in the
+    sidebar, narrow layout, deep links to the bare page script): the app must look right from that request on."""
+    home = tmp_path_factory.mktemp(f"first-{target}")
+    path, expect = FIRST_REQUESTS[target](home)
+    with _server(home) as url:
+        pg = chromium.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            pg.goto(url + path)  # the server's very first request
+            expect(pg)
+            _settle(pg)
+            menu = _menu(pg)  # the app's menu, not Streamlit's list of files ("app, dp bayes, dpsgd, home, ...")
+            assert (menu[0], menu[-2:], sorted(menu[1:-2])) == ("Home", ["Runs", "Explore"], MECHANISM_TITLES)
+            assert _content_width(pg) > 1000  # the wide layout (the narrow one is 736 px at this viewport)
+            assert pg.get_by_text("Page not found").count() == 0
+            assert _errors(pg) == []
+        except BaseException:
+            SHOTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(SHOTS / f"first-request-{target}.png"), full_page=True)
+            raise
+        finally:
+            pg.close()

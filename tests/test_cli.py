@@ -80,3 +80,10 @@ def test_presets_are_listed_and_a_bad_preset_names_the_known_ones(private_home):
     assert all(set(r) >= {"mechanism", "name", "description", "published"} for r in rows)
     bad = cli("run", "toy", "--preset", "nope")
     assert bad.returncode == 2 and "`preset` must be one of toy's presets" in bad.stderr
+
+
+def test_a_run_from_a_preset_records_it_and_that_flags_changed_it(private_home):
+    done = cli("run", "dp_bayes", "--preset", "quick-demo", "--n-records", "100", "--vi-steps", "20",
+               "--warmup-steps", "10", "--burn-in", "10", "--steps", "30", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["source"] == "cli (preset quick-demo, modified)"  # the page draws its figure

@@ -1,12 +1,20 @@
-"""Links between pages that survive both page scripts and generated (script-less) pages."""
+"""The app's pages, and links between them, for page scripts and generated (script-less) pages alike.
+
+:mod:`app` builds its navigation from these pages, so a link, :func:`open_run` and the navigation always name the
+same page (Streamlit matches pages by their URL path).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import streamlit as st
 
+from privengine import registry
+
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
+MECHANISM_ICON = ":material/science:"
 
 
 def page_script(name: str) -> Path | None:
@@ -15,11 +23,48 @@ def page_script(name: str) -> Path | None:
     return script if script.exists() else None
 
 
-def link_to_mechanism(name: str, label: str, *, run_id: str | None = None) -> None:
-    """A link to mechanism ``name``'s page, optionally showing run ``run_id``."""
-    query = {"run": run_id} if run_id else None
+def home_page() -> st.Page:
+    return st.Page(PAGES_DIR / "home.py", title="Home", icon=":material/home:", default=True)
+
+
+def runs_page() -> st.Page:
+    return st.Page(PAGES_DIR / "runs.py", title="Runs", url_path="runs", icon=":material/table_rows:")
+
+
+def explore_page() -> st.Page:
+    return st.Page(PAGES_DIR / "explore.py", title="Explore", url_path="explore", icon=":material/scatter_plot:")
+
+
+def mechanism_page(name: str) -> st.Page:
+    """Mechanism ``name``'s page at ``/name``: its own page script if it has one, else the generic page."""
+    title = registry.get(name).title
     script = page_script(name)
     if script is not None:
-        st.page_link(str(script), label=label, icon=":material/arrow_forward:", query_params=query)
-    else:
-        st.markdown(f"[{label}](/{name}{'?run=' + run_id if run_id else ''})")
+        return st.Page(script, title=title, url_path=name, icon=MECHANISM_ICON)
+
+    def generic() -> None:
+        from .mechanism_page import render_mechanism_page  # imported here: that module links back to this one
+
+        render_mechanism_page(name)
+
+    return st.Page(generic, title=title, url_path=name, icon=MECHANISM_ICON)
+
+
+def sections() -> dict[str, list[st.Page]]:
+    """The app's navigation: Home, one page per registered mechanism, then the results pages."""
+    return {
+        "": [home_page()],
+        "Mechanisms": [mechanism_page(m.name) for m in registry.all_mechanisms()],
+        "Results": [runs_page(), explore_page()],
+    }
+
+
+def link_to_mechanism(name: str, label: str, *, run_id: str | None = None, preset: str | None = None) -> None:
+    """A link to mechanism ``name``'s page, optionally showing run ``run_id`` or with preset ``preset`` loaded."""
+    query = {k: v for k, v in (("run", run_id), ("preset", preset)) if v}
+    st.page_link(mechanism_page(name), label=label, icon=":material/arrow_forward:", query_params=query or None)
+
+
+def open_run(name: str, run_id: str) -> NoReturn:
+    """Go to mechanism ``name``'s page showing run ``run_id`` (the URL says ``?run=ID``, so it can be shared)."""
+    st.switch_page(mechanism_page(name), query_params={"run": run_id})

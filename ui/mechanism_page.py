@@ -2,7 +2,8 @@
 
 The page keeps only the run id, in ``st.session_state`` and in the URL
 (``?run=ID``), so a reload, a second tab or a shared link reattaches to the run.
-``?config=<JSON>`` pre-fills the form (a shareable preset).
+``?config=<JSON>`` pre-fills the form; ``?preset=NAME`` pre-fills it with a named preset, ready to launch,
+and a run launched from it records the preset (:mod:`ui.launch`).
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ import streamlit as st
 
 from privengine import registry
 from privengine.errors import ConfigError, RunNotFoundError
+from privengine.figures import preset_of
+from privengine.presets import Preset
 
 from . import services
 from .form import config_form
+from .launch import launch, preset_config
 from .run_panel import Draw, live_run
+from .shell import through_app
 
 
 def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | None = None) -> None:
     """Draw the page of mechanism ``name``; ``draw(snapshot)`` draws its live charts."""
+    through_app()
     mech = registry.get(name)
     st.title(mech.title)
     st.markdown(intro or mech.description)
@@ -29,20 +35,19 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     left, right = st.columns([1, 2.2], gap="large")
     with left:
         st.subheader("Configure")
-        _preset_picker(mech)
-        initial = _initial_config(mech.config_cls, run_id)
+        preset = _linked_preset(mech)
+        origin = preset or _form_seed_preset(run_id)  # the preset the form starts from, if any
+        _preset_picker(mech, origin)
+        initial = _initial_config(mech, run_id, preset)
         config, errors = config_form(mech.config_cls, key=_form_key(name), initial=initial)
-        launch = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
-                           icon=":material/play_arrow:", width="stretch")
+        clicked = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
+                            icon=":material/play_arrow:", width="stretch")
         if errors:
             st.caption(f"Fix {len(errors)} field{'s' if len(errors) > 1 else ''} to launch.")
-        if launch and config is not None:
-            try:
-                run_id = services.manager().submit(name, config, source="dashboard")
-            except ConfigError as exc:
-                st.error(str(exc), icon=":material/error:")
-            else:
-                _select_run(name, run_id)
+        if clicked and config is not None:
+            launched = launch(name, config, preset=None if origin is None else origin.name)
+            if launched is not None:
+                _select_run(name, launched)
                 st.rerun()
         _recent_runs_picker(name, run_id)
     with right:
@@ -76,14 +81,35 @@ def _select_run(name: str, run_id: str) -> None:
         st.query_params["run"] = run_id
 
 
-def _initial_config(config_cls, run_id: str | None) -> dict | None:
-    """Seed the form: from ``?config=<JSON>`` (a shareable preset), else the shown run's config."""
-    preset = st.query_params.get("config")
-    if preset:
+def _linked_preset(mech: registry.Mechanism) -> Preset | None:
+    """The preset named in the URL (``?preset=NAME``), or None (with the reason shown for an unknown name)."""
+    name = st.query_params.get("preset")
+    if not name:
+        return None
+    try:
+        return mech.preset(name)
+    except ConfigError as exc:
+        st.error(f"The preset in the link was not used: {exc}", icon=":material/error:")
+        return None
+
+
+def _form_seed_preset(run_id: str | None) -> Preset | None:
+    """The preset behind a form seeded from the shown run (no ``?config=`` or ``?preset=`` link): the run's own."""
+    if run_id is None or st.query_params.get("config"):
+        return None
+    return preset_of(services.store().get_run(run_id))
+
+
+def _initial_config(mech: registry.Mechanism, run_id: str | None, preset: Preset | None) -> dict | None:
+    """Seed the form: from ``?config=<JSON>``, else the linked preset, else the shown run's config."""
+    linked = st.query_params.get("config")
+    if linked:
         try:
-            return config_cls.from_json(preset).to_dict()
+            return mech.config_cls.from_json(linked).to_dict()
         except ConfigError as exc:
             st.error(f"The config in the link was not used: {exc}", icon=":material/error:")
+    if preset is not None:
+        return preset_config(mech.name, preset.name).to_dict()
     if run_id is None:
         return None
     return services.store().get_run(run_id).config
@@ -95,26 +121,26 @@ def _form_key(name: str) -> str:
     return f"form.{name}" if generation == 0 else f"form.{name}.g{generation}"
 
 
-def _preset_picker(mech: registry.Mechanism) -> None:
-    """Load one of the mechanism's named presets into the form (through ``?config=``, so the link shares it)."""
+def _preset_picker(mech: registry.Mechanism, linked: Preset | None) -> None:
+    """Load one of the mechanism's named presets into the form (through ``?preset=NAME``, so the link shares it);
+    ``linked``: the preset the form starts from, shown first."""
     if not mech.presets:
         return
     names = [p.name for p in mech.presets]
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    chosen = c1.selectbox("Start from a preset", names, index=None, placeholder="pick a preset",
-                          key=f"preset.{mech.name}")
+    c1, c2 = st.columns([2, 1], vertical_alignment="bottom")  # [3, 1] cut "Load" to "L…" at 1280 px
+    chosen = c1.selectbox("Start from a preset", names, index=None if linked is None else names.index(linked.name),
+                          placeholder="pick a preset", key=f"preset.{mech.name}")
     if chosen is not None:
         preset = mech.preset(chosen)
         published = preset.published
-        st.caption(preset.description + (f" Published: {published.metric} {published.value:g}"
-                                          + (f" at ε = {published.epsilon:g}" if published.epsilon else "")
-                                          + f" ({published.source})." if published else ""))
+        at = "" if published is None or published.epsilon is None else f" at ε = {published.epsilon:g}"
+        st.caption(preset.description + (f" Published: {published.metric} {published.value_text()}{at} "
+                                          f"({published.source})." if published else ""))
     if c2.button("Load", disabled=chosen is None, key=f"preset.load.{mech.name}", width="stretch"):
-        config = mech.config_cls.from_dict(dict(mech.preset(chosen).overrides))
         # new widget keys: the browser keeps the old widgets' values, new widgets start from the preset
         st.session_state[f"form.{mech.name}.generation"] = st.session_state.get(f"form.{mech.name}.generation", 0) + 1
         st.query_params.clear()
-        st.query_params["config"] = config.to_json()
+        st.query_params["preset"] = chosen
         st.rerun()
 
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import pandas as pd
 import streamlit as st
 
 from privengine.claims import PrivacyClaim, claims_of
-from privengine.figures.text import summary_values
+from privengine.figures import preset_of, published_value
+from privengine.figures.text import claim_label, summary_values
+from privengine.presets import short_source
 from privengine.store import RunSnapshot
 
 from . import services
-from .charts import default_draw
+from .charts import default_draw, published_reference, table
 from .report_button import report_button
 
 REFRESH_S = 1.0
@@ -38,7 +41,8 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
     def _live() -> None:
         snapshot = services.store().snapshot(run_id, max_points=MAX_POINTS)
         _header(snapshot)
-        (draw or default_draw)(snapshot)
+        with published_reference(snapshot.run):  # the preset's published figure on the chart of its metric
+            (draw or default_draw)(snapshot)
         _log(run_id)
         if not snapshot.run.active:
             summary_table(snapshot.run.summary)
@@ -73,17 +77,38 @@ def _header(snapshot: RunSnapshot) -> None:
     elif run.state == "stopped" and run.summary and run.summary.get("stopped_during"):
         st.warning(f"Stopped during {run.summary['stopped_during']}; the results below are partial.",
                    icon=":material/stop_circle:")
+    published_beside_own(snapshot)
     for claim in sorted(claims_of(run.summary), key=lambda c: not c.headline):  # the headline first
         privacy_claim(claim)
+
+
+def published_beside_own(snapshot: RunSnapshot) -> None:
+    """For a run started from a preset with a published figure: that figure beside the run's own value."""
+    preset = preset_of(snapshot.run)
+    if preset is None or preset.published is None:
+        return
+    published = preset.published
+    own = published_value(snapshot)
+    at = "" if published.epsilon is None else f" at ε = {published.epsilon:g}"
+    if own is None:
+        here = "not reported yet"
+    else:
+        here = f"**{published.value_text(own)}**" + (" so far" if snapshot.run.active else "")
+    with st.container(border=True):
+        st.markdown(f":material/menu_book: Preset **{preset.name}** reproduces {published.metric} "
+                    f"**{published.value_text()}**{at} ({short_source(published.source)}) · this run: {here}")
+        st.caption(f"Source: {published.source}. The dashed line on the {published.metric} chart marks the "
+                   "published value.")
 
 
 def privacy_claim(claim: PrivacyClaim) -> None:
     """An epsilon with everything it rests on right under it; the run's headline claim says so."""
     with st.container(border=True):
+        label = claim_label(claim.label)
         if claim.headline:
-            st.markdown(f":material/shield: **{claim.statement()}** — {claim.label} · *headline*")
+            st.markdown(f":material/shield: **{claim.statement()}** — {label} · *headline*")
         else:
-            st.markdown(f":material/info: {claim.statement()} — {claim.label}")
+            st.markdown(f":material/info: {claim.statement()} — {label}")
         details = [f"Accountant: {claim.accountant}."]
         if claim.order is not None:
             details.append(f"Optimal order: {claim.order:g}.")
@@ -111,4 +136,4 @@ def summary_table(summary: dict | None) -> None:
     rows = summary_values(summary)
     if rows:
         with st.expander("Run summary", expanded=False):
-            st.dataframe({"value": rows}, width="stretch")
+            table(pd.DataFrame({"value": rows}), hide_index=False)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 import pandas as pd
 
 from privengine.claims import PrivacyClaim, headline_of
+from privengine.figures.text import accountant_name, claim_label
 from privengine.store import RunRecord
 
 
@@ -26,7 +26,7 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
             "device": run.device or "",
             "source": run.source,
             "privacy": headline_text(headline),
-            "accountant": _short(headline.accountant) if headline else "",
+            "accountant": accountant_name(headline.accountant) if headline else "",
         })
     return pd.DataFrame(rows, columns=["run", "mechanism", "state", "created", "elapsed (s)", "device", "source",
                                        "privacy", "accountant"])
@@ -34,12 +34,7 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
 
 def headline_text(claim: PrivacyClaim | None) -> str:
     """``ε = 3, δ = 1e-05 [label]`` of a run's headline claim; empty when it has none."""
-    return f"{claim.statement()} [{claim.label}]" if claim else ""
-
-
-def _short(accountant: str) -> str:
-    """The accountant's name without its parameters and reference (the run's page shows them all)."""
-    return re.split(r"[,(:]", accountant, maxsplit=1)[0].strip()
+    return f"{claim.statement()} [{claim_label(claim.label)}]" if claim else ""
 
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
@@ -48,4 +43,9 @@ def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
     keys = sorted({k for r in runs for k in r.config})
     varying = [k for k in keys if len({repr(r.config.get(k)) for r in runs}) > 1]
     return pd.DataFrame([{"run": r.id, "mechanism": r.mechanism, "privacy (headline)": headline_text(
-        headline_of(r.summary)), **{k: str(r.config.get(k, "")) for k in varying}} for r in runs])
+        headline_of(r.summary)), **{k: _text(r.config.get(k)) for k in varying}} for r in runs])
+
+
+def _text(value) -> str:
+    """A config value as the table shows it: a dash where there is none."""
+    return "—" if value is None else str(value)

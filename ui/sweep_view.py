@@ -21,8 +21,9 @@ from privengine.claims import PrivacyClaim
 from privengine.errors import ConfigError
 from privengine.explore import runner
 from privengine.explore.cli import points_csv
-from privengine.figures.sweep import (axis_title, drawn, frontier_figure, pareto_trace, point_seeds, points_frame,
-                                      points_trace, sweep_label, with_axes)
+from privengine.figures.sweep import (axis_title, drawn, frontier_figure, headline_accountants, pareto_trace,
+                                      point_seeds, points_frame, points_trace, sweep_label, with_axes)
+from privengine.figures.common import finish
 from privengine.figures.text import settings_text
 
 from . import charts, services
@@ -50,7 +51,7 @@ def live_sweep(sweep_id: str, *, utility: str | None, active: bool, stop_executo
         _header(res, stop_executor, resume_executor)
         selected = _frontier_chart(res)
         table = st.dataframe(points_frame(res), hide_index=True, width="stretch", on_select="rerun",
-                             selection_mode="multi-row", key=f"explore.points.{sweep_id}")
+                             selection_mode="multi-row", key=f"explore.points.{sweep_id}", placeholder=charts.MISSING)
         st.caption("Select points on the chart or rows of the table to open their runs. "
                    "✓ = on the Pareto frontier: no other point is better on both axes.")
         selected |= {res.points[i].index for i in table.selection.rows}
@@ -121,7 +122,9 @@ def _header(res: runner.SweepResult, stop_executor: Any, resume_executor: Callab
 
 def _frontier_chart(res: runner.SweepResult) -> set[int]:
     """Draw the frontier; return the indices of the points selected on it."""
-    event = st.plotly_chart(frontier_figure(res, point_seeds(services.store(), res)), key=f"explore.frontier.{res.sweep_id}",
+    store = services.store()
+    fig = frontier_figure(res, point_seeds(store, res), accountants=headline_accountants(store, res))
+    event = st.plotly_chart(finish(fig), key=f"explore.frontier.{res.sweep_id}",
                             on_select="rerun", selection_mode=("points", "box", "lasso"),
                             config={"displaylogo": False})
     return {pt["customdata"][0] for pt in event.selection.points if pt.get("customdata")}
@@ -183,6 +186,7 @@ def overlay(results: list[runner.SweepResult], *, key: str) -> None:
         if len(r.frontier) > 1:
             fig.add_trace(pareto_trace(r, f"{name} frontier", colour, legendgroup=r.sweep_id, showlegend=False))
     xs = [p.privacy for r in same for p in drawn(r)]
+    accountants = list(dict.fromkeys(a for r in same for a in headline_accountants(services.store(), r)))
     fig = with_axes(fig, [r.privacy_axis for r in same], [r.utility_axis for r in same], xs,
-                "Frontiers of the selected sweeps")
+                    "Frontiers of the selected sweeps", accountants=accountants)
     charts.show(fig, key=key)

@@ -3,7 +3,13 @@ them and reports (:mod:`privengine.report`) embed the same ones.
 
 A mechanism with a page of its own has a module here (``pate``, ``dpsgd``, ``dp_bayes``, ``split_label``) with
 ``figures(snapshot)``, every chart of its page in order, and ``tables(snapshot)``, its result tables; any other
-mechanism gets one chart per reported metric, as on the generic page.
+mechanism gets one chart per reported metric, as on the generic page. A module may also define
+``published_values(snapshot)``: the run's own value of each metric its presets publish (by the preset's
+metric name), shown beside the published figure.
+
+A run started from a preset with a published figure gets it drawn on the chart of that metric (charts mark the
+metric they show with :func:`~privengine.figures.common.measures`), here for reports and by the dashboard's
+chart helper for pages, through the same :func:`~privengine.figures.common.finish`.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from types import ModuleType
 
 import plotly.graph_objects as go
 
-from privengine.store import RunSnapshot
+from privengine import registry
+from privengine.errors import PrivengineError
+from privengine.presets import Preset, Published, preset_name_of
+from privengine.store import RunRecord, RunSnapshot
 
-from .common import Table, metric_curves
+from .common import Table, finish, metric_curves
 
-__all__ = ["Table", "run_figures", "run_tables"]
+__all__ = ["Table", "preset_of", "published_of", "published_value", "run_figures", "run_tables"]
 
 _VIEWS = {name: f"{__name__}.{name}" for name in ("pate", "dpsgd", "dp_bayes", "split_label")}
 
@@ -27,9 +36,39 @@ def _view(mechanism: str) -> ModuleType | None:
 
 
 def run_figures(snapshot: RunSnapshot) -> list[go.Figure]:
-    """Every chart the run's page draws, in its order (per-setting charts for every setting)."""
+    """Every chart the run's page draws, in its order (per-setting charts for every setting), finished as the
+    page draws them (the published figure of the run's preset included)."""
     view = _view(snapshot.run.mechanism)
-    return view.figures(snapshot) if view else metric_curves(snapshot.metrics)
+    published = published_of(snapshot.run)
+    return [finish(fig, published) for fig in (view.figures(snapshot) if view else metric_curves(snapshot.metrics))]
+
+
+def preset_of(run: RunRecord) -> Preset | None:
+    """The preset run ``run`` was started from (recorded in its source), or None (also for a preset its
+    mechanism no longer declares)."""
+    name = preset_name_of(run.source)
+    if name is None:
+        return None
+    try:
+        return registry.get(run.mechanism).preset(name)
+    except PrivengineError:  # unknown mechanism or preset: nothing to compare with
+        return None
+
+
+def published_of(run: RunRecord) -> Published | None:
+    """The published figure of the preset ``run`` was started from, or None."""
+    preset = preset_of(run)
+    return None if preset is None else preset.published
+
+
+def published_value(snapshot: RunSnapshot) -> float | None:
+    """The run's own value of the metric its preset's published figure measures (None while unknown, or when
+    the run has no published figure)."""
+    published = published_of(snapshot.run)
+    view = _view(snapshot.run.mechanism)
+    if published is None or view is None or not hasattr(view, "published_values"):
+        return None
+    return view.published_values(snapshot).get(published.metric)
 
 
 def run_tables(snapshot: RunSnapshot) -> list[Table]:

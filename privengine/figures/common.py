@@ -1,14 +1,24 @@
-"""Figure building blocks shared by every mechanism: metric curves of one run, overlays across runs, tables."""
+"""Figure building blocks shared by every mechanism: metric curves of one run, overlays across runs, tables,
+and the finishing every chart gets before it is drawn (:func:`finish`: titles wrapped, the published figure of
+the run's preset drawn on the chart of its metric)."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Iterable
 
 import pandas as pd
 import plotly.graph_objects as go
 
-LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), height=300, legend=dict(orientation="h", y=-0.25))
+from privengine.presets import Published
+
+# the legend sits at the bottom of the figure (container coordinates), below the x-axis title: placed relative to
+# the plot area it overlapped the title whenever the plot was short
+LEGEND = dict(orientation="h", yref="container", y=0, yanchor="bottom")
+LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), height=300, legend=LEGEND)
+TITLE_WIDTH = 40  # characters per title line: a half-width chart on a 1280-1400 px screen fits about this many
+REFERENCE_COLOUR = "#7f7f7f"
 
 
 @dataclass(frozen=True)
@@ -47,14 +57,25 @@ def waiting_if_empty(fig: go.Figure, text: str = "no data yet") -> go.Figure:
     return fig
 
 
-def overlay(per_run: dict[str, pd.DataFrame], name: str, *, title: str | None = None) -> go.Figure:
-    """The metric ``name`` of several runs on one chart; ``per_run`` maps a legend label to its long table."""
+def is_epsilon(name: str) -> bool:
+    """Whether metric ``name`` is a privacy loss ε (its charts must name the accountant)."""
+    return name.startswith("eps") or "epsilon" in name
+
+
+def overlay(per_run: dict[str, pd.DataFrame], name: str, *, title: str | None = None,
+            accountants: dict[str, str] | None = None) -> go.Figure:
+    """The metric ``name`` of several runs on one chart; ``per_run`` maps a legend label to its long table;
+    ``accountants`` (legend label -> accountant) are named in the legend, for ε curves."""
     fig = go.Figure()
     for label, metrics in per_run.items():
         part = metrics[metrics["name"] == name]
         if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)), name=label))
+            accountant = (accountants or {}).get(label)
+            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)),
+                                     name=f"{label} · {accountant}" if accountant else label))
     fig.update_layout(title=title or name, xaxis_title="step", **LAYOUT)
+    if accountants:
+        fig.update_yaxes(title_text="ε (accountant in the legend)")
     return waiting_if_empty(fig)
 
 
@@ -62,6 +83,82 @@ def overlays(per_run: dict[str, pd.DataFrame]) -> list[go.Figure]:
     """One overlay per metric any of the runs reported, by name."""
     names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})
     return [overlay(per_run, name) for name in names]
+
+
+def measures(fig: go.Figure, metric: str) -> go.Figure:
+    """Mark ``fig`` as the chart of ``metric``, named as presets name their published figure
+    (:attr:`privengine.presets.Published.metric`, e.g. ``"test accuracy"``): :func:`with_published` draws the
+    figure there."""
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, "measures": metric})
+    return fig
+
+
+def measured(fig: go.Figure) -> str | None:
+    """The metric ``fig`` was marked with by :func:`measures`, or None."""
+    meta = fig.layout.meta
+    return meta.get("measures") if isinstance(meta, dict) else None
+
+
+def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
+    """Draw ``published`` as a labelled horizontal reference line if ``fig`` is the chart of its metric."""
+    if published is None or measured(fig) != published.metric or not fig.data:
+        return fig
+    if any(getattr(shape, "name", None) == "published" for shape in fig.layout.shapes):
+        return fig  # already drawn
+    fig.add_hline(y=published.value, name="published", line=dict(color=REFERENCE_COLOUR, dash="longdash", width=2),
+                  annotation=dict(text=published.label().replace(" (", "<br>(", 1),
+                                  hovertext=f"{published.metric}: {published.source}",
+                                  font=dict(size=12, color="#404040"), bgcolor="rgba(255,255,255,0.8)"),
+                  annotation_position="bottom left")
+    return fig
+
+
+def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
+    """Wrap a title longer than ``width`` characters and raise the top margin to fit (plotly never wraps a title;
+    it cuts it off at the chart's edge): before a parenthesis or after a colon that falls in the first ``width``
+    characters, the rest smaller (it is detail); else in two lines of about equal length."""
+    title = fig.layout.title.text
+    if not title or "<br>" in title or len(title) <= width:
+        return fig
+    first, rest, detail = _split_title(title, width)
+    if detail:
+        more = [f"<span style='font-size:12px'>{line}</span>" for line in textwrap.wrap(rest, int(width * 1.5))]
+    else:
+        more = textwrap.wrap(rest, width)
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 40
+    fig.update_layout(title=dict(text="<br>".join([first, *more])),
+                      margin=dict(t=top + (23 if detail else 26) * len(more)))
+    return fig
+
+
+def _split_title(title: str, width: int) -> tuple[str, str, bool]:
+    """The title's first line, the rest, and whether the rest is detail (cut at the last " (", ": " or " — "
+    within ``width``), else a cut at the space nearest the middle."""
+    cuts = [i for sep in (" (", ": ", " — ") for i in _find_all(title, sep) if 10 <= i <= width]
+    if cuts:
+        cut = max(cuts)
+        head = title[:cut + 1] if title[cut] == ":" else title[:cut]
+        return head.strip(), title[cut + 1:].strip(), True
+    spaces = [i for i, c in enumerate(title) if c == " " and i <= width]
+    if not spaces:
+        return title, "", False
+    cut = min(spaces, key=lambda i: abs(i - len(title) / 2))  # two lines of about equal length
+    return title[:cut], title[cut + 1:], False
+
+
+def _find_all(text: str, sep: str) -> list[int]:
+    out, i = [], text.find(sep)
+    while i >= 0:
+        out.append(i)
+        i = text.find(sep, i + 1)
+    return out
+
+
+def finish(fig: go.Figure, published: Published | None = None) -> go.Figure:
+    """What every chart gets before it is drawn, on a page or in a report: the title wrapped to fit, and the
+    published figure of the run's preset on the chart of its metric."""
+    return with_published(wrap_title(fig), published)
 
 
 def _mode(n_points: int) -> str:

@@ -14,6 +14,8 @@ from .common import LAYOUT, Table, curves
 COLORS = {"reference": "#444444", "vi": "#1f77b4", "private": "#d62728"}
 MEAN_TRACE = ("mean_sd.", "SGLD trace: private mean − posterior mean (first chain)", "posterior sds")
 SD_TRACE = ("log_sd_ratio.", "SGLD trace: log(private sd / posterior sd) (first chain)", "natural log")
+# the accountant of every ε here: the exponential mechanism's own guarantee, for an exact draw
+EPSILON_AXIS = "ε (exponential mechanism, one exact draw; log scale)"
 
 
 def densities(table: dict) -> list[go.Figure]:
@@ -33,9 +35,10 @@ def densities(table: dict) -> list[go.Figure]:
 
 
 def _phase_lines(fig: go.Figure, phases: dict | None) -> None:
-    for key, text in (("warmup_end", "SGLD starts"), ("burn_in_end", "sampling")):
+    # "SGLD starts" left of its line and "sampling" right of its own: the two lines are close, the labels not
+    for key, text, side in (("warmup_end", "SGLD starts", "top left"), ("burn_in_end", "sampling", "top right")):
         if phases and key in phases:
-            fig.add_vline(x=phases[key], line_dash="dot", annotation_text=text)
+            fig.add_vline(x=phases[key], line_dash="dot", annotation_text=text, annotation_position=side)
 
 
 def trace(metrics: pd.DataFrame, which: tuple[str, str, str], phases: dict | None) -> go.Figure | None:
@@ -82,7 +85,7 @@ def sweep_figures(sweep: dict) -> list[go.Figure]:
                              name="√(2Δ_U/ε): quadratic approximation", line=dict(dash="dash", color="gray")))
     fig.add_hline(y=sweep["vi"]["mean_error_sd_rms"], line_color=COLORS["vi"], annotation_text="non-private VI")
     fig.update_layout(title="Mean error of the private draw (RMS over parameters)", xaxis_type="log",
-                      yaxis_type="log", xaxis_title="ε", yaxis_title="posterior sds", **LAYOUT)
+                      yaxis_type="log", xaxis_title=EPSILON_AXIS, yaxis_title="posterior sds (log scale)", **LAYOUT)
     sd = go.Figure()
     sd.add_trace(go.Scatter(x=rows["epsilon"], y=rows["log10_sd_ratio_mean"], mode="markers", name="one release",
                             marker=dict(color=COLORS["private"], opacity=0.4)))
@@ -90,7 +93,8 @@ def sweep_figures(sweep: dict) -> list[go.Figure]:
                             line=dict(color=COLORS["private"])))
     sd.add_hline(y=sweep["vi"]["log10_sd_ratio_mean"], line_color=COLORS["vi"], annotation_text="non-private VI")
     sd.update_layout(title="sd ratio of the private draw (log10, geometric mean over parameters)",
-                     xaxis_type="log", xaxis_title="ε", yaxis_title="log10(private sd / posterior sd)", **LAYOUT)
+                     xaxis_type="log", xaxis_title=EPSILON_AXIS, yaxis_title="log10(private sd / posterior sd)",
+                     **LAYOUT)
     return [fig, sd]
 
 

@@ -9,13 +9,19 @@ import plotly.graph_objects as go
 from privengine.dpsgd import metrics as M
 from privengine.store import RunSnapshot
 
-from .common import LAYOUT, Table, curves
+from .common import LAYOUT, Table, curves, measures
 
 PALETTE = plotly.colors.qualitative.Plotly
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 METRIC_TITLES = {M.TEST_ACC: "Test accuracy", M.EXCESS_RISK: "Excess risk (population, exact)",
                  M.TRAIN_LOSS: "Train loss on the private batches (not privatised)",
                  M.ENERGY: "Captured energy ‖UᵀG‖² / ‖G‖² of the clipped private gradient G"}
+Y_TITLES = {M.TEST_ACC: "accuracy", M.EXCESS_RISK: "excess risk (log scale)", M.TRAIN_LOSS: "loss (log scale)",
+            M.ENERGY: "fraction of ‖G‖²"}
+# the metrics the presets publish, by the name presets give them (privengine.presets.Published.metric)
+PUBLISHED_METRICS = {M.TEST_ACC: "test accuracy"}
+# the Opacus accountant of a run (its config's ``accountant``), as every ε chart names it
+ACCOUNTANTS = {"prv": "Opacus PRV accountant", "rdp": "Opacus RDP accountant"}
 
 Series = dict[str, list[tuple[str, str, int]]]
 
@@ -54,15 +60,48 @@ def per_model(metrics: pd.DataFrame, rows: list[tuple[str, str, int]], metric: s
                       dash=DASHES[seeds.index(seed) % len(DASHES)])))
     fig.update_layout(**LAYOUT)
     fig.update_layout(title=METRIC_TITLES.get(metric, metric), xaxis_title="optimizer step",
-                      height=300 + 22 * ((len(rows) + 2) // 3), legend=dict(orientation="h", y=-0.2, yanchor="top"))
+                      yaxis_title=Y_TITLES.get(metric, ""),
+                      height=300 + 22 * ((len(rows) + 2) // 3))
     if log_y:
         fig.update_yaxes(type="log")
+        values = metrics[metrics["name"].isin([name for name, _, _ in rows])]["value"]
+        values = values[values > 0]
+        if not values.empty and values.max() >= 100 * values.min():  # decades: ticks at powers of ten only
+            fig.update_yaxes(dtick=1)  # (plotly's minor ticks read "2, 1, 5, 2, 0.1, 5" there)
+    if metric in PUBLISHED_METRICS:
+        measures(fig, PUBLISHED_METRICS[metric])
     return fig
 
 
-def epsilon(metrics: pd.DataFrame) -> go.Figure:
-    return curves(metrics, [M.EPSILON], title="ε spent by each model alone (the run's headline composes all models)",
-                  x_title="optimizer step", y_title="ε")
+def epsilon(metrics: pd.DataFrame, *, accountant: str | None = None, delta: float | None = None) -> go.Figure:
+    """ε of one model against its steps, the accountant (config ``accountant``: prv or rdp) named on the axis."""
+    name = ACCOUNTANTS.get(accountant or "", accountant or "Opacus accountant")
+    at = f", δ = {delta:g}" if delta else ""
+    return curves(metrics, [M.EPSILON], x_title="optimizer step", y_title="ε",
+                  title=f"ε spent by each model alone ({name}{at}; the run's headline composes all models)")
+
+
+def run_epsilon(snapshot: RunSnapshot) -> go.Figure:
+    """:func:`epsilon` of a run, with the accountant and δ of its config."""
+    config = snapshot.run.config
+    return epsilon(snapshot.metrics, accountant=config.get("accountant"), delta=config.get("delta"))
+
+
+def published_values(snapshot: RunSnapshot) -> dict[str, float]:
+    """The run's test accuracy, as its presets publish it: the best setting's mean over seeds (from the summary
+    once the run has ended; live, from each model's last reported value)."""
+    summary = snapshot.run.summary or {}
+    if summary.get(f"best_{M.TEST_ACC}") is not None:
+        return {PUBLISHED_METRICS[M.TEST_ACC]: float(summary[f"best_{M.TEST_ACC}"])}
+    metrics = snapshot.metrics
+    last: dict[str, list[float]] = {}
+    for name, setting, _ in series(metrics).get(M.TEST_ACC, []):
+        part = metrics[metrics["name"] == name]
+        if not part.empty:
+            last.setdefault(setting, []).append(float(part["value"].iloc[-1]))
+    if not last:
+        return {}
+    return {PUBLISHED_METRICS[M.TEST_ACC]: max(sum(v) / len(v) for v in last.values())}
 
 
 def comparison(rows: list[dict]) -> go.Figure:
@@ -76,7 +115,7 @@ def comparison(rows: list[dict]) -> go.Figure:
                              y=[v for r in rows for v in r["values"]], mode="markers",
                              marker=dict(size=7, symbol="circle-open"), name="one seed"))
     fig.update_layout(title=f"Final {METRIC_TITLES.get(metric, metric).lower()} by setting",
-                      yaxis_title=metric, **LAYOUT)
+                      yaxis_title=Y_TITLES.get(metric, metric).replace(" (log scale)", ""), **LAYOUT)
     return fig
 
 
@@ -97,7 +136,7 @@ def figures(snapshot: RunSnapshot) -> list[go.Figure]:
     settings, quality = settings_of(by_metric), quality_metric(by_metric)
     out = [per_model(metrics, by_metric.get(quality, []), quality, settings=settings, log_y=quality == M.EXCESS_RISK),
            per_model(metrics, by_metric.get(M.TRAIN_LOSS, []), M.TRAIN_LOSS, settings=settings, log_y=True),
-           epsilon(metrics)]
+           run_epsilon(snapshot)]
     if M.ENERGY in by_metric:
         out.append(per_model(metrics, by_metric[M.ENERGY], M.ENERGY, settings=settings))
     if snapshot.artifacts.get("comparison"):

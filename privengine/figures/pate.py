@@ -8,7 +8,9 @@ import plotly.graph_objects as go
 from privengine.claims import headline_of
 from privengine.store import RunSnapshot
 
-from .common import LAYOUT, Table, curves, waiting_if_empty
+from .common import LAYOUT, Table, curves, measures, waiting_if_empty
+
+STUDENT_ACCURACY = "student test accuracy"  # as the presets publish it (privengine.presets.Published.metric)
 
 
 def last(metrics: pd.DataFrame, name: str) -> float | None:
@@ -28,7 +30,7 @@ def results(snapshot: RunSnapshot) -> dict[str, float | None]:
 
 def percent(value: float | None) -> str:
     """``42.0%``, or a dash for an unknown value."""
-    return "-" if value is None else f"{value:.1%}"
+    return "—" if value is None else f"{value:.1%}"
 
 
 def teacher_loss(snapshot: RunSnapshot) -> go.Figure:
@@ -37,12 +39,19 @@ def teacher_loss(snapshot: RunSnapshot) -> go.Figure:
                                            "teacher_loss_max": "worst teacher"})
 
 
+def accountant(config: dict) -> str:
+    """The analysis behind a run's ε curves, by its aggregator (the claims name it in full)."""
+    if config.get("aggregator") == "lnmax":
+        return "moments accountant of Papernot et al. 2016"
+    return "Rényi DP accountant of Papernot et al. 2018"
+
+
 def epsilon(snapshot: RunSnapshot) -> go.Figure:
     """Data-dependent and data-independent ε against queries answered (the a-priori bound for Confident-GNMax)."""
     config = snapshot.run.config
     confident = config.get("aggregator") == "confident_gnmax"
     fig = curves(snapshot.metrics, ["eps_data_dependent", "eps_data_independent"],
-                 title=f"ε against queries answered (δ = {config.get('delta', 0):g})",
+                 title=f"ε against queries answered (δ = {config.get('delta', 0):g}, {accountant(config)})",
                  x_title="queries answered", y_title="ε",
                  labels={"eps_data_dependent": "data-dependent (not publishable)",
                          "eps_data_independent": ("realised data-independent (odometer)" if confident
@@ -71,7 +80,16 @@ def student(snapshot: RunSnapshot) -> go.Figure:
     baseline = (snapshot.run.summary or {}).get("baseline_accuracy")
     if baseline is not None:
         fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"baseline {baseline:.1%}")
-    return fig
+    fig.update_yaxes(title_text="accuracy")
+    return measures(fig, STUDENT_ACCURACY)
+
+
+def published_values(snapshot: RunSnapshot) -> dict[str, float]:
+    """The student's test accuracy (the summary's once the run has ended, else the last reported epoch's)."""
+    value = (snapshot.run.summary or {}).get("student_accuracy")
+    if value is None:
+        value = last(snapshot.metrics, "student_accuracy")
+    return {} if value is None else {STUDENT_ACCURACY: float(value)}
 
 
 def vote_margins(snapshot: RunSnapshot) -> go.Figure:

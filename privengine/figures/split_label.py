@@ -10,10 +10,12 @@ from plotly.subplots import make_subplots
 
 from privengine.store import RunSnapshot
 
-from .common import LAYOUT, Table, curves
+from .common import LAYOUT, Table, curves, measures
 
 ATTACKS = {"norm": "norm attack", "cos": "cosine attack"}
 LAYERS = {"cut": "Leak AUC at the cut layer", "first": "Leak AUC at the passive party's first layer"}
+# the leak the presets publish (privengine.presets.Published.metric), by layer: the norm attack's mean leak AUC
+PUBLISHED_LEAK = {"cut": "leak AUC (norm attack, cut layer)"}
 SETTINGS_COLUMNS = ["test_auc", "leak_run.norm.cut.q95", "leak_run.cos.cut.q95", "leak.norm.cut.mean",
                     "leak.norm.first.mean", "sumkl.max", "auc_bound", "single_class_batches", "epochs_done"]
 
@@ -75,7 +77,18 @@ def leak(metrics: pd.DataFrame, layer: str, *, title: str) -> go.Figure:
         elif "95%" in trace.name:
             trace.line = dict(dash="dashdot")
     fig.update_yaxes(range=[0.0, 1.02])
-    return fig
+    fig.update_layout(height=440)  # seven curves: the legend below takes four rows
+    return measures(fig, PUBLISHED_LEAK[layer]) if layer in PUBLISHED_LEAK else fig
+
+
+def published_values(snapshot: RunSnapshot) -> dict[str, float]:
+    """The norm attack's mean leak AUC at the cut layer in the last epoch reported, for a one-setting run."""
+    settings = split(snapshot.metrics) if not snapshot.metrics.empty else {}
+    if len(settings) != 1:
+        return {}
+    metrics = next(iter(settings.values()))
+    part = metrics[metrics["name"] == "leak.norm.cut.mean"]
+    return {} if part.empty else {PUBLISHED_LEAK["cut"]: float(part["value"].iloc[-1])}
 
 
 def histogram(data: dict) -> go.Figure:
@@ -105,10 +118,11 @@ def tradeoff(points: list[dict]) -> go.Figure:
     for attack, symbol in (("norm", "circle"), ("cos", "diamond")):
         fig.add_trace(go.Scatter(
             x=[p.get(f"leak_run.{attack}.cut.q95") for p in points], y=[p.get("test_auc") for p in points],
-            text=[p["label"] for p in points], mode="markers+text", textposition="top center",
+            text=[p["label"] for p in points], mode="markers+text", textposition="top center", cliponaxis=False,
             marker=dict(symbol=symbol, size=11), name=f"{ATTACKS[attack]} (95% quantile over the run)"))
     fig.update_layout(title="Trade-off: test AUC vs leak AUC at the cut layer", xaxis_title="leak AUC",
                       yaxis_title="test AUC", **LAYOUT)
+    fig.update_layout(margin=dict(l=40, r=40))  # room for the point labels at the edges (drawn unclipped)
     return fig
 
 

@@ -8,11 +8,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from privengine import registry
+from privengine.claims import headline_of
 from privengine.explore import Axis, runner
 from privengine.store import RunStore
 
 from .common import LAYOUT, waiting_if_empty
-from .text import knob_label, mean_sd, number, settings_text, value_text
+from .text import accountant_name, knob_label, mean_sd, number, settings_text, value_text
 
 CHART_LAYOUT = {**LAYOUT, "height": 440}
 
@@ -41,6 +42,14 @@ def point_seeds(store: RunStore, res: runner.SweepResult) -> dict[int, list]:
     """The seeds of each point's runs (latest attempts), from the store."""
     seed = {r.id: r.config.get("seed") for r in store.sweep_runs(res.sweep_id)}
     return {p.index: [seed[r] for r in p.runs] for p in res.points}
+
+
+def headline_accountants(store: RunStore, res: runner.SweepResult) -> list[str]:
+    """The accountants of the headline claims of the sweep's runs (short names, each once): what its ε axis
+    measures."""
+    names = [accountant_name(c.accountant) for r in store.sweep_runs(res.sweep_id)
+             if (c := headline_of(r.summary)) is not None]
+    return list(dict.fromkeys(names))
 
 
 def _hover(res: runner.SweepResult, p: runner.PointResult, seeds: list) -> str:
@@ -96,24 +105,29 @@ def _colour_traces(res: runner.SweepResult, points: list[runner.PointResult], se
             for text, group in groups.items()]
 
 
-def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str
-              ) -> go.Figure:
-    """Axis titles (the labels of comparable axes joined by "/"), and a log x axis for ranges over decades."""
-    fig.update_layout(title=title, xaxis_title=axes_title(privacy), yaxis_title=axes_title(utility), **CHART_LAYOUT)
+def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str,
+              *, accountants: list[str] | None = None) -> go.Figure:
+    """Axis titles (the labels of comparable axes joined by "/"), the accountants of the runs' ε in the title, and
+    a log x axis for ranges over decades."""
+    x_title = axes_title(privacy)
+    title = f"{title} (ε: {', '.join(accountants)})" if accountants else title
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=axes_title(utility), **CHART_LAYOUT)
     if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:  # epsilons over several decades
-        fig.update_xaxes(type="log")
+        fig.update_xaxes(type="log", title_text=f"{x_title}, log scale")
     return waiting_if_empty(fig, "no finished run yet")
 
 
-def frontier_figure(res: runner.SweepResult, seeds: dict[int, list]) -> go.Figure:
+def frontier_figure(res: runner.SweepResult, seeds: dict[int, list], *, accountants: list[str] | None = None
+                    ) -> go.Figure:
     """Privacy on x, utility on y, sd over seeds as error bars, the Pareto line through the frontier;
-    ``seeds``: each point's seeds (:func:`point_seeds`), shown on hover."""
+    ``seeds``: each point's seeds (:func:`point_seeds`), shown on hover; ``accountants``: those of the runs'
+    headline claims (:func:`headline_accountants`), named in the title."""
     points = drawn(res)
     fig = go.Figure(_colour_traces(res, points, seeds) if points else [])
     if len(res.frontier) > 1:
         fig.add_trace(pareto_trace(res, "Pareto frontier", "gray"))
     return with_axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
-                     "Privacy-utility frontier")
+                     "Privacy-utility frontier", accountants=accountants)
 
 
 def points_frame(res: runner.SweepResult) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from privengine import registry
@@ -48,5 +49,28 @@ def summary_values(summary: dict | None) -> dict[str, str]:
 
 def _readable(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
-    return "-" if value is None else str(value)
+        return number(value)
+    return "—" if value is None else str(value)
+
+
+def claim_label(label: str) -> str:
+    """A claim's label with its counts read as words: "all 2 models" -> "both models", "all 1 queries" ->
+    "the one query" (labels are stored by the mechanisms as they wrote them).
+
+    >>> claim_label("all 2 models of this run released together"), claim_label("all 1 queries answered")
+    ('both models of this run released together', 'the one query answered')
+    """
+    label = re.sub(r"\ball 2 ", "both ", label)
+    return re.sub(r"\ball 1 (\w+)", lambda m: f"the one {_singular(m.group(1))}", label)
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+def accountant_name(accountant: str) -> str:
+    """An accountant's name without its parameters and reference: ``Opacus PRV accountant (Gopi et al.)``
+    -> ``Opacus PRV accountant``."""
+    return re.split(r"[,(:;]", accountant, maxsplit=1)[0].strip()
