@@ -10,12 +10,13 @@ from ui import charts
 from ui.mechanism_page import render_mechanism_page
 
 INTRO = (
-    "Private SGD whose Gaussian noise is shaped by a gradient subspace **U** estimated from public examples "
-    "only: variance σ²C² inside span(U), as in isotropic DP-SGD, and (1 + α) times more outside it "
-    "(or, in the *projected* variant, only the span(U) part of the noisy gradient is kept). The accountant "
-    "sees the noise multiplier σ, so every setting has the ε of isotropic DP-SGD. One run trains the "
-    "isotropic baseline (α = 0) and each α in the list over several seeds; every model draws its own batches "
-    "and noise, and the run's headline ε composes all of them, since the run reports every model's results.")
+    "Private SGD whose noise, and optionally clip, is shaped by a gradient subspace **U** estimated from public "
+    "examples only. *anisotropic* (the seed's variant): flat clip, variance σ²C² inside span(U) and (1 + α) times "
+    "more outside; *elliptical*: the clip is shaped like the noise (‖g‖ in the S-norm ≤ C), which allows α < 0, "
+    "less noise outside span(U); *projected*: only the span(U) part of the noisy gradient is kept. The accountant "
+    "sees the noise multiplier σ, so every setting has the ε of isotropic DP-SGD. One run trains the isotropic "
+    "baseline (α = 0) and each α in the list over several seeds; every model draws its own batches and noise, and "
+    "the run's headline ε composes all of them, since the run reports every model's results.")
 
 
 def draw(snapshot) -> None:
