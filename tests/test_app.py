@@ -233,3 +233,17 @@ def test_a_run_without_a_preset_draws_no_reference_line(store):
     other = store.create_run("dpsgd", store.get_run(run_id).config, source="dashboard")
     store.add_metrics(other, [(10, "test_acc|isotropic|seed=0", 0.7)])
     assert not any(s.name == "published" for f in run_figures(store.snapshot(other)) for s in f.layout.shapes)
+
+
+def test_a_run_that_changed_its_preset_says_so_beside_the_published_figure(store):
+
+    run_id = run_from_published_preset(store)
+    changed = store.create_run("dpsgd", {**store.get_run(run_id).config, "target_epsilon": 0.5, "seed": 7},
+                               source="dashboard (preset fmnist-scatter-eps3, modified)")
+    store.add_metrics(changed, [(10, "test_acc|isotropic|seed=0", 0.8)])
+    at = _page("pages/dpsgd.py", run=changed)
+    _assert_clean(at)
+    notes = [c.value for c in at.caption if "dashed line" in c.value]
+    assert notes and "This run changed target_epsilon from the preset" in notes[0]  # the seed is not a change
+    at = _page("pages/dpsgd.py", run=run_id)
+    assert not any("changed" in c.value for c in at.caption if "dashed line" in c.value)

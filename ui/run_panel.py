@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from privengine.claims import PrivacyClaim, claims_of
-from privengine.figures import preset_of, published_value
+from privengine.figures import changed_from_preset, preset_of, published_value
 from privengine.figures.text import claim_label, summary_values
 from privengine.presets import short_source
 from privengine.store import RunSnapshot
@@ -94,11 +94,14 @@ def published_beside_own(snapshot: RunSnapshot) -> None:
         here = "not reported yet"
     else:
         here = f"**{published.value_text(own)}**" + (" so far" if snapshot.run.active else "")
+    changed = changed_from_preset(snapshot.run, preset)
     with st.container(border=True):
         st.markdown(f":material/menu_book: Preset **{preset.name}** reproduces {published.metric} "
                     f"**{published.value_text()}**{at} ({short_source(published.source)}) · this run: {here}")
+        note = (f" This run changed {', '.join(changed)} from the preset, so it is not the published setting."
+                if changed else "")
         st.caption(f"Source: {published.source}. The dashed line on the {published.metric} chart marks the "
-                   "published value.")
+                   f"published value.{note}")
 
 
 def privacy_claim(claim: PrivacyClaim) -> None:

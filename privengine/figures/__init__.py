@@ -55,6 +55,15 @@ def preset_of(run: RunRecord) -> Preset | None:
         return None
 
 
+def changed_from_preset(run: RunRecord, preset: Preset) -> list[str]:
+    """The knobs (by name) in which ``run``'s config differs from ``preset``'s, privacy-neutral or not;
+    the seed, replica, device and noise source are left out (they do not change what is compared)."""
+    ignored = {"seed", "replica", "device", "secure_noise", "data_root"}
+    mech = registry.get(run.mechanism)
+    wanted = mech.preset_config(preset.name).to_dict()
+    return sorted(k for k, v in run.config.items() if k not in ignored and k in wanted and wanted[k] != v)
+
+
 def published_of(run: RunRecord) -> Published | None:
     """The published figure of the preset ``run`` was started from, or None."""
     preset = preset_of(run)
