@@ -70,7 +70,7 @@ def test_a_broken_aggregator_is_caught_far_above_its_claim(monkeypatch):
 
 def test_registry_and_bad_input():
     assert [a.name for a in auditors_for("pate")] == ["pate-gnmax"]
-    with pytest.raises(ConfigError, match="`audit` must be one of pate-gnmax; got 'nope'"):
+    with pytest.raises(ConfigError, match=r"`audit` must be one of (.*, )?pate-gnmax(, .*)?; got 'nope'"):
         get_auditor("nope")
     with pytest.raises(ConfigError, match="`votes` must hold at least one vote"):
         GnmaxAuditConfig(votes=(0, 0)).validate()
