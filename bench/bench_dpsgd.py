@@ -3,7 +3,7 @@
 For each dataset and model (``cnn``: the small GroupNorm CNN on pixels; ``scatter_linear`` /
 ``scatter_cnn``: Tramer & Boneh's models on the cached 2-D scattering) the same model takes
 ``--steps`` SGD steps of batch ``--batch`` (fixed-size batches, so every variant does the same
-work) in six ways:
+work; physical batches auto-sized as in runs) in six ways:
 
   non-private      plain torch SGD, no per-example gradients
   hooks            Opacus per-example gradients (GradSampleModule), isotropic noise
@@ -85,7 +85,7 @@ VARIANTS = {"hooks": ({}, 0.0), "ghost": ({"grad_sample_mode": "ghost"}, 0.0), "
 
 def bench(dataset: str, model: str, args) -> None:
     base = DPSGDConfig(dataset=dataset, model=model, data_root=args.data_root, batch_size=args.batch, lr=1.0,
-                       physical_batch_size=args.batch, sampling="shuffle", subspace_rank=args.rank,
+                       physical_batch_size=0, sampling="shuffle", subspace_rank=args.rank,
                        public_batch=args.public, refresh_every=args.refresh).validate()
     features = "scattering" if model.startswith("scatter") else "pixels"
     try:
