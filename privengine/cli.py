@@ -21,7 +21,7 @@ from typing import Any, NoReturn, Sequence, TextIO
 from . import registry
 from .audit import cli as audit_cli
 from .claims import claims_of, headline_of
-from .config import FieldSpec
+from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .presets import changed_fields, source_with_preset
@@ -90,22 +90,7 @@ def _add_config_flags(p: argparse.ArgumentParser, mech: registry.Mechanism) -> N
     p.add_argument("--preset", metavar="NAME", help=f"start from this named preset ({names or 'none'}); "
                                                      "--config and flags override it")
     p.add_argument("--config", metavar="FILE", help="JSON file of config values (flags override it)")
-    fields = p.add_argument_group("config fields")
-    for spec in mech.config_cls.specs():
-        fields.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
-                            metavar=_metavar(spec), help=_flag_help(spec))
-
-
-def _metavar(spec: FieldSpec) -> str:
-    if spec.knob.choices is not None:
-        return "{" + ",".join(map(str, spec.knob.choices)) + "}"
-    return {"int": "INT", "float": "X", "bool": "true|false", "str": "TEXT"}.get(spec.kind, "A,B,...")
-
-
-def _flag_help(spec: FieldSpec) -> str:
-    default = ",".join(map(str, spec.default)) if spec.is_list else spec.default
-    allowed = "" if spec.knob.choices is not None else f"; allowed {spec.range_text()}"
-    return f"{spec.knob.help} (default {default}{allowed})".replace("%", "%%")
+    add_field_flags(p.add_argument_group("config fields"), mech.config_cls)
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -187,10 +172,7 @@ def _config_values(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(from_file, dict):
             raise ConfigError("config", "must hold a JSON object of field values")
         values.update(from_file)
-    for spec in mech.config_cls.specs():
-        text = getattr(args, f"field__{spec.name}")
-        if text is not None:
-            values[spec.name] = spec.parse(text)
+    values.update(field_values(args, mech.config_cls))
     return values
 
 

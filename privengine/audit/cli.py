@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import TextIO
 
-from ..config import FieldSpec
+from ..cli_fields import add_field_flags, field_values
 from .interface import AuditResult, all_auditors, get_auditor
 
 COMMANDS = ("audit",)
@@ -26,27 +26,13 @@ def add_parsers(sub) -> None:
     for auditor in all_auditors():
         p = audits.add_parser(auditor.name, help=auditor.title, description=auditor.description)
         p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-        fields = p.add_argument_group("audit fields")
-        for spec in auditor.config_cls.specs():
-            fields.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
-                                metavar=_metavar(spec), help=_help(spec))
-
-
-def _metavar(spec: FieldSpec) -> str:
-    return {"int": "INT", "float": "X", "bool": "true|false", "str": "TEXT"}.get(spec.kind, "A,B,...")
-
-
-def _help(spec: FieldSpec) -> str:
-    default = ",".join(map(str, spec.default)) if spec.is_list else spec.default
-    return f"{spec.knob.help} (default {default}; allowed {spec.range_text()})".replace("%", "%%")
+        add_field_flags(p.add_argument_group("audit fields"), auditor.config_cls)
 
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the audit named on the command line and print its result; returns 0."""
     auditor = get_auditor(args.audit)
-    values = {spec.name: spec.parse(text) for spec in auditor.config_cls.specs()
-              if (text := getattr(args, f"field__{spec.name}")) is not None}
-    config = auditor.config_cls.from_dict(values)
+    config = auditor.config_cls.from_dict(field_values(args, auditor.config_cls))
     result = auditor.audit(config)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True), file=out)
