@@ -3,7 +3,7 @@
 Visits every page and asserts no error element; launches a small run and
 watches it finish live; launches a quick demo from the Home gallery; opens the
 first request after a server start (Home and deep links to a run, a sweep and a
-preset) and checks it gets the app's menu, the wide layout and its target. A
+preset) and checks it gets the app's menu, the wide layout and its target; opens a report offline. A
 screenshot is saved under test-artifacts/ on failure.
 Skips (with the reason) when Chromium or Playwright is missing.
 """
@@ -307,3 +307,24 @@ def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_p
             raise
         finally:
             pg.close()
+
+
+def test_a_report_opens_offline_with_its_charts(chromium, tmp_path):
+    """``report ID`` writes one HTML file that renders its claims and charts with the network cut off."""
+    home = tmp_path / "home"
+    store = RunStore(home / "runs.sqlite")
+    run_id = run_from_published_preset(store)
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "privengine", "report", run_id, "--output", str(out)], cwd=ROOT,
+                          env=subprocess_env(PRIVENGINE_HOME=str(home)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    context = chromium.new_context(offline=True)
+    pg = context.new_page()
+    requested = []
+    pg.on("request", lambda request: requested.append(request.url))
+    pg.goto(out.as_uri())
+    pg.locator(".js-plotly-plot").first.wait_for(timeout=20_000)  # plotly (inlined) drew the charts
+    assert pg.locator(".js-plotly-plot").count() >= 2
+    assert "headline" in pg.inner_text("body") and "89.7 %" in pg.inner_text("body")
+    assert [url for url in requested if not url.startswith("file:")] == []
+    context.close()
