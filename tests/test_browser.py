@@ -204,8 +204,9 @@ def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
     page.get_by_role("button", name="Load").click()
     page.wait_for_url("**preset=fmnist-scatter-eps3*", timeout=20_000)
     _settle(page)
-    assert page.get_by_role("spinbutton", name="Batch size").input_value() == "8192"
-    assert page.get_by_role("spinbutton", name="Epochs").input_value() == "40"
+    # the URL changes before the rerun that draws the fresh widgets may have started: wait for the values
+    sync_api.expect(page.get_by_role("spinbutton", name="Batch size")).to_have_value("8192", timeout=30_000)
+    sync_api.expect(page.get_by_role("spinbutton", name="Epochs")).to_have_value("40", timeout=10_000)
     assert _errors(page) == []
 
 
