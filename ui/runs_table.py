@@ -6,8 +6,8 @@ import time
 
 import pandas as pd
 
-from privengine.claims import PrivacyClaim, headline_of
-from privengine.figures.text import accountant_name, claim_label
+from privengine.claims import headline_of
+from privengine.figures.text import accountant_name, headline_text
 from privengine.store import RunRecord
 
 
@@ -30,11 +30,6 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
         })
     return pd.DataFrame(rows, columns=["run", "mechanism", "state", "created", "elapsed (s)", "device", "source",
                                        "privacy", "accountant"])
-
-
-def headline_text(claim: PrivacyClaim | None) -> str:
-    """``ε = 3, δ = 1e-05 [label]`` of a run's headline claim; empty when it has none."""
-    return f"{claim.statement()} [{claim_label(claim.label)}]" if claim else ""
 
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:

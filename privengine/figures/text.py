@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from privengine import registry
+from privengine.claims import PrivacyClaim
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -62,6 +63,12 @@ def claim_label(label: str) -> str:
     """
     label = re.sub(r"\ball 2 ", "both ", label)
     return re.sub(r"\ball 1 (\w+)", lambda m: f"the one {_singular(m.group(1))}", label)
+
+
+def headline_text(claim: PrivacyClaim | None) -> str:
+    """``ε = 3, δ = 1e-05 [label]`` of a run's headline claim (label as :func:`claim_label` reads it); empty
+    when it has none."""
+    return f"{claim.statement()} [{claim_label(claim.label)}]" if claim else ""
 
 
 def _singular(word: str) -> str:

@@ -24,7 +24,7 @@ from privengine.explore import runner
 from privengine.figures import run_figures, run_tables
 from privengine.figures.common import overlays
 from privengine.figures.sweep import frontier_figure, point_seeds, points_frame
-from privengine.figures.text import summary_values, value_text
+from privengine.figures.text import headline_text, summary_values, value_text
 from privengine.store import RunRecord, RunStore
 
 from .command import Reproduction, run_command, sweep_command
@@ -263,8 +263,7 @@ def _comparison_frame(runs: list[RunRecord]) -> pd.DataFrame:
 
 
 def _headline_text(run: RunRecord) -> str:
-    headline = headline_of(run.summary)
-    return f"{headline.statement()} [{headline.label}]" if headline else "no (ε, δ) claim"
+    return headline_text(headline_of(run.summary)) or "no (ε, δ) claim"
 
 
 def _knob_label(runs: list[RunRecord], name: str) -> str:

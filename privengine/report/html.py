@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from privengine.claims import PrivacyClaim
+from privengine.figures.text import claim_label
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto; max-width: 1100px;
@@ -93,7 +94,7 @@ class Document:
     def claim(self, claim: PrivacyClaim) -> None:
         """A privacy claim with everything it rests on; the headline is marked and framed."""
         mark = ' <span class="mark">· headline</span>' if claim.headline else ""
-        rows = [("label", claim.label), ("accountant", claim.accountant),
+        rows = [("label", claim_label(claim.label)), ("accountant", claim.accountant),
                 ("optimal order", None if claim.order is None else f"{claim.order:g}"),
                 ("neighbouring datasets", claim.neighbouring), ("δ", f"{claim.delta:g}"),
                 ("holds for", claim.condition)]
