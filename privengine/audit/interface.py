@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..config import BaseConfig
 from ..errors import ConfigError
+from ..registry import load_callable
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
@@ -129,10 +130,7 @@ class Auditor:
     description: str
 
     def load_run(self) -> Callable[..., AuditResult]:
-        if callable(self.run):
-            return self.run
-        module_name, _, attr = self.run.partition(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return load_callable(self.run)
 
     def default_config(self) -> BaseConfig:
         return self.config_cls().validate()
