@@ -12,8 +12,13 @@ from .config import FieldSpec
 def add_field_flags(group, config_cls) -> None:
     """Add one ``--field-name`` flag per knob of ``config_cls`` to ``group`` (a parser or argument group)."""
     for spec in config_cls.specs():
-        group.add_argument(f"--{spec.name.replace('_', '-')}", dest=f"field__{spec.name}",
+        group.add_argument(flag_name(spec), dest=f"field__{spec.name}",
                            metavar=_metavar(spec), help=_flag_help(spec))
+
+
+def flag_name(spec: FieldSpec) -> str:
+    """The flag of a knob: ``--field-name`` for ``field_name``."""
+    return f"--{spec.name.replace('_', '-')}"
 
 
 def field_values(args: argparse.Namespace, config_cls) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from privengine import __version__, registry
 from privengine.claims import claims_of, headline_of
+from privengine.cli_fields import flag_name
 from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError, UnknownMechanismError
 from privengine.explore import runner
 from privengine.figures import run_figures, run_tables
@@ -225,7 +226,7 @@ def _config_table(doc: Document, mechanism: str, values: dict, *, varied: dict[s
             changed.append(len(rows))
         text = f"varied: {varied[spec.name]}" if varied and spec.name in varied else \
             value_text(mechanism, spec.name, value)
-        rows.append({"knob": spec.label, "flag": f"--{spec.name.replace('_', '-')}", "value": text,
+        rows.append({"knob": spec.label, "flag": flag_name(spec), "value": text,
                      "default": value_text(mechanism, spec.name, spec.default)})
     known = {spec.name for spec in specs}
     rows += [{"knob": name, "flag": "—", "value": str(value), "default": "not a knob here"}

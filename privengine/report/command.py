@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privengine import registry
+from privengine.cli_fields import flag_name
 from privengine.config import BaseConfig, FieldSpec
 from privengine.explore.spec import SweepSpec
 
@@ -55,7 +56,7 @@ def _changed(config_cls: type[BaseConfig], values: dict[str, Any]) -> list[tuple
 
 def _flags(config_cls: type[BaseConfig], values: dict[str, Any]) -> list[str]:
     return [part for spec, value in _changed(config_cls, values)
-            for part in (f"--{spec.name.replace('_', '-')}", flag_value(spec, value))]
+            for part in (flag_name(spec), flag_value(spec, value))]
 
 
 def _unknown(config_cls: type[BaseConfig], values: dict[str, Any]) -> tuple[str, ...]:
