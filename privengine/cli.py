@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return _cmd_list(out)
         if args.command == "presets":
             return _cmd_presets(args, out)
-        if args.command in audit_cli.COMMANDS:
-            return audit_cli.dispatch(args, out, err)
         store = RunStore()
+        if args.command in audit_cli.COMMANDS:
+            return audit_cli.dispatch(args, store, out, err, submit_and_follow)
         if args.command == "run":
             return _cmd_run(args, store, out, err)
         if args.command == "runs":
@@ -185,12 +185,27 @@ def _source(args: argparse.Namespace, config: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
+    config = _config_from_args(args)
+    run = submit_and_follow(store, args.mechanism, config, source=_source(args, config), err=err)
+    if run is None:
+        return EXIT_INTERRUPTED
+    if args.json:
+        print(json.dumps(_run_json(run), indent=2, sort_keys=True), file=out)
+    else:
+        _print_run(run, out)
+    if run.state == "failed":
+        print(f"run {run.id} failed: {run.error}", file=err)
+    return EXIT_OK if run.state == "finished" else EXIT_FAILED
+
+
+def submit_and_follow(store: RunStore, name: str, config: Any, *, source: str, err: TextIO) -> RunRecord | None:
+    """Queue a run of registry entry ``name`` (a mechanism or an audit) and show its progress on ``err`` until it
+    ends; return its record, or None when Ctrl-C stopped it (said on ``err``)."""
     from .jobs import JobManager  # imports torch lazily through the device module
 
-    config = _config_from_args(args)
     manager = JobManager(store)
-    run_id = manager.submit(args.mechanism, config, source=_source(args, config))
-    print(f"run {run_id}: {args.mechanism} started (stored in {store.path})", file=err)
+    run_id = manager.submit(name, config, source=source)
+    print(f"run {run_id}: {name} started (stored in {store.path})", file=err)
     progress = _ProgressLine(err)
     try:
         while run_id in manager.active_run_ids():
@@ -202,16 +217,9 @@ def _cmd_run(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
         manager.wait(run_id, timeout=10)
         progress.finish()
         print(f"run {run_id} {store.get_run(run_id).state}", file=err)
-        return EXIT_INTERRUPTED
+        return None
     progress.finish()
-    run = store.get_run(run_id)
-    if args.json:
-        print(json.dumps(_run_json(run), indent=2, sort_keys=True), file=out)
-    else:
-        _print_run(run, out)
-    if run.state == "failed":
-        print(f"run {run_id} failed: {run.error}", file=err)
-    return EXIT_OK if run.state == "finished" else EXIT_FAILED
+    return store.get_run(run_id)
 
 
 class _ProgressLine:

@@ -4,6 +4,11 @@ The dashboard's pages, the CLI and the tests all find mechanisms here. A run
 function is given as ``"package.module:function"`` and imported on first use, so
 listing mechanisms stays cheap (no torch import).
 
+Audits (:mod:`privengine.audit`) are entries of the same registry: an entry whose
+``audits`` names the mechanism it tests. They run as jobs and land in the store like
+any run; :func:`all_mechanisms` lists the mechanisms only, :func:`audits_for` the
+audits of one of them, and :func:`get` finds either by name.
+
 >>> [m.name for m in all_mechanisms()][:1]  # doctest: +SKIP
 ['pate']
 """
@@ -45,6 +50,8 @@ class Mechanism:
         frontier: what its sweeps plot (privacy axis, utility axes) and how its runs compose
             (:class:`~privengine.explore.frontier.Frontier`); None: the mechanism cannot be swept.
         presets: named settings (:class:`~privengine.presets.Preset`), e.g. published configurations.
+        audits: for an audit, the registry name of the mechanism it tests (its run returns an audit
+            summary, :meth:`privengine.audit.AuditResult.to_dict`); None for a mechanism.
     """
 
     name: str
@@ -56,6 +63,7 @@ class Mechanism:
     smoke: Mapping[str, Any] = field(default_factory=dict)
     frontier: "Frontier | None" = None
     presets: tuple[Preset, ...] = ()
+    audits: str | None = None
 
     def load_run(self) -> RunFunction:
         return load_callable(self.run)
@@ -119,6 +127,17 @@ def get(name: str) -> Mechanism:
 
 
 def all_mechanisms() -> list[Mechanism]:
-    """Registered mechanisms in registration order."""
+    """Registered mechanisms in registration order (audits left out: :func:`all_audits`)."""
     _ensure_builtins()
-    return list(_mechanisms.values())
+    return [m for m in _mechanisms.values() if m.audits is None]
+
+
+def all_audits() -> list[Mechanism]:
+    """Registered audits in registration order."""
+    _ensure_builtins()
+    return [m for m in _mechanisms.values() if m.audits is not None]
+
+
+def audits_for(mechanism: str) -> list[Mechanism]:
+    """The audits of ``mechanism`` (empty if it has none)."""
+    return [a for a in all_audits() if a.audits == mechanism]

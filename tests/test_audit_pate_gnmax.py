@@ -14,10 +14,11 @@ import pytest
 from scipy.stats import norm
 
 from privengine.accounting.pate import gnmax_analysis
-from privengine.audit import AuditResult, auditors_for, get_auditor, pate_gnmax
+from privengine import registry
+from privengine.audit import AuditResult, pate_gnmax
 from privengine.audit.pate_gnmax import GnmaxAuditConfig, answer_log_probabilities, neighbours
 from privengine.cli import main
-from privengine.errors import ConfigError
+from privengine.errors import ConfigError, UnknownMechanismError
 from privengine.pate import aggregate as aggregate_module
 from tests.conftest import ROOT, subprocess_env
 
@@ -69,9 +70,10 @@ def test_a_broken_aggregator_is_caught_far_above_its_claim(monkeypatch):
 
 
 def test_registry_and_bad_input():
-    assert [a.name for a in auditors_for("pate")] == ["pate-gnmax"]
-    with pytest.raises(ConfigError, match=r"`audit` must be one of (.*, )?pate-gnmax(, .*)?; got 'nope'"):
-        get_auditor("nope")
+    assert [a.name for a in registry.audits_for("pate")] == ["pate-gnmax"]
+    assert "pate-gnmax" not in [m.name for m in registry.all_mechanisms()]  # an audit, not a mechanism
+    with pytest.raises(UnknownMechanismError, match="pate-gnmax"):
+        registry.get("nope")
     with pytest.raises(ConfigError, match="`votes` must hold at least one vote"):
         GnmaxAuditConfig(votes=(0, 0)).validate()
 
@@ -82,9 +84,12 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_cli_prints_the_bound_beside_the_claim_and_names_bad_fields():
+def test_cli_prints_the_bound_beside_the_claim_stores_the_run_and_names_bad_fields(store):
     code, out, _ = _cli("--sigma", "5", "--votes", "100,95,5", "--trials", "20000", "--confidence", "0.9")
     assert code == 0 and "claimed:  ε = 1.397, δ = 1e-05" in out and "audited:  ε ≥" in out and "90 %" in out
+    (stored,) = store.list_runs(mechanism="pate-gnmax")  # an audit is a run in the store like any other
+    assert stored.state == "finished" and stored.source == "cli" and f"run {stored.id}" in out
+    assert AuditResult.from_dict(stored.summary).claimed_epsilon == pytest.approx(1.397, abs=5e-4)
     for args, field in ((["--votes", "7"], "votes"), (["--confidence", "1.5"], "confidence"),
                         (["--sigma", "-1"], "sigma"), (["--trials", "lots"], "trials")):
         code, out, err = _cli(*args)
@@ -98,18 +103,22 @@ def test_python_m_privengine_audit_json():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["method"].startswith("many-run event test") and data["confidence"] == 0.95
+    assert data["method"].startswith("many-run event test") and data["confidence"] == 0.95 and data["run_id"]
     assert 0 < data["audited_epsilon_lower"] < data["claimed_epsilon"] == pytest.approx(3.6447036, rel=1e-6)
 
 
 class _StopAfterFirstChunk:
-    """A reporter stand-in: records progress, asks to stop once one chunk is drawn."""
+    """A reporter stand-in: records progress and metrics, asks to stop once one chunk is drawn."""
 
     def __init__(self):
         self.progress_seen: list[float] = []
+        self.metrics: list[tuple[int, dict]] = []
 
     def progress(self, fraction: float, text: str = "") -> None:
         self.progress_seen.append(fraction)
+
+    def metric(self, step: int, **values: float) -> None:
+        self.metrics.append((step, values))
 
     def should_stop(self) -> bool:
         return bool(self.progress_seen)
@@ -118,8 +127,10 @@ class _StopAfterFirstChunk:
 def test_reports_progress_and_stops_early_with_a_sound_partial_result():
     reporter = _StopAfterFirstChunk()
     config = GnmaxAuditConfig(sigma=2.0, trials=3 * pate_gnmax.CHUNK)
-    result = get_auditor("pate-gnmax").audit(config, reporter)
+    result = pate_gnmax.run(config, reporter)
     assert reporter.progress_seen == [pytest.approx(1 / 3)]
+    (step, values), = reporter.metrics  # the bound so far, after each chunk: here the result itself
+    assert step == pate_gnmax.CHUNK and values["audited_epsilon_lower"] == result.epsilon_lower
     assert result.counts["trials_per_histogram"] == pate_gnmax.CHUNK and result.details["stopped_early"]
     assert any(note.startswith("Stopped early") for note in result.notes)
     assert 0 < result.epsilon_lower <= result.details["pair_exact_epsilon"]

@@ -6,8 +6,10 @@
   one-run guesses.
 - :mod:`.reference`: exact privacy curves (Gaussian, Laplace, randomized response, any pair of
   discrete laws), the truth the audits are tested against.
-- :mod:`.interface`: :class:`AuditResult` and the registry of auditors (one interface for
-  every mechanism); :mod:`.pate_gnmax` is the first auditor; :mod:`.cli` the ``audit`` command.
+- :mod:`.interface`: :class:`AuditResult` (one interface for every mechanism) and
+  :func:`register_audit`, which makes an audit an entry of the mechanism registry, run as a job
+  and stored like any run; :mod:`.pate_gnmax` and :mod:`.dpsgd_one_run` are the audits so far;
+  :mod:`.cli` the ``audit`` command.
 
 The names below are loaded on first use, so the CLI starts without importing ``scipy.stats``.
 """
@@ -20,7 +22,7 @@ from typing import Any
 _EXPORTS = {
     ".bounds": ("clopper_pearson_lower", "clopper_pearson_upper", "epsilon_from_rates", "many_run_epsilon_lower",
                 "many_run_mu_lower", "mu_from_rates", "one_run_epsilon_lower", "one_run_p_value"),
-    ".interface": ("AuditResult", "Auditor", "all_auditors", "auditors_for", "get_auditor", "register_auditor"),
+    ".interface": ("AuditResult", "NullReporter", "register_audit", "result_of"),
     ".procedures": ("EventTest", "OneRunTest", "best_event_test", "event_test", "one_run_guesses", "one_run_test",
                     "threshold_test"),
 }

@@ -63,7 +63,7 @@ import numpy as np
 
 from ..config import BaseConfig, knob
 from ..errors import ConfigError
-from .interface import AuditResult, Auditor, register_auditor
+from .interface import AuditResult, NullReporter, register_audit
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
@@ -147,20 +147,6 @@ class DpsgdOneRunAuditConfig(BaseConfig):
             delta=self.delta, accountant=self.accountant, alphas=self.alphas, variant=self.variant,
             subspace_rank=self.subspace_rank, refresh_every=self.refresh_every, n_seeds=1, seed=self.seed,
             device="cpu").validate()
-
-
-class _Plain:
-    """The few reporter methods :func:`~privengine.dpsgd.run.make_plan` calls."""
-
-    def __init__(self, reporter):
-        self.reporter = reporter
-
-    def progress(self, fraction, text):
-        if self.reporter is not None:
-            self.reporter.progress(fraction, text)
-
-    def should_stop(self):
-        return self.reporter is not None and self.reporter.should_stop()
 
 
 class _Canaries:
@@ -248,7 +234,7 @@ class _Canaries:
 
 
 def _audit_model(task, dp_config, plan, *, alpha: float, index: int, config: DpsgdOneRunAuditConfig,
-                 should_stop) -> dict:
+                 reporter) -> dict:
     """Train one model with canaries; returns its scores, bits, history and diagnostics."""
     from ..dpsgd.models import num_parameters
     from ..dpsgd.training import _Training
@@ -268,7 +254,12 @@ def _audit_model(task, dp_config, plan, *, alpha: float, index: int, config: Dps
     canaries = _Canaries(m=config.canaries, dim=opt.dim, space=config.canary_space, seed=config.seed, index=index,
                          sample_rate=plan.sample_rate, zero_data=config.data == "zero", expected_data=expected)
     opt.pre_noise_hook, opt.post_noise_hook = canaries.pre_noise, canaries.post_noise
-    result = training.run(should_stop, lambda step, values, history: None)
+    k = len(config.alphas)
+
+    def on_eval(step, values, history) -> None:
+        reporter.progress((index + step / plan.steps) / k, f"alpha = {alpha:g}: step {step} of {plan.steps}")
+
+    result = training.run(reporter.should_stop, on_eval)
     return {"alpha": alpha, "setting": result.setting, "scores": canaries.scores.numpy(),
             "included": canaries.included.numpy(), "sampled": canaries.sampled_total.numpy(),
             "steps": result.steps_done, "history": result.history, "final": dict(result.final),
@@ -299,7 +290,11 @@ def _cpu():
 
 
 def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> AuditResult:
-    """Audit DP-SGD in one run per alpha (see the module docstring)."""
+    """Audit DP-SGD in one run per alpha (see the module docstring).
+
+    Reports, per audited model (step = its index), ``alpha``, ``claimed_epsilon``, ``audited_epsilon_lower``
+    (that model's bound at the stated confidence) and ``audited_epsilon_lower_bonferroni``.
+    """
     import torch  # noqa: F401  (torch and Opacus load when an audit runs, not when the CLI starts)
 
     from ..dpsgd.accounting import ACCOUNTANT_NAMES, epsilon_of
@@ -309,13 +304,13 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     from .procedures import one_run_test
 
     config = config.validate()
+    reporter = reporter or NullReporter()
     t0 = time.perf_counter()
     dp_config = config.dpsgd_config()
-    plain = _Plain(reporter)
-    plain.progress(0.0, "loading data")
+    reporter.progress(0.0, "loading data")
     task = load_task(dataset=config.dataset, seed=dp_config.data_seed, public_fraction=dp_config.public_fraction,
                      train_limit=0, data_root="", device=_cpu())
-    plan = make_plan(dp_config, task.n_private, plain)
+    plan = make_plan(dp_config, task.n_private, reporter)
     if plan is None:
         raise ConfigError("epsilon", "the audit was stopped while calibrating sigma")
     k = len(config.alphas)
@@ -324,16 +319,16 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     bonferroni = 1.0 - (1.0 - config.confidence) / k
     rows, claims = [], []
     for index, alpha in enumerate(config.alphas):
-        done = index / k
-        plain.progress(done, f"alpha = {alpha:g}: training with {config.canaries} canaries")
-        out = _audit_model(task, dp_config, plan, alpha=alpha, index=index, config=config,
-                           should_stop=plain.should_stop)
+        reporter.progress(index / k, f"alpha = {alpha:g}: training with {config.canaries} canaries")
+        out = _audit_model(task, dp_config, plan, alpha=alpha, index=index, config=config, reporter=reporter)
         test = one_run_test(out["scores"], out["included"], k_pos=k_pos, k_neg=k_neg, delta=config.delta,
                             confidence=config.confidence)
         lower_k = (test.epsilon_lower if k == 1 else
                    one_run_epsilon_lower(m=test.m, r=test.r, v=test.v, delta=config.delta, confidence=bonferroni))
         claimed, _ = epsilon_of(out["history"], accountant=config.accountant, delta=config.delta)
         claims.append(claimed)
+        reporter.metric(index, alpha=alpha, claimed_epsilon=claimed, audited_epsilon_lower=test.epsilon_lower,
+                        audited_epsilon_lower_bonferroni=lower_k)
         dim = out["dim"]
         inc = out["included"].astype(bool)
         s = out["scores"]
@@ -386,7 +381,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
                      f"{100 * bonferroni:.4g} % so that it holds at {100 * config.confidence:g} % too.")
     if any(r["stopped"] for r in rows):
         notes.append("Stopped early: the bound covers the steps done (still sound).")
-    plain.progress(1.0, "done")
+    reporter.progress(1.0, "done")
     return AuditResult(
         audit="dpsgd-one-run", mechanism="dpsgd",
         method=(f"one-run audit (Steinke, Nasr & Jagielski 2023), white-box gradient canaries {config.canary_space} "
@@ -417,11 +412,13 @@ def logit_cap(r: int, confidence: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-register_auditor(Auditor(
+register_audit(
     name="dpsgd-one-run", mechanism="dpsgd", title="DP-SGD: one-run audit with white-box gradient canaries",
-    config_cls=DpsgdOneRunAuditConfig, run=run, claim=CLAIM,
+    config_cls=DpsgdOneRunAuditConfig, audit=run, claim=CLAIM,
     description=("Trains once per alpha with m gradient canaries (norm C, inside/outside span(U) or random), each "
                  "included with probability 1/2 and Poisson-sampled like an example; scores each canary by the "
                  "inner products of its gradients with the noisy summed gradients, guesses the most and least "
                  "confident, and turns the correct guesses into an epsilon lower bound (Steinke, Nasr & Jagielski "
-                 "2023) beside the accountant's claim.")))
+                 "2023) beside the accountant's claim."),
+    smoke={"canaries": 200, "guesses": 40, "epochs": 1.0, "alphas": (0.0,), "noise_multiplier": 1.0,
+           "accountant": "rdp"})

@@ -1,36 +1,38 @@
-"""One audit interface for every mechanism: the result every audit returns and the registry of auditors.
+"""One audit interface for every mechanism: the result every audit returns, and audits as registry entries.
 
-An *auditor* tests one stated guarantee of one mechanism empirically. It declares its
-knobs as a :class:`~privengine.config.BaseConfig` (so the CLI flags, and later the
-dashboard form, are generated from them) and a run function
-``run(config, reporter=None) -> AuditResult``. The reporter, when given, is the mechanism
-runs' reporter (or anything with ``progress(fraction, text)`` and ``should_stop()``).
-Auditors are found by name (``"pate-gnmax"``) or by the mechanism they audit.
+An *audit* tests one stated guarantee of one mechanism empirically. Its knobs are a
+:class:`~privengine.config.BaseConfig` (the CLI flags and the dashboard form are generated
+from them) and its function is ``audit(config, reporter=None) -> AuditResult``, where the
+reporter is a run's :class:`~privengine.reporter.Reporter` (``progress``, ``metric``, ``log``,
+``should_stop``) or None for a direct call.
 
->>> get_auditor("pate-gnmax").mechanism
+:func:`register_audit` makes it an entry of the mechanism registry (:mod:`privengine.registry`,
+``audits=`` the mechanism it tests) whose job function returns :meth:`AuditResult.to_dict` as
+the run summary: an audit is launched by the job manager, stored, reloaded and compared like
+any run, and ``registry.audits_for("pate")`` lists the audits a mechanism page offers.
+
+>>> from privengine import registry
+>>> registry.get("pate-gnmax").audits
 'pate'
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import math
-import threading
 import types
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .. import registry
 from ..config import BaseConfig
-from ..errors import ConfigError
-from ..registry import load_callable
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
 
-__all__ = ["AuditResult", "Auditor", "all_auditors", "auditors_for", "get_auditor", "register_auditor"]
+__all__ = ["AuditResult", "NullReporter", "register_audit", "result_of"]
 
-#: Modules that register the shipped auditors when imported (loaded on first use of the registry).
-BUILTIN_AUDITOR_MODULES = ("privengine.audit.pate_gnmax", "privengine.audit.dpsgd_one_run")
+AuditFunction = Callable[[Any, Any], "AuditResult"]
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -106,78 +108,45 @@ class AuditResult:
                 f"method:   {self.method}"]
 
 
-@dataclass(frozen=True)
-class Auditor:
-    """A registered audit.
+class NullReporter:
+    """The reporter of an audit called directly (no job): progress, metrics and logs go nowhere, never stops."""
 
-    Attributes:
-        name: identifier used by the CLI (``audit NAME``), e.g. ``"pate-gnmax"``.
-        mechanism: the registry name of the audited mechanism.
+    def progress(self, fraction: float, text: str = "") -> None:
+        pass
+
+    def metric(self, step: int, **values: float) -> None:
+        pass
+
+    def log(self, text: str) -> None:
+        pass
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def _run_as_job(audit: AuditFunction, config: BaseConfig, reporter: "Reporter") -> dict[str, Any]:
+    """The job form of an audit: its result as the run summary (``AuditResult.to_dict``)."""
+    return audit(config, reporter).to_dict()
+
+
+def result_of(summary: Mapping[str, Any] | None) -> AuditResult | None:
+    """The :class:`AuditResult` stored as a run's summary (None for a run that has none yet)."""
+    return AuditResult.from_dict(summary) if summary and "audited_epsilon_lower" in summary else None
+
+
+def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[BaseConfig], audit: AuditFunction,
+                   claim: str, description: str, smoke: Mapping[str, Any]) -> registry.Mechanism:
+    """Register an audit of ``mechanism`` as a registry entry called ``name`` (e.g. ``"pate-gnmax"``).
+
+    Args:
         title: human-readable name.
-        config_cls: the audit's knobs (a :class:`~privengine.config.BaseConfig` subclass).
-        run: ``"module:function"`` (imported lazily) or the function itself:
-            ``run(config, reporter=None) -> AuditResult``.
+        config_cls: the audit's knobs.
+        audit: ``audit(config, reporter=None) -> AuditResult``.
         claim: one sentence: the guarantee the audit tests.
         description: one paragraph: what the audit does.
+        smoke: config overrides for an audit of a few seconds (the shared audit tests launch it).
     """
-
-    name: str
-    mechanism: str
-    title: str
-    config_cls: type[BaseConfig]
-    run: str | Callable[..., AuditResult]
-    claim: str
-    description: str
-
-    def load_run(self) -> Callable[..., AuditResult]:
-        return load_callable(self.run)
-
-    def default_config(self) -> BaseConfig:
-        return self.config_cls().validate()
-
-    def audit(self, config: BaseConfig | None = None, reporter: "Reporter | None" = None) -> AuditResult:
-        """Run the audit on ``config`` (default: the default config)."""
-        config = (config or self.default_config()).validate()
-        return self.load_run()(config, reporter)
-
-
-_lock = threading.Lock()
-_auditors: dict[str, Auditor] = {}
-_builtins_loaded = False
-
-
-def _ensure_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        for module_name in BUILTIN_AUDITOR_MODULES:
-            importlib.import_module(module_name)
-
-
-def register_auditor(auditor: Auditor, *, replace: bool = False) -> Auditor:
-    """Add an auditor; re-registering a name needs ``replace=True``."""
-    with _lock:
-        if auditor.name in _auditors and not replace:
-            raise ValueError(f"auditor {auditor.name!r} is already registered")
-        _auditors[auditor.name] = auditor
-    return auditor
-
-
-def get_auditor(name: str) -> Auditor:
-    """The auditor called ``name``, or a ConfigError naming the known ones."""
-    _ensure_builtins()
-    try:
-        return _auditors[name]
-    except KeyError:
-        raise ConfigError("audit", f"must be one of {', '.join(sorted(_auditors)) or '(none)'}; got {name!r}") from None
-
-
-def all_auditors() -> list[Auditor]:
-    """Registered auditors in registration order."""
-    _ensure_builtins()
-    return list(_auditors.values())
-
-
-def auditors_for(mechanism: str) -> list[Auditor]:
-    """The auditors of one mechanism (empty if it has none yet)."""
-    return [a for a in all_auditors() if a.mechanism == mechanism]
+    return registry.register(registry.Mechanism(
+        name=name, title=title, config_cls=config_cls, run=functools.partial(_run_as_job, audit),
+        protects=f"Tests this guarantee of {mechanism}: {claim}", description=description, smoke=dict(smoke),
+        audits=mechanism))

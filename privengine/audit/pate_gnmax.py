@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
@@ -45,7 +45,7 @@ from ..accounting.pate import gnmax_analysis
 from ..config import BaseConfig, knob
 from ..errors import ConfigError
 from ..pate.config import PateConfig
-from .interface import AuditResult, Auditor, register_auditor
+from .interface import AuditResult, NullReporter, register_audit
 from .reference import discrete_epsilon, gaussian_epsilon
 
 if TYPE_CHECKING:
@@ -134,9 +134,10 @@ def _candidate_events(order: np.ndarray) -> list[np.ndarray]:
     return [order[:k] for k in sizes]
 
 
-def _draw_answers(v0: np.ndarray, v1: np.ndarray, config: GnmaxAuditConfig,
-                  reporter: "Reporter | None") -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """Class histograms of ``trials`` answers from each histogram: ``(counts0, counts1, trials_done, stopped)``."""
+def _draw_answers(v0: np.ndarray, v1: np.ndarray, config: GnmaxAuditConfig, reporter,
+                  on_chunk: Callable[[np.ndarray, np.ndarray, int], None]) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Class histograms of ``trials`` answers from each histogram: ``(counts0, counts1, trials_done, stopped)``;
+    ``on_chunk(counts0, counts1, done)`` after each chunk."""
     import torch
 
     from ..pate.aggregate import aggregate
@@ -148,7 +149,7 @@ def _draw_answers(v0: np.ndarray, v1: np.ndarray, config: GnmaxAuditConfig,
     hist = [np.zeros(c, dtype=np.int64), np.zeros(c, dtype=np.int64)]
     done, stopped = 0, False
     while done < config.trials:
-        if reporter is not None and reporter.should_stop():
+        if reporter.should_stop():
             stopped = True
             break
         n = min(CHUNK, config.trials - done)
@@ -157,16 +158,28 @@ def _draw_answers(v0: np.ndarray, v1: np.ndarray, config: GnmaxAuditConfig,
                                sigma=config.sigma).labels
             hist[which] += torch.bincount(labels, minlength=c).numpy()
         done += n
-        if reporter is not None:
-            reporter.progress(done / config.trials, f"{done:,} of {config.trials:,} noisy answers per histogram")
+        on_chunk(hist[0], hist[1], done)
+        reporter.progress(done / config.trials, f"{done:,} of {config.trials:,} noisy answers per histogram")
     return hist[0], hist[1], done, stopped
 
 
-def run(config: GnmaxAuditConfig, reporter: "Reporter | None" = None) -> AuditResult:
-    """Audit GNMax on the configured histogram and its neighbour (see the module docstring)."""
+def _event_test(events: list[np.ndarray], counts0: np.ndarray, counts1: np.ndarray, done: int,
+                config: GnmaxAuditConfig):
+    """The Bonferroni-corrected best of the candidate events on ``done`` answers per histogram."""
     from .procedures import best_event_test  # scipy.stats: imported when an audit runs, not when the CLI starts
 
+    return best_event_test([int(counts0[e].sum()) for e in events], [done - int(counts1[e].sum()) for e in events],
+                           null_trials=done, alt_trials=done, delta=config.delta, confidence=config.confidence)
+
+
+def run(config: GnmaxAuditConfig, reporter: "Reporter | None" = None) -> AuditResult:
+    """Audit GNMax on the configured histogram and its neighbour (see the module docstring).
+
+    Reports, after each chunk of draws (step = answers drawn per histogram), ``claimed_epsilon`` and
+    ``audited_epsilon_lower``: the bound on the answers so far (the last one is the result).
+    """
     config = config.validate()
+    reporter = reporter or NullReporter()
     v0, v1, a, b = neighbours(config.votes)
     analysis = gnmax_analysis(v0[None, :], config.sigma, config.delta)
     claimed = float(analysis.data_independent_eps)
@@ -175,13 +188,14 @@ def run(config: GnmaxAuditConfig, reporter: "Reporter | None" = None) -> AuditRe
     order = np.lexsort((np.arange(v0.size), -(lp1 - lp0)))  # descending likelihood ratio, then class index
     events = _candidate_events(order)
 
-    counts0, counts1, done, stopped = _draw_answers(v0, v1, config, reporter)
+    def report(counts0: np.ndarray, counts1: np.ndarray, done: int) -> None:
+        so_far = _event_test(events, counts0, counts1, done, config)
+        reporter.metric(done, claimed_epsilon=claimed, audited_epsilon_lower=so_far.epsilon_lower)
+
+    counts0, counts1, done, stopped = _draw_answers(v0, v1, config, reporter, report)
     if done == 0:
         raise ConfigError("trials", "no answer was drawn: the audit was stopped before it started")
-    fps = [int(counts0[e].sum()) for e in events]
-    fns = [done - int(counts1[e].sum()) for e in events]
-    test = best_event_test(fps, fns, null_trials=done, alt_trials=done, delta=config.delta,
-                           confidence=config.confidence)
+    test = _event_test(events, counts0, counts1, done, config)
     event = sorted(int(j) for j in events[int(test.event)])
 
     pair_exact = discrete_epsilon(np.exp(lp0), np.exp(lp1), config.delta)
@@ -220,9 +234,10 @@ def run(config: GnmaxAuditConfig, reporter: "Reporter | None" = None) -> AuditRe
                  "stopped_early": stopped})
 
 
-register_auditor(Auditor(
+register_audit(
     name="pate-gnmax", mechanism="pate", title="PATE: GNMax aggregator, one query",
-    config_cls=GnmaxAuditConfig, run=run, claim=CLAIM,
+    config_cls=GnmaxAuditConfig, audit=run, claim=CLAIM,
     description=("Draws many noisy GNMax answers from a vote histogram and from its neighbour (one vote moved at "
                  "the smallest margin), tests an event on the answer, and turns the error rates into an epsilon "
-                 "lower bound (Clopper-Pearson) beside the aggregator's per-query guarantee.")))
+                 "lower bound (Clopper-Pearson) beside the aggregator's per-query guarantee."),
+    smoke={"trials": 20_000})
