@@ -16,8 +16,12 @@ BOUND_TEXT = """
 differential privacy. Marvell chooses, batch by batch, Gaussian noise for the cut-layer gradients that keeps
 **sumKL**, the symmetrised KL divergence between the gradient distributions of positives and of negatives,
 under a threshold. By the Marvell paper's theorem, **any** scorer the passive party builds from one batch then has
-a leak AUC of at most **1/2 + √sumKL/2 − sumKL/8** (0.82 at sumKL 0.64, 0.68 at 0.16); this is the dashed
-"sumKL bound" line. Caveats: the bound is computed in Marvell's Gaussian model (each class's gradients Gaussian with
+a leak AUC of at most **1/2 + √sumKL/2 − sumKL/8** (0.82 at sumKL 0.64, 0.68 at 0.16; proof: the ROC curve lies
+under FPR + TV, so AUC ≤ 1/2 + TV − TV²/2, and Pinsker on the smaller of the two KLs gives TV ≤ √sumKL/2). The
+leak charts compare it, per epoch, with the measured leak AUCs: the dashed line is the bound at the epoch's largest
+realised sumKL (it covers every batch), the dotted one the mean of the per-batch bounds (it covers the mean over
+batches, the quantity the solid "mean" curves estimate; a batch's AUC is measured from its few positives, so a 95 %
+quantile above the bound can be sampling noise). Caveats: the bound is computed in Marvell's Gaussian model (each class's gradients Gaussian with
 isotropic covariance, statistics estimated from the batch), which real gradients do not follow. In particular, with
 a linear top model (top hidden = 0) the unprotected cut gradients all lie on one line, the class with the larger
 variance gets no noise across that line, and an attacker who scores |cos| with a known positive can exceed the bound.

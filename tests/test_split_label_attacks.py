@@ -11,6 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from privengine.split_label.attacks import (
     NAMES, LeakLog, attack_scores, leak_aucs, pick_reference, roc_auc_rows, sumkl_summary)
+from privengine.split_label.marvell import auc_bound
 
 
 def test_roc_auc_rows_equals_scikit_learn_with_ties():
@@ -70,4 +71,8 @@ def test_sumkl_summary_bounds_with_the_largest_batch():
     out = sumkl_summary([0.1, math.nan, 0.64, 0.3])
     assert out["sumkl.max"] == 0.64 and out["auc_bound"] == pytest.approx(0.82)
     assert out["sumkl.mean"] == pytest.approx((0.1 + 0.64 + 0.3) / 3)
-    assert sumkl_summary([math.nan]) == {"sumkl.mean": None, "sumkl.max": None, "auc_bound": None}
+    # the bound on the mean leak AUC: the mean of the per-batch bounds, below the bound at the mean (concavity)
+    assert out["auc_bound.mean"] == pytest.approx(sum(auc_bound(v) for v in (0.1, 0.64, 0.3)) / 3)
+    assert out["auc_bound.mean"] < auc_bound(out["sumkl.mean"]) < out["auc_bound"]
+    assert sumkl_summary([math.nan]) == {"sumkl.mean": None, "sumkl.max": None, "auc_bound": None,
+                                         "auc_bound.mean": None}

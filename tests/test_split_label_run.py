@@ -91,6 +91,18 @@ def test_leak_auc_is_near_one_without_protection_and_falls_with_it(manager, stor
     # live outputs: prefixed metrics per setting, a histogram per setting, one trade-off point per setting
     names = set(store.metrics(run.id)["name"])
     assert {"none/test_auc", "marvell_sumkl0.16/auc_bound", "max_norm/leak.cos.first.q95"} <= names
+    # the run records, per epoch, the bounds its realised sumKL implies beside the measured leak AUCs
+    metrics = store.metrics(run.id)
+    per_epoch = metrics[metrics["name"].str.startswith("marvell_sumkl0.16/")].pivot(index="step", columns="name",
+                                                                                     values="value")
+    assert list(per_epoch.index) == [1, 2, 3]
+    at_max, on_mean = per_epoch["marvell_sumkl0.16/auc_bound"], per_epoch["marvell_sumkl0.16/auc_bound.mean"]
+    assert (on_mean <= at_max + 1e-12).all() and (at_max <= 0.68 + 1e-12).all() and (on_mean > 0.5).all()
+    assert "marvell_sumkl0.16/leak.norm.cut.mean" in per_epoch and "none/auc_bound" not in names
+    (recorded,) = bound["settings"]
+    assert recorded["leak_auc_bound_mean"] == pytest.approx(marvell["auc_bound.mean"])
+    assert recorded["observed_leak_mean_max"] == max(v for k, v in marvell.items()
+                                                     if k.startswith("leak_run.") and k.endswith(".mean"))
     artifacts = store.artifacts(run.id)
     assert len(artifacts["tradeoff"]["points"]) == 3
     hist = artifacts["grad_norms/marvell_sumkl0.16"]

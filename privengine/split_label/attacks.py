@@ -114,14 +114,24 @@ class LeakLog:
 
 
 def sumkl_summary(values: list[float]) -> dict[str, float | None]:
-    """Mean and max of the per-batch sumKL achieved, and the leak AUC bound implied by the max.
+    """Mean and max of the per-batch sumKL achieved, and the leak AUC bounds they imply.
 
-    The bound ``1/2 + sqrt(sumKL)/2 - sumKL/8`` (:func:`.marvell.auc_bound`) holds
-    batch by batch, so the one at the epoch's largest sumKL covers every batch's
-    leak AUC, hence also their mean and 95% quantile. All None when no batch had
-    a sumKL (protections without one, or only single-class batches).
+    The bound ``h(sumKL) = 1/2 + sqrt(sumKL)/2 - sumKL/8`` (:func:`.marvell.auc_bound`) holds
+    batch by batch, so
+
+    - ``auc_bound``, the bound at the largest sumKL, covers every batch's leak AUC (their 95%
+      quantile included, up to the sampling noise of a batch's measured AUC);
+    - ``auc_bound.mean``, the mean of the per-batch bounds, covers the mean over batches of the
+      leak AUC, the quantity the measured mean estimates (at most ``h`` at the mean sumKL, as
+      ``h`` is concave).
+
+    All None when no batch had a sumKL (protections without one, or only single-class batches).
+
+    >>> {k: round(v, 4) for k, v in sumkl_summary([0.16, 0.64, math.nan]).items()}
+    {'sumkl.mean': 0.4, 'sumkl.max': 0.64, 'auc_bound': 0.82, 'auc_bound.mean': 0.75}
     """
     defined = [v for v in values if not math.isnan(v)]
     if not defined:
-        return {"sumkl.mean": None, "sumkl.max": None, "auc_bound": None}
-    return {"sumkl.mean": float(np.mean(defined)), "sumkl.max": max(defined), "auc_bound": auc_bound(max(defined))}
+        return {"sumkl.mean": None, "sumkl.max": None, "auc_bound": None, "auc_bound.mean": None}
+    return {"sumkl.mean": float(np.mean(defined)), "sumkl.max": max(defined), "auc_bound": auc_bound(max(defined)),
+            "auc_bound.mean": float(np.mean([auc_bound(v) for v in defined]))}

@@ -16,7 +16,7 @@ symmetrised KL divergence between the two noisy class distributions is
           = F / 2 - d,   F = (d-1)(a/b + b/a) + (A+G)/B + (B+G)/A,
 
 and by the paper's theorem every scorer's leak AUC is at most
-``1/2 + sqrt(sumKL)/2 - sumKL/8`` (:func:`auc_bound`). Marvell minimises sumKL
+``1/2 + sqrt(sumKL)/2 - sumKL/8`` (:func:`auc_bound`, with its proof). Marvell minimises sumKL
 over ``l >= 0`` with ``l2_y <= l1_y`` under the expected noise power budget
 
     p (l1_1 + (d-1) l2_1) + (1-p) (l1_0 + (d-1) l2_0) <= P,      p = fraction of positives.
@@ -85,11 +85,40 @@ def _ratio_term(numerator: float, product: float) -> float:
 
 
 def auc_bound(sumkl: float) -> float:
-    """The leak AUC bound of Marvell's theorem: ``1/2 + sqrt(sumKL)/2 - sumKL/8``, and 1 for sumKL >= 4.
+    r"""The leak AUC bound of Marvell's theorem: ``1/2 + sqrt(sumKL)/2 - sumKL/8``, and 1 for sumKL >= 4.
 
-    It bounds the ROC AUC of any scorer of one batch's noisy gradients (and so of
-    any post-processing of them, e.g. the passive party's first-layer gradients),
-    under the Gaussian class model of this module.
+    Statement. Let ``P1`` and ``P0`` be the laws of what the passive party sees of one positive
+    and of one negative example (here: one batch's protected cut gradient in the Gaussian class
+    model of this module) and ``sumKL = KL(P1 || P0) + KL(P0 || P1)``. Every scorer ``r``
+    (any measurable function of the gradient, possibly randomised) has
+
+        AUC(r) = P[r(X1) > r(X0)] + P[r(X1) = r(X0)] / 2   (X1 ~ P1, X0 ~ P0 independent)
+               <= 1/2 + sqrt(sumKL)/2 - sumKL/8              for sumKL <= 4.
+
+    Proof sketch.
+
+    1. ROC under the TV line. The ROC curve of ``r`` is made of the points
+       ``(FPR, TPR) = (P0(E), P1(E))`` of the events ``E = {r > t}`` (ties: randomised
+       thresholds, whose points are mixtures of these), and the AUC is the area under it.
+       ``P1(E) - P0(E) <= TV(P1, P0) =: T`` for every event, so the curve lies under
+       ``TPR = min(1, FPR + T)`` and
+       ``AUC <= int_0^1 min(1, x + T) dx = 1/2 + T - T^2/2``
+       (an equality for the ROC that rises by ``T`` at 0 and then follows the diagonal).
+    2. Pinsker on the smaller direction. ``T <= sqrt(KL(P || Q) / 2)`` in either order, and the
+       smaller of the two KLs is at most ``sumKL / 2``: ``T <= sqrt(sumKL) / 2``.
+    3. ``h(T) = 1/2 + T - T^2/2`` increases on ``[0, 1]``, so
+       ``AUC <= h(sqrt(sumKL)/2) = 1/2 + sqrt(sumKL)/2 - sumKL/8`` while ``sqrt(sumKL)/2 <= 1``;
+       beyond ``sumKL = 4`` the bound is the trivial 1.
+
+    The bound is concave in sumKL (second derivative ``-sumKL^{-3/2}/8``), so the *mean* AUC of
+    a scorer over batches is at most the mean of the per-batch bounds, itself at most the bound
+    at the mean sumKL; the largest per-batch sumKL bounds every batch's AUC.
+
+    What it covers. ``P1`` and ``P0`` are the model's laws (Gaussian, isotropic per class, moments
+    estimated from the batch), so the bound is exact for the model and a guide for real
+    gradients. The leak AUC measured per batch is an estimate from the batch's few positives:
+    its average over batches estimates the mean AUC, while a high quantile of it can exceed the
+    bound by sampling noise alone.
 
     >>> round(auc_bound(0.64), 4), round(auc_bound(0.16), 4)
     (0.82, 0.68)
