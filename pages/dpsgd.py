@@ -7,6 +7,7 @@ import streamlit as st
 from privengine.dpsgd import metrics as M
 from privengine.figures import dpsgd as figures
 from ui import charts
+from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
 
 INTRO = (
@@ -44,3 +45,4 @@ def draw(snapshot) -> None:
 
 
 render_mechanism_page("dpsgd", draw, intro=INTRO)
+audit_section("dpsgd")

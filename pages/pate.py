@@ -4,6 +4,7 @@ import streamlit as st
 
 from privengine.figures import pate as figures
 from ui import charts
+from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
 
 
@@ -24,3 +25,4 @@ def draw(snapshot) -> None:
 
 
 render_mechanism_page("pate", draw)
+audit_section("pate")

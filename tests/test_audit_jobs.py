@@ -12,6 +12,7 @@ import pytest
 
 from privengine import registry
 from privengine.audit import AuditResult, result_of
+from privengine.figures import run_figures, run_tables
 from privengine.jobs import JobManager
 
 AUDITS = [a.name for a in registry.all_audits()]
@@ -55,6 +56,9 @@ def test_smoke_audit_is_a_stored_run_with_its_result_and_curves(name, manager, s
     assert last["claimed_epsilon"] == pytest.approx(result.claimed_epsilon)
     assert set(metrics["name"]) >= {"claimed_epsilon", "audited_epsilon_lower"}
     assert result_of(None) is None and result_of({"privacy": []}) is None
+    snapshot = store.snapshot(run_id)  # what the page and the report draw
+    assert len(run_figures(snapshot)) >= 2  # the bound so far, claimed against audited
+    assert [t.title for t in run_tables(snapshot)] == ["Audited settings", "What the audit assumed"]
 
 
 @pytest.mark.parametrize("name", AUDITS)

@@ -2,8 +2,9 @@
 them and reports (:mod:`privengine.report`) embed the same ones.
 
 A mechanism with a page of its own has a module here (``pate``, ``dpsgd``, ``dp_bayes``, ``split_label``) with
-``figures(snapshot)``, every chart of its page in order, and ``tables(snapshot)``, its result tables; any other
-mechanism gets one chart per reported metric, as on the generic page. A module may also define
+``figures(snapshot)``, every chart of its page in order, and ``tables(snapshot)``, its result tables; every audit
+(a registry entry with ``audits`` set) is drawn by ``audit``; any other mechanism gets one chart per reported
+metric, as on the generic page. A module may also define
 ``published_values(snapshot)``: the run's own value of each metric its presets publish (by the preset's
 metric name), shown beside the published figure.
 
@@ -32,7 +33,11 @@ _VIEWS = {name: f"{__name__}.{name}" for name in ("pate", "dpsgd", "dp_bayes", "
 
 
 def _view(mechanism: str) -> ModuleType | None:
-    return importlib.import_module(_VIEWS[mechanism]) if mechanism in _VIEWS else None
+    if mechanism in _VIEWS:
+        return importlib.import_module(_VIEWS[mechanism])
+    if mechanism in {a.name for a in registry.all_audits()}:
+        return importlib.import_module(f"{__name__}.audit")
+    return None
 
 
 def run_figures(snapshot: RunSnapshot) -> list[go.Figure]:
