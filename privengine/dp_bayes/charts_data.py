@@ -1,4 +1,4 @@
-"""Plain-JSON tables for the live page: marginal densities per parameter, and sweep rows."""
+"""Plain-JSON tables for the live page: marginal densities per parameter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from .metrics import Scores
 from .reference import ReferencePosterior
 
 GRID = 241
@@ -51,8 +50,3 @@ def density_table(reference: ReferencePosterior, z_vi: np.ndarray, z_private: np
             "y_max": y_max, "private_log_sd_ratio": float(z_private[p + j] - math.log(sd)),
         }
     return out
-
-
-def sweep_row(epsilon: float, repeat: int, scores: Scores) -> dict:
-    """One row of the error-vs-epsilon table."""
-    return {"epsilon": float(epsilon), "repeat": int(repeat), **scores.summary()}

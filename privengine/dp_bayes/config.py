@@ -10,6 +10,11 @@ from privengine.errors import ConfigError
 MODELS = ("linear", "logistic")
 NEIGHBOURING = ("replace-one", "add-remove")
 MODES = ("release", "sweep")
+METHODS = ("exponential", "ssp", "dpvi", "all")
+METHOD_LABELS = {"exponential": "exponential mechanism (seed)", "ssp": "sufficient-statistics perturbation",
+                 "dpvi": "DP variational inference", "all": "all methods (sweep only)"}
+PRIVATE_METHODS = ("exponential", "ssp", "dpvi")
+LINEAR_ONLY = ("ssp",)
 MAX_ELEMENTS = 20_000_000  # chains x Monte Carlo samples x records evaluated per step (memory bound)
 
 
@@ -17,6 +22,11 @@ MAX_ELEMENTS = 20_000_000  # chains x Monte Carlo samples x records evaluated pe
 class DpBayesConfig(RunConfig):
     """Knobs of a ``dp_bayes`` run; defaults reproduce the seed's setting (N = 4000, tau = 4, eps = 1)."""
 
+    method: str = knob("exponential", choices=METHODS, choice_labels=METHOD_LABELS,
+                       help="exponential: the seed's exponential mechanism over a mean-field Gaussian (SGLD draw). "
+                            "ssp: release noisy X^T X, X^T y, y^T y (Gaussian mechanism) and infer the posterior "
+                            "given them, modelling the noise (linear model only). dpvi: DP-SGD on the ELBO's "
+                            "per-record terms (Opacus). all: every method side by side (sweep mode only).")
     model: str = knob("linear", choices=MODELS,
                       help="Bayesian linear regression (Gaussian noise, half-Cauchy prior on its scale) "
                            "or Bayesian logistic regression.")
@@ -48,6 +58,37 @@ class DpBayesConfig(RunConfig):
     neighbouring: str = knob("replace-one", choices=NEIGHBOURING,
                              help="Neighbouring datasets: replace one record (sensitivity 2 tau) or add/remove "
                                   "one record (sensitivity tau).")
+    delta: float = knob(1e-5, low=0.0, high=0.1, low_open=True, log=True,
+                        shown_when=("method", ("ssp", "dpvi", "all")),
+                        help="delta of the (epsilon, delta) guarantee of ssp (analytic Gaussian mechanism) and "
+                             "dpvi (Opacus RDP accountant); the exponential mechanism has delta = 0.")
+    x_bound: float = knob(0.5, low=0.0, high=1e4, low_open=True, log=True, shown_when=("method", ("ssp", "all")),
+                          help="ssp domain: every feature is clipped to [-x_bound, x_bound] before the statistics "
+                               "are computed (the synthetic features are U(-0.5, 0.5)). Part of the guarantee.")
+    y_low: float = knob(-10.0, low=-1e4, high=1e4, shown_when=("method", ("ssp", "all")),
+                        help="ssp domain: lower clip bound of the response y (public, fixed before seeing the data).")
+    y_high: float = knob(0.0, low=-1e4, high=1e4, shown_when=("method", ("ssp", "all")),
+                         help="ssp domain: upper clip bound of the response y; must exceed y_low. The statistics "
+                              "use y - (y_low + y_high) / 2, so the sensitivity grows with the half-width.")
+    ssp_mcmc_steps: int = knob(6000, low=200, high=1_000_000, log=True, advanced=True,
+                               shown_when=("method", ("ssp", "all")),
+                               help="Metropolis steps of the noise-aware posterior (half adapt the proposal and are "
+                                    "discarded, half are kept). Post-processing: no privacy cost.")
+    dpvi_steps: int = knob(1000, low=10, high=1_000_000, log=True, shown_when=("method", ("dpvi", "all")),
+                           help="DP-SGD steps of dpvi (each on a Poisson sample of the records).")
+    dpvi_sample_rate: float = knob(0.05, low=0.0, high=1.0, low_open=True, log=True,
+                                   shown_when=("method", ("dpvi", "all")),
+                                   help="Poisson sampling rate q of dpvi: each record joins each step's batch "
+                                        "independently with probability q.")
+    dpvi_clip: float = knob(20.0, low=0.0, high=1e6, low_open=True, log=True, shown_when=("method", ("dpvi", "all")),
+                            help="Per-record clipping norm C of the ELBO term's gradient in dpvi.")
+    dpvi_lr: float = knob(0.1, low=0.0, high=10.0, low_open=True, log=True, advanced=True,
+                          shown_when=("method", ("dpvi", "all")), help="Adam learning rate of dpvi.")
+    coverage_repeats: int = knob(20, low=0, high=500, shown_when=("mode", ("release",)),
+                                 help="ssp / dpvi release: extra evaluation releases, each on a fresh synthetic data "
+                                      "set (data seeds data_seed + 1, ...) with fresh noise, to estimate coverage_90. "
+                                      "They touch no record of the released data set. The exponential method's "
+                                      "coverage uses its `draws`.")
     mode: str = knob("release", choices=MODES,
                      help="release: draw the private approximation(s) once. sweep: repeat the release over "
                           "several epsilons and repetitions to chart error vs epsilon (evaluation only).")
@@ -78,7 +119,25 @@ class DpBayesConfig(RunConfig):
         """Number of SGLD chains: one per released draw, or one per (epsilon, repeat) of a sweep."""
         return self.draws if self.mode == "release" else len(self.sweep_epsilons) * self.sweep_repeats
 
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The private methods this run releases or compares (``all``: every one the model supports)."""
+        if self.method != "all":
+            return (self.method,)
+        return tuple(m for m in PRIVATE_METHODS if self.model == "linear" or m not in LINEAR_ONLY)
+
     def check_rules(self) -> None:
+        if self.method == "all" and self.mode != "sweep":
+            raise ConfigError("method", "must be one of exponential, ssp, dpvi in release mode (`all` compares the "
+                                        f"methods in a sweep: set mode to sweep); got {self.method!r}")
+        if self.method in LINEAR_ONLY and self.model != "linear":
+            raise ConfigError("method", f"must be exponential or dpvi for the {self.model} model (ssp releases the "
+                                        f"sufficient statistics of the linear model); got {self.method!r}")
+        if not self.y_high > self.y_low:
+            raise ConfigError("y_high", f"must be > y_low = {self.y_low:g} (the response's clip interval "
+                                        f"[y_low, y_high] must not be empty); got {self.y_high:g}")
+        if "exponential" not in self.methods:
+            return
         work = self.chains * self.mc_samples * self.n_records
         if work > MAX_ELEMENTS:
             raise ConfigError("n_records", f"times chains ({self.chains}) times mc_samples ({self.mc_samples}) must be "

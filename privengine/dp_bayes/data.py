@@ -8,6 +8,7 @@ generator and then moved, so a data seed gives the same records on every device.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -51,3 +52,14 @@ def synthetic_records(model: str, *, n: int, coefficients: tuple[float, ...], in
     else:
         raise ValueError(f"unknown model {model!r}")
     return Records(x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype))
+
+
+def true_parameters(model: str, *, coefficients: tuple[float, ...], intercept: float,
+                    noise_sd: float = 0.1) -> tuple[float, ...]:
+    """The generating parameters in the models' parameterisation: (beta, b, log sigma) or (beta, b).
+
+    >>> true_parameters("logistic", coefficients=(2.0, -3.5), intercept=0.5)
+    (2.0, -3.5, 0.5)
+    """
+    base = tuple(float(c) for c in coefficients) + (float(intercept),)
+    return base + (math.log(noise_sd),) if model == "linear" else base

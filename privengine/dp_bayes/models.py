@@ -40,6 +40,33 @@ def _check_proper(field: str, value: float) -> float:
     return float(value)
 
 
+def coefficient_log_prior(coef: torch.Tensor, prior_sd: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """log N(coef | 0, prior_sd^2 I) (B,) of coefficient rows coef (B, K), and its gradient (B, K)."""
+    s2 = prior_sd**2
+    value = (-0.5 * coef.square() / s2).sum(1) - coef.shape[1] * (math.log(prior_sd) + HALF_LOG_2PI)
+    return value, -coef / s2
+
+
+def log_sigma_log_prior(log_sigma: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """half-Cauchy(0, scale) on sigma = e^l as a density on l (Jacobian included), and d/dl; any shape.
+
+    log p(l) = log(2 / (pi scale)) - log(1 + e^{2 (l - log scale)}) + l.
+    """
+    u = 2 * (log_sigma - math.log(scale))
+    value = math.log(2 / (math.pi * scale)) - F.softplus(u) + log_sigma
+    return value, 1 - 2 * torch.sigmoid(u)
+
+
+def gaussian_loglik(t: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
+    """log N(y | eta, sigma^2) from the standardised residual t = (y - eta) / sigma and log sigma (broadcast)."""
+    return torch.addcmul(-(log_sigma + HALF_LOG_2PI), t, t, value=-0.5)
+
+
+def bernoulli_loglik(y: torch.Tensor, eta: torch.Tensor) -> torch.Tensor:
+    """log Bernoulli(y | sigmoid(eta)) for labels y in {0, 1} (broadcast)."""
+    return y * eta - F.softplus(eta)
+
+
 @dataclass(frozen=True)
 class RecordLogLik:
     """Per-record log-likelihoods ``values`` (B, N) of a batch of parameters, with their pullback.
@@ -77,10 +104,7 @@ class GLM:
 
     def log_prior(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log p(theta) (B,) and its gradient (B, P)."""
-        coef = theta[:, : self.d + 1]
-        s2 = self.prior_sd**2
-        value = (-0.5 * coef.square() / s2).sum(1) - (self.d + 1) * (math.log(self.prior_sd) + HALF_LOG_2PI)
-        return value, -coef / s2
+        return coefficient_log_prior(theta[:, : self.d + 1], self.prior_sd)
 
     def loglik(self, theta: torch.Tensor) -> RecordLogLik:
         raise NotImplementedError
@@ -106,7 +130,7 @@ class LinearRegression(GLM):
         inv_sigma = torch.exp(-log_sigma)
         t = torch.cat([-theta[:, : self.d + 1] * inv_sigma, inv_sigma], dim=1) @ self._design_y.T
         t.clamp_(-MAX_STD_RESIDUAL, MAX_STD_RESIDUAL)
-        values = torch.addcmul(-(log_sigma + HALF_LOG_2PI), t, t, value=-0.5)
+        values = gaussian_loglik(t, log_sigma)
 
         def pullback(coef: torch.Tensor | None) -> torch.Tensor:
             # d ll / d eta = t / sigma;  d ll / d log sigma = t^2 - 1
@@ -118,11 +142,8 @@ class LinearRegression(GLM):
 
     def log_prior(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         value, grad = super().log_prior(theta)
-        # half-Cauchy on sigma = e^l, as a density on l: log(2 / (pi s)) - log(1 + e^{2(l - log s)}) + l
-        u = 2 * (theta[:, -1] - math.log(self.sigma_prior_scale))
-        value = value + math.log(2 / (math.pi * self.sigma_prior_scale)) - F.softplus(u) + theta[:, -1]
-        grad_l = 1 - 2 * torch.sigmoid(u)
-        return value, torch.cat([grad, grad_l[:, None]], dim=1)
+        value_l, grad_l = log_sigma_log_prior(theta[:, -1], self.sigma_prior_scale)
+        return value + value_l, torch.cat([grad, grad_l[:, None]], dim=1)
 
 
 class LogisticRegression(GLM):
@@ -130,7 +151,7 @@ class LogisticRegression(GLM):
 
     def loglik(self, theta: torch.Tensor) -> RecordLogLik:
         eta = self.eta(theta)
-        values = self.records.y * eta - F.softplus(eta)
+        values = bernoulli_loglik(self.records.y, eta)
 
         def pullback(coef: torch.Tensor | None) -> torch.Tensor:
             resid = self.records.y - torch.sigmoid(eta)  # d ll / d eta

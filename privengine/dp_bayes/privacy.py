@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from privengine.claims import PrivacyClaim
+from privengine.claims import PrivacyClaim, union_caveats
 
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
 
@@ -58,3 +58,84 @@ def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighb
          "same data to chart utility against ε; none is meant for publication. Each draw alone has its own ε.",)
         + _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size, steps=steps,
                    mc_samples=mc_samples, noise=noise), headline=True, condition=CONDITION)
+
+
+SSP_ACCOUNTANT = ("analytic Gaussian mechanism (Balle & Wang 2018; mu-GDP, Dong, Roth & Su 2019): noise sd s on "
+                  "entries of L2 sensitivity Delta_2 is mu = Delta_2 / s GDP, exactly (epsilon, delta)-DP for "
+                  "delta = Phi(-epsilon/mu + mu/2) - e^epsilon Phi(-epsilon/mu - mu/2); releases compose to "
+                  "sqrt(sum mu^2)-GDP")
+SSP_NEIGHBOURING = {
+    "replace-one": "replace one record (Delta_2 = sqrt(D + 4 O) over the rescaled statistics; N public)",
+    "add-remove": "add or remove one record (Delta_2 = sqrt(E) over the rescaled statistics, N released noisily)",
+}
+DPVI_NEIGHBOURING = "add or remove one record (Poisson-subsampled DP-SGD steps)"
+EVALUATION_NOTE = ("Evaluation releases on other synthetic data sets (data seeds data_seed + 1, ...), used only to "
+                   "estimate coverage, read no record of the released data set and cost it nothing.")
+
+
+def _diagnostics_caveat(what: str) -> str:
+    return (f"Only {what} is covered. The reference posterior, the non-private baseline and every error and "
+            "coverage figure are computed from the raw data to evaluate the mechanism and are not private.")
+
+
+def ssp_claim(*, epsilon: float, delta: float, mu: float, neighbouring: str, d: int, x_bound: float,
+              y_low: float, y_high: float, releases: int, noise: str, headline: bool = True,
+              label: str | None = None) -> PrivacyClaim:
+    """The claim of ``releases`` SSP releases of one data set (composed mu = sqrt(releases) mu each)."""
+    e = epsilon
+    caveats = (
+        f"Domain, fixed before seeing the data and part of the guarantee: each of the {d} features clipped to "
+        f"[-{x_bound:g}, {x_bound:g}], the response to [{y_low:g}, {y_high:g}]; the statistics are those of the "
+        "clipped records rescaled to [-1, 1]. Records outside the domain are clipped, which biases the posterior "
+        "(the noise-aware model assumes none were).",
+        "Everything after the noisy statistics (the noise-aware posterior, its samples, intervals) is "
+        "post-processing. The posterior models the sampling distribution of y'^T y' by a Gaussian (central "
+        "limit theorem) and puts a flat prior on X^T X: that affects calibration, not privacy.",
+        _diagnostics_caveat("the noisy sufficient statistics and what is computed from them"),
+        noise,
+    )
+    if neighbouring == "add-remove":
+        caveats = caveats + ("Under add/remove the record count N is private too: it is released with noise "
+                             "as the constant entry of X~^T X~ and is latent in the posterior.",)
+    name = label or (f"{releases} SSP releases of the data set (composed)" if releases > 1
+                     else "noisy sufficient statistics (SSP) and the posterior inferred from them")
+    return PrivacyClaim(name, e, delta, f"{SSP_ACCOUNTANT}; mu = {mu:.4g}", SSP_NEIGHBOURING[neighbouring], None,
+                        caveats, headline=headline)
+
+
+def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multipliers: tuple[float, ...],
+               sample_rate: float, steps: tuple[int, ...], clip: float, neighbouring: str, noise: str,
+               headline: bool = True, label: str | None = None) -> PrivacyClaim:
+    """The claim of one DPVI run per entry of ``noise_multipliers`` on one data set (Opacus RDP, composed)."""
+    runs = len(noise_multipliers)
+    caveats = [
+        f"DP-SGD on the ELBO's per-record terms: per-record gradients clipped to C = {clip:g}, Gaussian noise "
+        f"multiplier(s) sigma = {', '.join(f'{s:.4g}' for s in noise_multipliers)}, Poisson sampling rate "
+        f"q = {sample_rate:g}, {', '.join(map(str, steps))} step(s). The prior and entropy terms read no record and "
+        "are added after the noise; the released z averages the last iterates (post-processing).",
+        _diagnostics_caveat("the released variational parameters z"),
+        noise,
+    ]
+    if neighbouring == "replace-one":
+        caveats.append("Stated for add/remove neighbours (Opacus' accountant); replacing one record is a removal "
+                       "and an addition, so under replace-one the guarantee is (2 epsilon, (1 + e^epsilon) delta) "
+                       "by group privacy.")
+    name = label or (f"{runs} DPVI runs on the data set (composed)" if runs > 1
+                     else "the released variational posterior (DPVI)")
+    accountant = ("Opacus RDP accountant (Mironov, Talwar & Zhang 2019) over the Poisson-subsampled Gaussian "
+                  "steps" + (f" of {runs} runs composed" if runs > 1 else ""))
+    return PrivacyClaim(name, epsilon, delta, accountant, DPVI_NEIGHBOURING, order, tuple(caveats), headline=headline)
+
+
+def basic_composition(claims: list[PrivacyClaim], *, label: str) -> PrivacyClaim:
+    """The headline over several methods' claims on the same data: epsilons and deltas add (basic composition).
+
+    Inherits the condition "exact draw only" when any part has it.
+    """
+    condition = next((c.condition for c in claims if c.condition), None)
+    caveats = union_caveats(claims)
+    return PrivacyClaim(label, sum(c.epsilon for c in claims), sum(c.delta for c in claims),
+                        "basic composition (epsilons and deltas add) of: " + "; ".join(
+                            f"{c.label}: {c.statement()}" for c in claims),
+                        "; ".join(dict.fromkeys(c.neighbouring for c in claims)), None, caveats, headline=True,
+                        condition=condition)

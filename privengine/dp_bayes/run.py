@@ -1,6 +1,7 @@
-"""The ``dp_bayes`` run: reference posterior, non-private VI, then the private release by SGLD.
+"""The ``dp_bayes`` run: dispatch on the method; the exponential mechanism's pipeline.
 
-Stages (each reports live and stops within about a second when asked):
+:func:`run` sends ``ssp`` and ``dpvi`` to :mod:`.comparison`, and ``all`` (a sweep) to the exponential
+pipeline and then :func:`~.comparison.run_sweep`. The exponential pipeline's stages (each reports live and stops within about a second when asked):
 
 1. seeded synthetic records; the reference posterior (exact for the linear model) on the CPU in float64;
 2. non-private VI: Adam on the plain ELBO, started at the Laplace approximation;
@@ -21,7 +22,9 @@ import torch
 
 from privengine.randomness import noise_caveat, noise_generator
 
-from .charts_data import density_table, sweep_row
+from . import comparison
+from .charts_data import density_table
+from .coverage import Released, coverage_90, evaluate
 from .config import DpBayesConfig
 from .data import Records, synthetic_records
 from .laplace import laplace_approximation
@@ -118,6 +121,18 @@ def _describe(z: np.ndarray, names: tuple[str, ...]) -> dict:
 
 
 def run(config: DpBayesConfig, reporter) -> dict:
+    if config.method in ("ssp", "dpvi"):
+        return comparison.run_release(config, reporter) if config.mode == "release" else comparison.run_sweep(
+            config, reporter, methods=(config.method,))
+    summary = run_exponential(config, reporter)
+    if config.method == "exponential" or "stopped_in" in summary:
+        return summary
+    return comparison.run_sweep(config, reporter, methods=tuple(m for m in config.methods if m != "exponential"),
+                                exponential=summary)
+
+
+def run_exponential(config: DpBayesConfig, reporter) -> dict:
+    """The seed's method: one SGLD chain per released draw (release) or per (epsilon, repeat) (sweep)."""
     started = time.perf_counter()
     device = torch.device(reporter.device)
     gen = torch.Generator(device=device).manual_seed(config.seed)
@@ -201,6 +216,8 @@ def run(config: DpBayesConfig, reporter) -> dict:
     z_final = transform.forward(y).double().cpu().numpy()
     live.densities(torch.from_numpy(z_final[0]))
     scores = [score(z, reference) for z in z_final]
+    truth = comparison.truth_of(config)
+    evaluated = [evaluate(Released.mean_field(z), reference, truth) for z in z_final]
 
     reporter.artifact("scores", {
         "names": list(names), "reference_mean": reference.mean, "reference_sd": reference.sd,
@@ -209,6 +226,7 @@ def run(config: DpBayesConfig, reporter) -> dict:
                     for s in scores[: min(chains, 10)]],
     })
     summary = {
+        "method": "exponential",
         "model": config.model,
         "reference": reference.method,
         "tau": config.tau,
@@ -229,15 +247,19 @@ def run(config: DpBayesConfig, reporter) -> dict:
         summary |= {
             "epsilon_per_draw": config.epsilon, "draws": config.draws,
             "predicted_mean_spread_sd": math.sqrt(2 * delta_u / config.epsilon),
-            **{f"private_{k}": v for k, v in scores[0].summary().items()},
+            **{f"private_{k}": v for k, v in evaluated[0].items() if k != "covered"},
+            "coverage_90": coverage_90(evaluated), "coverage_releases": len(evaluated),
             "released": released,
             "privacy": [release_claim(epsilon=config.epsilon, draws=config.draws, **claim_args).to_dict()],
         }
     else:
-        rows = [sweep_row(e, i % config.sweep_repeats, s) for i, (e, s) in enumerate(zip(eps_chain, scores))]
+        rows = [{"epsilon": e, "repeat": i % config.sweep_repeats, "data": "data set 0 (shared by every repeat)", **ev}
+                for i, (e, ev) in enumerate(zip(eps_chain, evaluated))]
         reporter.artifact("sweep", {"rows": rows, "vi": vi_scores.summary(), "delta_u": delta_u})
         summary |= {
             "sweep": rows,
+            "coverage": [{"epsilon": e, "coverage_90": coverage_90([r for r in rows if r["epsilon"] == e])}
+                         for e in config.sweep_epsilons],
             "privacy": [sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats,
                                     **claim_args).to_dict()],
         }

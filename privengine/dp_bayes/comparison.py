@@ -1,0 +1,209 @@
+"""Runs of the ssp and dpvi methods, and the all-methods sweep: releases, scores, coverage, claims.
+
+Problems. Data set k has data seed ``data_seed + k``; data set 0 is the run's own (the released one).
+
+- release mode: data set 0 at ``epsilon`` is the release; data sets 1..``coverage_repeats`` are
+  evaluation releases with fresh data and fresh noise, used only for ``coverage_90``;
+- sweep mode: data sets 0..``sweep_repeats - 1`` at every epsilon of ``sweep_epsilons`` (fresh noise per
+  release; the same data sets across epsilons, so the lines compare like with like).
+
+Every data set gets its reference posterior; the non-private reference's own errors and coverage on
+the same data sets are the charts' reference line. The exponential method (``method = all``) comes
+from :func:`~.run.run_exponential`, whose repeats share data set 0 (its chains are vectorised over one
+data set), which its rows say.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from privengine.claims import PrivacyClaim
+from privengine.dpsgd.accounting import epsilon_of, merge
+from privengine.randomness import noise_caveat, noise_generator
+
+from . import releases as R
+from .config import DpBayesConfig
+from .coverage import Released, coverage_90, evaluate, reference_release
+from .data import Records, synthetic_records, true_parameters
+from .models import build_model
+from .privacy import EVALUATION_NOTE, basic_composition, dpvi_claim, ssp_claim
+from .reference import ReferencePosterior, StopRequested, reference_posterior
+
+SSP_STREAM, DPVI_STREAM = 2, 3   # noise stream keys (privengine.randomness); the exponential uses 1
+REFERENCE_METHOD = "non-private posterior"
+
+
+def datasets(config: DpBayesConfig, count: int) -> list[Records]:
+    """Data sets 0..count-1 (data seeds data_seed + k), float64 on the CPU."""
+    return [synthetic_records(config.model, n=config.n_records, coefficients=config.coefficients,
+                              intercept=config.intercept, noise_sd=config.noise_sd, seed=config.data_seed + k)
+            for k in range(count)]
+
+
+def references(config: DpBayesConfig, data: list[Records], should_stop) -> list[ReferencePosterior]:
+    priors = dict(prior_sd=config.prior_sd, sigma_prior_scale=config.sigma_prior_scale)
+    out = []
+    for k, records in enumerate(data):
+        if should_stop():
+            raise StopRequested
+        out.append(reference_posterior(build_model(config.model, records, **priors), seed=config.seed + k,
+                                       should_stop=should_stop))
+    return out
+
+
+def truth_of(config: DpBayesConfig) -> np.ndarray:
+    return np.array(true_parameters(config.model, coefficients=config.coefficients, intercept=config.intercept,
+                                    noise_sd=config.noise_sd))
+
+
+def describe(released: Released, names: tuple[str, ...]) -> dict:
+    """The published numbers of one release, per parameter."""
+    return {n: {"mean": float(released.mean[j]), "sd": float(released.sd[j]), "lower_90": float(released.lower[j]),
+                "upper_90": float(released.upper[j])} for j, n in enumerate(names)}
+
+
+def intervals_table(names, truth, reference: ReferencePosterior, released: Released, method: str) -> dict:
+    """Per parameter: the truth, the reference's and the release's mean and 90 % interval (the page's forest plot)."""
+    ref = reference_release(reference)
+    return {"names": list(names), "truth": truth.tolist(), "method": method,
+            "reference": {"mean": ref.mean.tolist(), "lower": ref.lower.tolist(), "upper": ref.upper.tolist()},
+            "released": {"mean": released.mean.tolist(), "lower": released.lower.tolist(),
+                         "upper": released.upper.tolist()}}
+
+
+def _method_releases(config, method, data, problems, reporter, stage):
+    stop = reporter.should_stop
+    if method == "ssp":
+        reporter.progress(0.0, f"{stage}: SSP release and noise-aware posterior")
+        return R.ssp_releases(config, data, problems, noise_generator(config, SSP_STREAM), should_stop=stop)
+    return R.dpvi_releases(config, data, problems, noise_generator(config, DPVI_STREAM), should_stop=stop,
+                           on_epsilon=lambda e: reporter.progress(0.0, f"{stage}: DPVI at ε = {e:g}"))
+
+
+def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, headline: bool, sweep: bool):
+    """The claim of ``method`` on data set 0: one release per epsilon in ``epsilons`` (composed if several)."""
+    noise = noise_caveat(secure=config.secure_noise)
+    label = (f"{method} sweep (evaluation only): every release of data set 0 composed" if sweep else None)
+    if method == "ssp":
+        eps, mu = R.composed_ssp_epsilon([info.mu[e] for e in epsilons], config.delta)
+        return ssp_claim(epsilon=eps, delta=config.delta, mu=mu, neighbouring=config.neighbouring,
+                         d=len(config.coefficients), x_bound=config.x_bound, y_low=config.y_low,
+                         y_high=config.y_high, releases=len(epsilons), noise=noise, headline=headline, label=label)
+    history = merge([[(info.noise_multiplier[e], config.dpvi_sample_rate, info.steps[e])] for e in epsilons])
+    eps, order = epsilon_of(history, accountant=R.DPVI_ACCOUNTANT, delta=config.delta)
+    return dpvi_claim(epsilon=eps, delta=config.delta, order=order,
+                      noise_multipliers=tuple(info.noise_multiplier[e] for e in epsilons),
+                      sample_rate=config.dpvi_sample_rate, steps=tuple(info.steps[e] for e in epsilons),
+                      clip=config.dpvi_clip, neighbouring=config.neighbouring, noise=noise, headline=headline,
+                      label=label)
+
+
+def run_release(config: DpBayesConfig, reporter) -> dict:
+    """Release mode of ssp or dpvi: data set 0 released, ``coverage_repeats`` more for coverage_90."""
+    started = time.perf_counter()
+    method, names = config.method, _names(config)
+    data = datasets(config, 1 + config.coverage_repeats)
+    truth = truth_of(config)
+    try:
+        refs = references(config, data, reporter.should_stop)
+        problems = [(k, config.epsilon) for k in range(len(data))]
+        released, info = _method_releases(config, method, data, problems, reporter, "release")
+    except StopRequested:
+        return {"stopped_in": method}
+    if len(released) < len(problems):
+        return {"stopped_in": method}
+    rows = [{"method": method, "epsilon": config.epsilon, "repeat": k, **evaluate(r, refs[k], truth)}
+            for k, r in enumerate(released)]
+    own = rows[0]
+    reporter.artifact("intervals", intervals_table(names, truth, refs[0], released[0], method))
+    reporter.artifact("scores", {"names": list(names), "reference_mean": refs[0].mean, "reference_sd": refs[0].sd,
+                                 "private": [{"mean_error_sd": (np.abs(released[0].mean - refs[0].mean)
+                                                                / refs[0].sd).tolist(),
+                                              "log_sd_ratio": (released[0].log_sd - np.log(refs[0].sd)).tolist()}]})
+    claim = _claims(config, method, info, [config.epsilon], headline=True, sweep=False)
+    if config.coverage_repeats:
+        claim = replace(claim, caveats=claim.caveats + (EVALUATION_NOTE,))
+    summary = {
+        "method": method, "model": config.model, "reference": refs[0].method, "neighbouring": config.neighbouring,
+        "epsilon": config.epsilon, "delta": config.delta,
+        **{f"private_{k}": v for k, v in own.items() if k not in ("method", "epsilon", "repeat", "covered")},
+        "coverage_90": coverage_90(rows), "coverage_releases": len(rows),
+        "released": describe(released[0], names),
+        **_info_summary(method, info),
+        "wall_time_s": time.perf_counter() - started,
+        "privacy": [claim.to_dict()],
+    }
+    reporter.progress(1.0, "done")
+    return summary
+
+
+def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], exponential: dict | None = None) -> dict:
+    """Sweep mode over ``methods`` (ssp / dpvi), merged with the exponential run's summary when given."""
+    started = time.perf_counter()
+    data = datasets(config, config.sweep_repeats)
+    truth = truth_of(config)
+    eps = list(config.sweep_epsilons)
+    problems = [(k, e) for e in eps for k in range(len(data))]
+    try:
+        refs = references(config, data, reporter.should_stop)
+        results = {m: _method_releases(config, m, data, problems, reporter, f"sweep {m}") for m in methods}
+    except StopRequested:
+        return {"stopped_in": "sweep"}
+    rows = [{"method": REFERENCE_METHOD, "epsilon": None, "repeat": k, **evaluate(reference_release(r), r, truth)}
+            for k, r in enumerate(refs)]
+    for m, (released, _) in results.items():
+        rows += [{"method": m, "epsilon": e, "repeat": k, **evaluate(r, refs[k], truth)}
+                 for (k, e), r in zip(problems, released)]
+    if exponential is not None:
+        rows += [{"method": "exponential", **r} for r in exponential["sweep"]]
+    claims = [_claims(config, m, info, eps, headline=False, sweep=True) for m, (_, info) in results.items()]
+    if exponential is not None:
+        claims = [PrivacyClaim.from_dict({**c, "headline": False}) for c in exponential["privacy"]] + claims
+    headline = (basic_composition(claims, label="all-methods sweep (evaluation only): every release of data set 0, "
+                                                "composed across methods")
+                if len(claims) > 1 else replace(claims[0], headline=True))
+    coverage = coverage_by(rows)
+    private = [c for c in coverage if c["method"] != REFERENCE_METHOD]
+    reference_row = next(c for c in coverage if c["method"] == REFERENCE_METHOD)
+    reporter.artifact("comparison", {"rows": rows, "coverage": coverage, "names": list(_names(config)),
+                                     "reference_method": REFERENCE_METHOD})
+    summary = {
+        **(exponential or {}),
+        "method": config.method, "model": config.model, "neighbouring": config.neighbouring, "delta": config.delta,
+        "sweep": rows, "coverage": private, "reference_coverage_90": reference_row["coverage_90"],
+        "reference_truth_error_sd_rms": reference_row["median_truth_error_sd_rms"],
+        **{k: v for m, (_, info) in results.items() for k, v in _info_summary(m, info).items()},
+        "wall_time_s": time.perf_counter() - started + (exponential or {}).get("wall_time_s", 0.0),
+        "privacy": [headline.to_dict()] + [c.to_dict() for c in claims if len(claims) > 1],
+    }
+    reporter.progress(1.0, "done")
+    return summary
+
+
+def coverage_by(rows: list[dict]) -> list[dict]:
+    """coverage_90 and median errors per (method, epsilon): the sweep's summary table."""
+    out = []
+    for key in dict.fromkeys((r["method"], r["epsilon"]) for r in rows):
+        part = [r for r in rows if (r["method"], r["epsilon"]) == key]
+        out.append({"method": key[0], "epsilon": key[1], "coverage_90": coverage_90(part), "releases": len(part),
+                    **{f"median_{m}": float(np.median([r[m] for r in part]))
+                       for m in ("truth_error_rms", "truth_error_sd_rms", "mean_error_sd_rms", "sd_ratio_geomean",
+                                 "kl")}})
+    return out
+
+
+def _names(config: DpBayesConfig) -> tuple[str, ...]:
+    base = tuple(f"beta{j + 1}" for j in range(len(config.coefficients))) + ("intercept",)
+    return base + ("log_sigma",) if config.model == "linear" else base
+
+
+def _info_summary(method: str, info) -> dict:
+    if method == "ssp":
+        return {"ssp_delta_2": info.delta_2, "ssp_noise_sd": {f"{e:g}": s for e, s in info.noise_sd.items()},
+                "ssp_mcmc_acceptance": info.acceptance, "ssp_clipped_fraction": info.clipped_fraction}
+    return {"dpvi_noise_multiplier": {f"{e:g}": s for e, s in info.noise_multiplier.items()},
+            "dpvi_steps": {f"{e:g}": s for e, s in info.steps.items()}}

@@ -1,0 +1,111 @@
+"""The ssp and dpvi releases of a batch of problems, each problem a (data set, epsilon) pair.
+
+Both methods are vectorised over problems: SSP releases every problem's statistics and samples all
+noise-aware posteriors at once; DPVI trains every data set of one epsilon in one Opacus run (one noise
+multiplier per epsilon). Each returns one :class:`~.coverage.Released` per problem, in order, and
+what the claims need per epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from privengine.dpsgd.accounting import calibrate_noise_multiplier
+
+from . import dpvi, ssp
+from .config import DpBayesConfig
+from .coverage import Released
+from .data import Records
+from .ssp_posterior import NoiseAwareTarget, noise_aware_samples
+
+SSP_CHAINS = 4     # Metropolis chains per problem (pooled)
+DPVI_ACCOUNTANT = "rdp"
+
+
+@dataclass(frozen=True)
+class SspInfo:
+    """Per epsilon: mu of one release, the noise sd on the rescaled statistics; diagnostics of the batch."""
+
+    mu: dict[float, float]
+    noise_sd: dict[float, float]
+    delta_2: float
+    acceptance: float
+    clipped_fraction: float
+
+
+@dataclass(frozen=True)
+class DpviInfo:
+    """Per epsilon: the calibrated noise multiplier and the steps taken (fewer if stopped)."""
+
+    noise_multiplier: dict[float, float]
+    steps: dict[float, int]
+
+
+def domain_of(config: DpBayesConfig) -> ssp.Domain:
+    return ssp.Domain(config.x_bound, config.y_low, config.y_high)
+
+
+def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[tuple[int, float]],
+                 generator: torch.Generator, *, should_stop: Callable[[], bool] = lambda: False
+                 ) -> tuple[list[Released], SspInfo]:
+    """SSP release and noise-aware posterior of every problem (data set index, epsilon)."""
+    domain = domain_of(config)
+    d = datasets[0].x.shape[1]
+    pairs = ssp.released_entries(d, config.neighbouring)
+    vectors = [domain.record_vectors(r.x.double().cpu().numpy(), r.y.double().cpu().numpy()) for r in datasets]
+    stats = np.stack([ssp.statistics(vectors[k][0]) for k, _ in problems])
+    _, delta_2 = ssp.sensitivity(d, config.neighbouring)
+    mu = {e: ssp.gaussian_mu(e, config.delta) for e in sorted({e for _, e in problems})}
+    sd = np.array([delta_2 / mu[e] for _, e in problems])
+    scales = domain.entry_scales(pairs, d)
+    z = ssp.release(stats, pairs, sd, generator) * scales
+    n_known = None if config.neighbouring == "add-remove" else torch.tensor(
+        [float(datasets[k].n) for k, _ in problems], dtype=torch.float64)
+    target = NoiseAwareTarget(torch.as_tensor(z), torch.as_tensor(sd[:, None] * scales), n_known, d, domain,
+                              config.prior_sd, config.sigma_prior_scale)
+    theta, accept = noise_aware_samples(target, steps=config.ssp_mcmc_steps, chains=SSP_CHAINS, generator=generator,
+                                        should_stop=should_stop)
+    info = SspInfo(mu, {e: delta_2 / m for e, m in mu.items()}, delta_2, float(accept.mean()),
+                   float(np.mean([v[1] for v in vectors])))
+    return [Released.samples(t) for t in theta], info
+
+
+def dpvi_noise_multiplier(config: DpBayesConfig, epsilon: float) -> float:
+    """sigma reaching ``epsilon`` at ``config.delta`` after ``dpvi_steps`` steps at rate q (Opacus RDP)."""
+    return calibrate_noise_multiplier(target_epsilon=epsilon, delta=config.delta,
+                                      sample_rate=config.dpvi_sample_rate, steps=config.dpvi_steps,
+                                      accountant=DPVI_ACCOUNTANT)
+
+
+def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list[tuple[int, float]],
+                  generator: torch.Generator, *, should_stop: Callable[[], bool],
+                  on_epsilon: Callable[[float], None] = lambda e: None) -> tuple[list[Released], DpviInfo]:
+    """DPVI release of every problem (data set index, epsilon): one vectorised Opacus run per epsilon."""
+    released: dict[int, Released] = {}
+    sigmas, steps = {}, {}
+    for eps in sorted({e for _, e in problems}):
+        on_epsilon(eps)
+        index = [i for i, (_, e) in enumerate(problems) if e == eps]
+        sigmas[eps] = dpvi_noise_multiplier(config, eps)
+        z, steps[eps] = dpvi.fit(config.model, [datasets[problems[i][0]] for i in index],
+                                 noise_multiplier=sigmas[eps], sample_rate=config.dpvi_sample_rate,
+                                 steps=config.dpvi_steps, clip=config.dpvi_clip, lr=config.dpvi_lr,
+                                 mc_samples=config.mc_samples, prior_sd=config.prior_sd,
+                                 sigma_prior_scale=config.sigma_prior_scale, generator=generator,
+                                 should_stop=should_stop)
+        for i, row in zip(index, z.numpy()):
+            released[i] = Released.mean_field(row)
+        if should_stop():
+            break
+    return [released[i] for i in sorted(released)], DpviInfo(sigmas, steps)
+
+
+def composed_ssp_epsilon(mu: list[float], delta: float) -> tuple[float, float]:
+    """(epsilon at delta, composed mu) of Gaussian releases with GDP parameters ``mu`` on one data set."""
+    total = math.sqrt(sum(m * m for m in mu))
+    return ssp.gdp_epsilon(total, delta), total
