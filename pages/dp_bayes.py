@@ -1,4 +1,5 @@
-"""DP Bayesian inference: posterior densities, SGLD trace, utility over steps, error vs epsilon."""
+"""DP Bayesian inference: the method comparison (error and coverage vs epsilon), released intervals,
+posterior densities, SGLD trace, utility over steps, error vs epsilon."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ INTRO = (
     "the sanitized likelihood, entropy weighted by w) changes by at most Δ_U = 2τ when one record is replaced "
     "(τ for add/remove). One exact draw of z = (mean, log sd) from f(z) ∝ exp(ε U / (2Δ_U)) is ε-DP; here it "
     "is drawn by preconditioned SGLD, an approximate sampler, so the guarantee is approximate. Expect the "
-    "private mean about √(4τ/ε) posterior sds off, and overconfident private sds unless w is raised.")
+    "private mean about √(4τ/ε) posterior sds off, and overconfident private sds unless w is raised. Two other "
+    "methods (the **method** knob): **SSP** releases the rescaled sufficient statistics X^T X, X^T y, y^T y with "
+    "Gaussian noise ((ε, δ)-DP, analytic Gaussian mechanism) and infers the posterior given them, modelling the "
+    "noise; **DPVI** runs DP-SGD on the ELBO with Opacus ((ε, δ) from the RDP accountant). Load the "
+    "**method-comparison** preset to chart error and coverage against ε for all of them at once.")
 
 
 def _show(fig, key: str) -> None:
@@ -22,17 +27,37 @@ def _show(fig, key: str) -> None:
         charts.show(fig, key=key)
 
 
+def _comparison(snapshot) -> None:
+    run_id, artifacts = snapshot.run.id, snapshot.artifacts
+    st.subheader("Which private posterior to trust: error and coverage against ε, per method")
+    err, cov = figures.comparison_figures(artifacts["comparison"], delta=float(snapshot.run.config.get("delta", 1e-5)))
+    left, right = st.columns(2)
+    with left:
+        charts.show(err, key=f"dp_bayes.{run_id}.comparison.error")
+    with right:
+        charts.show(cov, key=f"dp_bayes.{run_id}.comparison.coverage")
+    st.caption("Each point: median over the repeats (fresh noise; fresh data sets for SSP and DPVI, data set 0 for "
+               "the exponential mechanism, whose chains share it). A trustworthy private posterior sits near the "
+               "0.9 line on the right; the left chart says how much the release moved from the truth.")
+    charts.table(figures.comparison_table(artifacts["comparison"]))
+
+
 def draw(snapshot) -> None:
     run_id, metrics, artifacts = snapshot.run.id, snapshot.metrics, snapshot.artifacts
     phases = artifacts.get("phases")
+    if "comparison" in artifacts:
+        _comparison(snapshot)
+    if "intervals" in artifacts:
+        st.subheader("Released posterior: mean and 90 % interval per parameter")
+        charts.show(figures.intervals_figure(artifacts["intervals"]), key=f"dp_bayes.{run_id}.intervals")
     if "densities" in artifacts:
         st.subheader("Posterior density per parameter")
         cols = st.columns(2)
         for i, (name, fig) in enumerate(zip(artifacts["densities"], figures.densities(artifacts["densities"]))):
             with cols[i % 2]:
                 charts.show(fig, key=f"dp_bayes.{run_id}.density.{name}")
-    elif metrics.empty:
-        st.caption("Computing the reference posterior…")
+    elif metrics.empty and "intervals" not in artifacts and "comparison" not in artifacts:
+        st.caption("Computing the reference posterior and the release…")
     if not metrics.empty:
         left, right = st.columns(2)
         with left:
@@ -50,8 +75,9 @@ def draw(snapshot) -> None:
         with right:
             charts.show(sd, key=f"dp_bayes.{run_id}.sweep.sd")
         charts.table(figures.sweep_table(artifacts["sweep"]))
-    elif not snapshot.run.active:
-        st.caption("Run in **sweep** mode to chart the error against ε over several repeats.")
+    elif not snapshot.run.active and "comparison" not in artifacts:
+        st.caption("Run in **sweep** mode to chart the error against ε over several repeats, or load the "
+                   "**method-comparison** preset to compare every method.")
     if "scores" in artifacts:
         st.subheader("Scores against the reference posterior")
         charts.table(figures.scores_table(artifacts["scores"]))

@@ -81,7 +81,7 @@ def _method_releases(config, method, data, problems, reporter, stage):
         reporter.progress(0.0, f"{stage}: SSP release and noise-aware posterior")
         return R.ssp_releases(config, data, problems, noise_generator(config, SSP_STREAM), should_stop=stop)
     return R.dpvi_releases(config, data, problems, noise_generator(config, DPVI_STREAM), should_stop=stop,
-                           on_epsilon=lambda e: reporter.progress(0.0, f"{stage}: DPVI at ε = {e:g}"))
+                           on_progress=lambda f, text: reporter.progress(f, f"{stage}: {text}"))
 
 
 def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, headline: bool, sweep: bool):

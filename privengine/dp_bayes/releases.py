@@ -25,6 +25,7 @@ from .ssp_posterior import NoiseAwareTarget, noise_aware_samples
 
 SSP_CHAINS = 4     # Metropolis chains per problem (pooled)
 DPVI_ACCOUNTANT = "rdp"
+PROGRESS_EVERY = 20  # DPVI steps between progress reports
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,19 @@ def dpvi_noise_multiplier(config: DpBayesConfig, epsilon: float) -> float:
 
 def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list[tuple[int, float]],
                   generator: torch.Generator, *, should_stop: Callable[[], bool],
-                  on_epsilon: Callable[[float], None] = lambda e: None) -> tuple[list[Released], DpviInfo]:
-    """DPVI release of every problem (data set index, epsilon): one vectorised Opacus run per epsilon."""
+                  on_progress: Callable[[float, str], None] = lambda f, t: None) -> tuple[list[Released], DpviInfo]:
+    """DPVI release of every problem (data set index, epsilon): one vectorised Opacus run per epsilon.
+
+    ``on_progress(fraction done, stage text)`` is called every PROGRESS_EVERY steps.
+    """
     released: dict[int, Released] = {}
     sigmas, steps = {}, {}
-    for eps in sorted({e for _, e in problems}):
-        on_epsilon(eps)
+    epsilons = sorted({e for _, e in problems})
+    for done, eps in enumerate(epsilons):
+        def on_step(step: int, _z, eps=eps, done=done) -> None:
+            if step % PROGRESS_EVERY == 0:
+                on_progress((done + step / config.dpvi_steps) / len(epsilons), f"DPVI at ε = {eps:g}")
+
         index = [i for i, (_, e) in enumerate(problems) if e == eps]
         sigmas[eps] = dpvi_noise_multiplier(config, eps)
         z, steps[eps] = dpvi.fit(config.model, [datasets[problems[i][0]] for i in index],
@@ -97,7 +105,7 @@ def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list
                                  steps=config.dpvi_steps, clip=config.dpvi_clip, lr=config.dpvi_lr,
                                  mc_samples=config.mc_samples, prior_sd=config.prior_sd,
                                  sigma_prior_scale=config.sigma_prior_scale, generator=generator,
-                                 should_stop=should_stop)
+                                 should_stop=should_stop, on_step=on_step)
         for i, row in zip(index, z.numpy()):
             released[i] = Released.mean_field(row)
         if should_stop():

@@ -1,4 +1,5 @@
-"""DP Bayesian inference: posterior densities, SGLD traces, the chain's utility, error vs ε, scores."""
+"""DP Bayesian inference: the method comparison (error and coverage vs ε), released intervals, posterior
+densities, SGLD traces, the chain's utility, error vs ε of the exponential mechanism, error vs N, scores."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from privengine.store import RunSnapshot
 from .common import LAYOUT, Table, curves
 
 COLORS = {"reference": "#444444", "vi": "#1f77b4", "private": "#d62728"}
+METHOD_STYLE = {  # method -> (label, colour)
+    "exponential": ("exponential mechanism (seed; SGLD draw)", "#d62728"),
+    "ssp": ("SSP + noise-aware posterior", "#2ca02c"),
+    "dpvi": ("DPVI (DP-SGD on the ELBO)", "#9467bd"),
+}
+# each method's ε comes from its own accountant: the axis says which
+COMPARISON_AXIS = ("ε per release (log scale): exponential mechanism (exact draw); SSP analytic Gaussian, δ = {delta:g}; "
+                   "DPVI Opacus RDP, δ = {delta:g}")
 MEAN_TRACE = ("mean_sd.", "SGLD trace: private mean − posterior mean (first chain)", "posterior sds")
 SD_TRACE = ("log_sd_ratio.", "SGLD trace: log(private sd / posterior sd) (first chain)", "natural log")
 # the accountant of every ε here: the exponential mechanism's own guarantee, for an exact draw
@@ -117,11 +126,110 @@ def scores_table(scores: dict) -> pd.DataFrame:
     return table
 
 
+def _medians(comparison: dict) -> pd.DataFrame:
+    return pd.DataFrame(comparison["coverage"])
+
+
+def comparison_figures(comparison: dict, *, delta: float) -> list[go.Figure]:
+    """The presenter's pair: error against the truth and 90 % coverage, against ε, one line per method.
+
+    Error: median over the repeats of the RMS (over parameters) distance of the released mean from the true
+    parameters, in reference posterior sds. Coverage: fraction of true values inside the released central
+    90 % intervals. The non-private posterior on the same data sets is the dashed reference line.
+    """
+    table = _medians(comparison)
+    ref = table[table["method"] == comparison["reference_method"]].iloc[0]
+    axis = COMPARISON_AXIS.format(delta=delta)
+    err, cov = go.Figure(), go.Figure()
+    for method, (label, colour) in METHOD_STYLE.items():
+        part = table[table["method"] == method].sort_values("epsilon")
+        if part.empty:
+            continue
+        line = dict(color=colour, width=3)
+        err.add_trace(go.Scatter(x=part["epsilon"], y=part["median_truth_error_sd_rms"], mode="lines+markers",
+                                 name=label, line=line))
+        cov.add_trace(go.Scatter(x=part["epsilon"], y=part["coverage_90"], mode="lines+markers", name=label,
+                                 line=line))
+    err.add_hline(y=ref["median_truth_error_sd_rms"], line_dash="dash", line_color=COLORS["reference"],
+                  annotation_text="non-private posterior", annotation_position="bottom right")
+    err.update_layout(title="Error of the released mean against the true parameters (median over repeats)",
+                      xaxis_type="log", yaxis_type="log", xaxis_title=axis,
+                      yaxis_title="RMS error (reference posterior sds, log)", **{**LAYOUT, "height": 420})
+    cov.add_hrect(y0=0.85, y1=0.95, fillcolor="#2ca02c", opacity=0.08, line_width=0)
+    cov.add_hline(y=ref["coverage_90"], line_dash="dash", line_color=COLORS["reference"],
+                  annotation_text=f"non-private posterior ({ref['coverage_90']:.2f})", annotation_position="bottom right")
+    cov.add_hline(y=0.9, line_dash="dot", line_color="gray", annotation_text="nominal 0.90",
+                  annotation_position="top left")
+    cov.update_layout(title="Coverage: true values inside the released 90 % intervals", xaxis_type="log",
+                      xaxis_title=axis, yaxis=dict(range=[-0.02, 1.02], title="coverage_90"),
+                      **{**LAYOUT, "height": 420})
+    return [err, cov]
+
+
+def comparison_table(comparison: dict) -> pd.DataFrame:
+    """Per method and ε: coverage_90, median errors (truth, reference), sd ratio and KL."""
+    table = _medians(comparison)
+    return table[["method", "epsilon", "releases", "coverage_90", "median_truth_error_sd_rms",
+                  "median_truth_error_rms", "median_mean_error_sd_rms", "median_sd_ratio_geomean", "median_kl"]]
+
+
+def intervals_figure(intervals: dict) -> go.Figure:
+    """Per parameter, relative to the truth: the reference's and the release's mean with 90 % interval."""
+    truth = intervals["truth"]
+    fig = go.Figure()
+    for key, label, colour, shift in (("reference", "non-private posterior", COLORS["reference"], -0.12),
+                                      ("released", METHOD_STYLE[intervals["method"]][0],
+                                       METHOD_STYLE[intervals["method"]][1], 0.12)):
+        part = intervals[key]
+        y = [i + shift for i in range(len(truth))]
+        fig.add_trace(go.Scatter(
+            x=[m - t for m, t in zip(part["mean"], truth)], y=y, mode="markers", name=label,
+            marker=dict(color=colour, size=9),
+            error_x=dict(type="data", symmetric=False, array=[u - m for u, m in zip(part["upper"], part["mean"])],
+                         arrayminus=[m - lo for m, lo in zip(part["mean"], part["lower"])])))
+    fig.add_vline(x=0, line_color="black", annotation_text="true value")
+    fig.update_layout(title="Released mean and 90 % interval, minus the true value", xaxis_title="parameter units",
+                      yaxis=dict(tickvals=list(range(len(truth))), ticktext=intervals["names"]), **LAYOUT)
+    return fig
+
+
+def error_vs_n_figure(rows: list[dict], *, epsilon: float) -> go.Figure:
+    """Error of each method's released mean against the truth vs N (log-log), with a 1/(εN) guide.
+
+    ``rows``: {"method", "n_records", "median_truth_error_rms"} (non-private rows under "non-private posterior").
+    The guide passes through the best private method's first point.
+    """
+    table = pd.DataFrame(rows)
+    fig = go.Figure()
+    styles = {**METHOD_STYLE, "non-private posterior": ("non-private posterior", COLORS["reference"])}
+    for method, part in table.groupby("method", sort=False):
+        label, colour = styles[method]
+        part = part.sort_values("n_records")
+        fig.add_trace(go.Scatter(x=part["n_records"], y=part["median_truth_error_rms"], mode="lines+markers",
+                                 name=label, line=dict(color=colour, dash="dash" if method not in METHOD_STYLE
+                                                       else None)))
+    private = table[table["method"].isin(METHOD_STYLE)]
+    best = private.groupby("method")["median_truth_error_rms"].mean().idxmin()
+    first = private[private["method"] == best].sort_values("n_records").iloc[0]
+    n = sorted(table["n_records"].unique())
+    fig.add_trace(go.Scatter(x=n, y=[first["median_truth_error_rms"] * first["n_records"] / v for v in n],
+                             mode="lines", name="∝ 1/(εN)", line=dict(color="gray", dash="dot")))
+    fig.update_layout(title=f"Error against the true parameters vs N at ε = {epsilon:g}", xaxis_type="log",
+                      yaxis_type="log", xaxis_title="records N (log)",
+                      yaxis_title="median RMS error (parameter units, log)", **{**LAYOUT, "height": 420})
+    return fig
+
+
 def figures(snapshot: RunSnapshot) -> list[go.Figure]:
     """Every chart of the page, in its order."""
     metrics, artifacts = snapshot.metrics, snapshot.artifacts
     phases = artifacts.get("phases")
-    out = densities(artifacts["densities"]) if "densities" in artifacts else []
+    out = []
+    if "comparison" in artifacts:
+        out += comparison_figures(artifacts["comparison"], delta=_delta(snapshot))
+    if "intervals" in artifacts:
+        out.append(intervals_figure(artifacts["intervals"]))
+    out += densities(artifacts["densities"]) if "densities" in artifacts else []
     if not metrics.empty:
         out += [utility(metrics, phases), trace(metrics, MEAN_TRACE, phases), vi_elbo(metrics),
                 trace(metrics, SD_TRACE, phases)]
@@ -130,9 +238,15 @@ def figures(snapshot: RunSnapshot) -> list[go.Figure]:
     return [fig for fig in out if fig is not None]
 
 
+def _delta(snapshot: RunSnapshot) -> float:
+    return float(snapshot.run.config.get("delta", 1e-5))
+
+
 def tables(snapshot: RunSnapshot) -> list[Table]:
     artifacts = snapshot.artifacts
     out = []
+    if "comparison" in artifacts:
+        out.append(Table("Methods compared: coverage and median errors per ε", comparison_table(artifacts["comparison"])))
     if "sweep" in artifacts:
         out.append(Table("Error vs ε (medians over the repeats)", sweep_table(artifacts["sweep"])))
     if "scores" in artifacts:
