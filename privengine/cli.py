@@ -20,6 +20,7 @@ from typing import Any, NoReturn, Sequence, TextIO
 
 from . import registry
 from .audit import cli as audit_cli
+from .audit.interface import result_of
 from .claims import claims_of, headline_of
 from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
@@ -266,6 +267,9 @@ def _print_run(run: RunRecord, out: TextIO) -> None:
         print(f"error: {run.error}", file=out)
     for claim in sorted(claims_of(run.summary), key=lambda c: not c.headline):  # the headline first
         print(f"privacy{' (headline)' if claim.headline else ''}: {claim.text()}", file=out)
+    audit = result_of(run.summary)
+    for line in audit.summary_lines() if audit else ():
+        print(line, file=out)
     for key, value in (run.summary or {}).items():
         if key == "privacy":
             continue
@@ -280,8 +284,9 @@ def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
         print("no runs stored yet", file=out)
     for run in runs:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
-        headline = headline_of(run.summary)
+        headline, audit = headline_of(run.summary), result_of(run.summary)
         privacy = f"  {headline.statement()} [{headline.label}]" if headline else ""
+        privacy += f"  {audit.headline()}" if audit else ""
         print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  "
               f"{run.device or '':8s}{privacy}", file=out)
     return EXIT_OK

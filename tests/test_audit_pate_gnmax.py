@@ -90,6 +90,10 @@ def test_cli_prints_the_bound_beside_the_claim_stores_the_run_and_names_bad_fiel
     (stored,) = store.list_runs(mechanism="pate-gnmax")  # an audit is a run in the store like any other
     assert stored.state == "finished" and stored.source == "cli" and f"run {stored.id}" in out
     assert AuditResult.from_dict(stored.summary).claimed_epsilon == pytest.approx(1.397, abs=5e-4)
+    listing = io.StringIO()
+    assert main(["runs"], stdout=listing) == 0  # the runs list reads an audit's result like a headline
+    assert f"{stored.id}" in listing.getvalue() and "audited ε ≥" in listing.getvalue()
+    assert "against claimed ε = 1.4, δ = 1e-05" in listing.getvalue()
     for args, field in ((["--votes", "7"], "votes"), (["--confidence", "1.5"], "confidence"),
                         (["--sigma", "-1"], "sigma"), (["--trials", "lots"], "trials")):
         code, out, err = _cli(*args)

@@ -127,5 +127,4 @@ def _recent_audits_picker(name: str, run_id: str | None) -> None:
 
 def _label(run) -> str:
     result = result_of(run.summary)
-    found = "" if result is None else f" · ε ≥ {result.epsilon_lower:.3g} of {result.claimed_epsilon:.3g}"
-    return f"{run.id} · {run.state}{found}"
+    return f"{run.id} · {run.state}" + ("" if result is None else f" · {result.headline()}")

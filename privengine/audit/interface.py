@@ -99,6 +99,11 @@ class AuditResult:
         values["notes"] = tuple(values.get("notes", ()))
         return cls(**values)
 
+    def headline(self) -> str:
+        """One line for lists of runs: ``audited ε ≥ 0.0612 (95 %) against claimed ε = 0.342, δ = 1e-05``."""
+        return (f"audited ε ≥ {self.epsilon_lower:.3g} ({100 * self.confidence:g} %) against claimed "
+                f"ε = {self.claimed_epsilon:.3g}, δ = {self.delta:g}")
+
     def summary_lines(self) -> list[str]:
         """The claim and the audited bound, one line each, then the method."""
         pct = f"{100 * self.confidence:g} %"
