@@ -19,7 +19,6 @@ import time
 from dataclasses import replace
 
 import numpy as np
-import torch
 
 from privengine.claims import PrivacyClaim
 from privengine.dpsgd.accounting import epsilon_of, merge
@@ -116,8 +115,9 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
         return {"stopped_in": method}
     if len(released) < len(problems):
         return {"stopped_in": method}
-    rows = [{"method": method, "epsilon": config.epsilon, "repeat": k, **evaluate(r, refs[k], truth)}
-            for k, r in enumerate(released)]
+    coefs = coefficient_count(config)
+    rows = [{"method": method, "epsilon": config.epsilon, "repeat": k,
+             **evaluate(r, refs[k], truth, coefficient_count=coefs)} for k, r in enumerate(released)]
     own = rows[0]
     reporter.artifact("intervals", intervals_table(names, truth, refs[0], released[0], method))
     reporter.artifact("scores", {"names": list(names), "reference_mean": refs[0].mean, "reference_sd": refs[0].sd,
@@ -153,10 +153,11 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
         results = {m: _method_releases(config, m, data, problems, reporter, f"sweep {m}") for m in methods}
     except StopRequested:
         return {"stopped_in": "sweep"}
-    rows = [{"method": REFERENCE_METHOD, "epsilon": None, "repeat": k, **evaluate(reference_release(r), r, truth)}
-            for k, r in enumerate(refs)]
+    coefs = coefficient_count(config)
+    rows = [{"method": REFERENCE_METHOD, "epsilon": None, "repeat": k,
+             **evaluate(reference_release(r), r, truth, coefficient_count=coefs)} for k, r in enumerate(refs)]
     for m, (released, _) in results.items():
-        rows += [{"method": m, "epsilon": e, "repeat": k, **evaluate(r, refs[k], truth)}
+        rows += [{"method": m, "epsilon": e, "repeat": k, **evaluate(r, refs[k], truth, coefficient_count=coefs)}
                  for (k, e), r in zip(problems, released)]
     if exponential is not None:
         rows += [{"method": "exponential", **r} for r in exponential["sweep"]]
@@ -176,6 +177,8 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
         "method": config.method, "model": config.model, "neighbouring": config.neighbouring, "delta": config.delta,
         "sweep": rows, "coverage": private, "reference_coverage_90": reference_row["coverage_90"],
         "reference_truth_error_sd_rms": reference_row["median_truth_error_sd_rms"],
+        "reference_truth_error_rms": reference_row["median_truth_error_rms"],
+        "reference_truth_coef_error_rms": reference_row["median_truth_coef_error_rms"],
         **{k: v for m, (_, info) in results.items() for k, v in _info_summary(m, info).items()},
         "wall_time_s": time.perf_counter() - started + (exponential or {}).get("wall_time_s", 0.0),
         "privacy": [headline.to_dict()] + [c.to_dict() for c in claims if len(claims) > 1],
@@ -191,9 +194,14 @@ def coverage_by(rows: list[dict]) -> list[dict]:
         part = [r for r in rows if (r["method"], r["epsilon"]) == key]
         out.append({"method": key[0], "epsilon": key[1], "coverage_90": coverage_90(part), "releases": len(part),
                     **{f"median_{m}": float(np.median([r[m] for r in part]))
-                       for m in ("truth_error_rms", "truth_error_sd_rms", "mean_error_sd_rms", "sd_ratio_geomean",
-                                 "kl")}})
+                       for m in ("truth_error_rms", "truth_coef_error_rms", "truth_error_sd_rms", "mean_error_sd_rms",
+                                 "sd_ratio_geomean", "kl")}})
     return out
+
+
+def coefficient_count(config: DpBayesConfig) -> int:
+    """Number of regression-function parameters (beta and b), the leading entries of theta."""
+    return len(config.coefficients) + 1
 
 
 def _names(config: DpBayesConfig) -> tuple[str, ...]:

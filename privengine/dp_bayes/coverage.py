@@ -71,18 +71,23 @@ def reference_release(reference: ReferencePosterior) -> Released:
     return Released.mean_field(np.concatenate([reference.mean, np.log(reference.sd)]))
 
 
-def evaluate(released: Released, reference: ReferencePosterior, truth: np.ndarray) -> dict[str, float]:
+def evaluate(released: Released, reference: ReferencePosterior, truth: np.ndarray, *,
+             coefficient_count: int | None = None) -> dict[str, float]:
     """One row of scores: errors against the truth and the reference, sd ratio, KL, and the covered fraction.
 
     - ``truth_error_rms``: RMS over parameters of |mean - truth| in the parameters' own units;
-    - ``truth_error_sd_rms``: the same in reference posterior sds;
+    - ``truth_coef_error_rms``: the same over the first ``coefficient_count`` parameters only (the regression
+      function's beta and b, without log sigma; default all);
+    - ``truth_error_sd_rms``: RMS of |mean - truth| in reference posterior sds;
     - ``mean_error_sd_rms``, ``sd_ratio_geomean``, ``log10_sd_ratio_mean``, ``kl``, ``w2_sd_units``: against the
       reference (:func:`~.metrics.score`; the KL of the mean-field Gaussian with the released moments);
     - ``covered``: fraction of parameters whose 90 % interval contains the truth.
     """
     diff = released.mean - truth
+    coef = diff[: coefficient_count]
     return {
         "truth_error_rms": float(math.sqrt(np.mean(diff**2))),
+        "truth_coef_error_rms": float(math.sqrt(np.mean(coef**2))),
         "truth_error_sd_rms": float(math.sqrt(np.mean((diff / reference.sd) ** 2))),
         **score(released.z, reference).summary(),
         "covered": float(np.mean(released.covers(truth))),

@@ -28,7 +28,6 @@ record's per-sample gradient, its clipping and the noise on each row are those o
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Callable
 

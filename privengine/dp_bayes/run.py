@@ -1,7 +1,8 @@
 """The ``dp_bayes`` run: dispatch on the method; the exponential mechanism's pipeline.
 
 :func:`run` sends ``ssp`` and ``dpvi`` to :mod:`.comparison`, and ``all`` (a sweep) to the exponential
-pipeline and then :func:`~.comparison.run_sweep`. The exponential pipeline's stages (each reports live and stops within about a second when asked):
+pipeline and then :func:`~.comparison.run_sweep`. The exponential pipeline's stages (each reports live
+and stops within about a second when asked):
 
 1. seeded synthetic records; the reference posterior (exact for the linear model) on the CPU in float64;
 2. non-private VI: Adam on the plain ELBO, started at the Laplace approximation;
@@ -217,7 +218,8 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     live.densities(torch.from_numpy(z_final[0]))
     scores = [score(z, reference) for z in z_final]
     truth = comparison.truth_of(config)
-    evaluated = [evaluate(Released.mean_field(z), reference, truth) for z in z_final]
+    coefs = comparison.coefficient_count(config)
+    evaluated = [evaluate(Released.mean_field(z), reference, truth, coefficient_count=coefs) for z in z_final]
 
     reporter.artifact("scores", {
         "names": list(names), "reference_mean": reference.mean, "reference_sd": reference.sd,

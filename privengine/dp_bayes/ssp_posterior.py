@@ -18,7 +18,8 @@ can produce (positive definite, |A_jk| <= A_dd b_j b_k), with A_dd = N known und
 latent under add/remove. The release adds independent N(0, s_e^2) to every released entry e (in the
 data's units, :mod:`.ssp`), so with s integrated out analytically
 
-    log p(theta, A | Z) = log p(theta) + log N(Z_xx | vech A, diag s_xx^2) + log N(Z_s | mean, cov + diag s_s^2) + const.
+    log p(theta, A | Z) = log p(theta) + log N(Z_xx | vech A, diag s_xx^2)
+                          + log N(Z_s | mean, cov + diag s_s^2) + const.
 
 Sampler. Adaptive random-walk Metropolis (Haario, Saksman & Tamminen 2001), vectorised over problems
 and chains: during the first half of the steps the proposal covariance is re-estimated at the end of

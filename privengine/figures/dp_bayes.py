@@ -19,8 +19,8 @@ METHOD_STYLE = {  # method -> (label, colour)
     "dpvi": ("DPVI (DP-SGD on the ELBO)", "#9467bd"),
 }
 # each method's ε comes from its own accountant: the axis says which
-COMPARISON_AXIS = ("ε per release (log scale): exponential mechanism (exact draw); SSP analytic Gaussian, δ = {delta:g}; "
-                   "DPVI Opacus RDP, δ = {delta:g}")
+COMPARISON_AXIS = ("ε per release (log scale): exponential mechanism (exact draw); "
+                   "SSP analytic Gaussian, δ = {delta:g}; DPVI Opacus RDP, δ = {delta:g}")
 MEAN_TRACE = ("mean_sd.", "SGLD trace: private mean − posterior mean (first chain)", "posterior sds")
 SD_TRACE = ("log_sd_ratio.", "SGLD trace: log(private sd / posterior sd) (first chain)", "natural log")
 # the accountant of every ε here: the exponential mechanism's own guarantee, for an exact draw
@@ -157,7 +157,8 @@ def comparison_figures(comparison: dict, *, delta: float) -> list[go.Figure]:
                       yaxis_title="RMS error (reference posterior sds, log)", **{**LAYOUT, "height": 420})
     cov.add_hrect(y0=0.85, y1=0.95, fillcolor="#2ca02c", opacity=0.08, line_width=0)
     cov.add_hline(y=ref["coverage_90"], line_dash="dash", line_color=COLORS["reference"],
-                  annotation_text=f"non-private posterior ({ref['coverage_90']:.2f})", annotation_position="bottom right")
+                  annotation_text=f"non-private posterior ({ref['coverage_90']:.2f})",
+                  annotation_position="bottom right")
     cov.add_hline(y=0.9, line_dash="dot", line_color="gray", annotation_text="nominal 0.90",
                   annotation_position="top left")
     cov.update_layout(title="Coverage: true values inside the released 90 % intervals", xaxis_type="log",
@@ -196,7 +197,8 @@ def intervals_figure(intervals: dict) -> go.Figure:
 def error_vs_n_figure(rows: list[dict], *, epsilon: float) -> go.Figure:
     """Error of each method's released mean against the truth vs N (log-log), with a 1/(εN) guide.
 
-    ``rows``: {"method", "n_records", "median_truth_error_rms"} (non-private rows under "non-private posterior").
+    ``rows``: {"method", "n_records", "median_truth_error_rms"} (non-private rows under "non-private posterior"),
+    the error of the regression function's parameters (beta, b).
     The guide passes through the best private method's first point.
     """
     table = pd.DataFrame(rows)
@@ -216,7 +218,7 @@ def error_vs_n_figure(rows: list[dict], *, epsilon: float) -> go.Figure:
                              mode="lines", name="∝ 1/(εN)", line=dict(color="gray", dash="dot")))
     fig.update_layout(title=f"Error against the true parameters vs N at ε = {epsilon:g}", xaxis_type="log",
                       yaxis_type="log", xaxis_title="records N (log)",
-                      yaxis_title="median RMS error (parameter units, log)", **{**LAYOUT, "height": 420})
+                      yaxis_title="median RMS error of (β, b) (log)", **{**LAYOUT, "height": 420})
     return fig
 
 
@@ -246,7 +248,8 @@ def tables(snapshot: RunSnapshot) -> list[Table]:
     artifacts = snapshot.artifacts
     out = []
     if "comparison" in artifacts:
-        out.append(Table("Methods compared: coverage and median errors per ε", comparison_table(artifacts["comparison"])))
+        out.append(Table("Methods compared: coverage and median errors per ε",
+                         comparison_table(artifacts["comparison"])))
     if "sweep" in artifacts:
         out.append(Table("Error vs ε (medians over the repeats)", sweep_table(artifacts["sweep"])))
     if "scores" in artifacts:

@@ -1,0 +1,167 @@
+"""dp_bayes methods beside the exponential mechanism: SSP (release, claim, noise-aware posterior) and DPVI (claim)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+from dp_accounting.pld import pld_privacy_accountant
+from opacus.accountants import RDPAccountant
+from opacus.accountants.utils import get_noise_multiplier
+from scipy import stats
+from scipy.special import logsumexp
+
+from privengine.dp_bayes import ssp
+from privengine.dp_bayes.config import DpBayesConfig
+from privengine.dp_bayes.data import synthetic_records
+from privengine.dp_bayes.ssp_posterior import NoiseAwareTarget, adaptive_metropolis, noise_aware_samples
+from privengine.errors import ConfigError
+
+
+@pytest.mark.parametrize("neighbouring", ["add-remove", "replace-one"])
+def test_ssp_sensitivity_bounds_every_neighbouring_change(neighbouring):
+    """Over the domain's corners and random records, the released entries move by at most (Delta_1, Delta_2)."""
+    d, domain = 2, ssp.Domain(0.5, -10.0, 0.0)
+    pairs = ssp.released_entries(d, neighbouring)
+    delta_1, delta_2 = ssp.sensitivity(d, neighbouring)
+    rng = np.random.default_rng(0)
+    corners = np.array(list(itertools.product([-0.5, 0.5], [-0.5, 0.5], [-10.0, 0.0])))
+    records = np.vstack([corners, np.column_stack([rng.uniform(-0.6, 0.6, (200, 2)), rng.uniform(-11, 1, 200)])])
+    u = domain.record_vectors(records[:, :2], records[:, 2])[0]
+    assert np.abs(u).max() <= 1.0
+    contrib = u[:, pairs[:, 0]] * u[:, pairs[:, 1]]  # a record's contribution to each released entry
+    if neighbouring == "add-remove":
+        changes = contrib
+    else:
+        changes = (contrib[:, None, :] - contrib[None, :, :]).reshape(-1, len(pairs))
+    assert np.linalg.norm(changes, axis=1).max() <= delta_2 + 1e-12
+    assert np.abs(changes).sum(1).max() <= delta_1 + 1e-12
+    if neighbouring == "add-remove":  # exact: attained at a corner
+        assert np.linalg.norm(changes, axis=1).max() == pytest.approx(delta_2)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 3.0])
+def test_analytic_gaussian_calibration_matches_pld_accounting(epsilon):
+    """mu from the closed form gives epsilon back under dp-accounting's PLD accountant, alone and composed."""
+    delta = 1e-5
+    mu = ssp.gaussian_mu(epsilon, delta)
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(1 / mu))
+    assert acc.get_epsilon(delta) == pytest.approx(epsilon, rel=1e-3)
+    three = pld_privacy_accountant.PLDAccountant()
+    three.compose(dp_accounting.GaussianDpEvent(1 / mu), 3)
+    assert ssp.gdp_epsilon(math.sqrt(3) * mu, delta) == pytest.approx(three.get_epsilon(delta), rel=1e-3)
+
+
+@pytest.mark.parametrize("field, bad", [("y_high", {"y_low": -1.0, "y_high": -2.0}), ("y_high", {"y_high": -10.0}),
+                                        ("x_bound", {"x_bound": 0.0}), ("x_bound", {"x_bound": -1.0})])
+def test_bad_domain_bounds_name_the_field(field, bad):
+    with pytest.raises(ConfigError) as err:
+        DpBayesConfig.from_dict({"method": "ssp", **bad})
+    assert err.value.field == field and "must" in str(err.value)
+
+
+def test_bad_domain_bounds_in_the_engine_name_the_field():
+    with pytest.raises(ConfigError, match="`y_high` must be > y_low"):
+        ssp.Domain(1.0, 2.0, 2.0)
+    with pytest.raises(ConfigError, match="`x_bound` must be a finite number > 0"):
+        ssp.Domain(math.inf, 0.0, 1.0)
+
+
+def test_methods_outside_their_scope_are_refused():
+    with pytest.raises(ConfigError, match="`method` must be exponential or dpvi for the logistic model"):
+        DpBayesConfig.from_dict({"method": "ssp", "model": "logistic"})
+    with pytest.raises(ConfigError, match="`method` .* set mode to sweep"):
+        DpBayesConfig.from_dict({"method": "all"})
+
+
+def _brute_force_log_density(u, z, sd, n, centre, prior_sd):
+    """log p(beta, b, l, A00, A01 | Z) of the tiny d = 1 replace-one problem, written out independently in numpy.
+
+    Released entries (replace-one, d = 1): (0,0) (0,1) (0,2) (1,2) (2,2): A00 = sum x^2, A01 = sum x,
+    Sxy = (sum x y', sum y'), Syy = sum y'^2.
+    """
+    beta, b, l, a00, a01 = u.T
+    s2 = np.exp(2 * l)
+    wc = np.stack([beta, b - centre], 1)
+    big = np.stack([np.stack([a00, a01], 1), np.stack([a01, np.full_like(a00, n)], 1)], 1)  # (M, 2, 2)
+    aw = np.einsum("mij,mj->mi", big, wc)
+    quad = np.einsum("mi,mi->m", wc, aw)
+    mean = np.column_stack([aw, quad + n * s2])
+    cov = np.zeros((len(u), 3, 3))
+    cov[:, :2, :2] = s2[:, None, None] * big
+    cov[:, :2, 2] = cov[:, 2, :2] = 2 * s2[:, None] * aw
+    cov[:, 2, 2] = 4 * s2 * quad + 2 * n * s2**2
+    cov += np.diag(sd[2:] ** 2)
+    resid = z[2:] - mean
+    sign, logdet = np.linalg.slogdet(cov)
+    ll_s = -0.5 * np.einsum("mi,mi->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0]) - 0.5 * logdet
+    ll_xx = -0.5 * (((z[0] - a00) / sd[0]) ** 2 + ((z[1] - a01) / sd[1]) ** 2)
+    prior = -0.5 * (beta**2 + b**2) / prior_sd**2 - np.log1p(np.exp(2 * l)) + l  # half-Cauchy(0, 1) on e^l
+    # support: A positive definite and inside the box |A00| <= N bx^2, |A01| <= N bx (bx = 1 here)
+    ok = (a00 > 0) & (a00 * n - a01**2 > 0) & (a00 <= n) & (np.abs(a01) <= n) & (sign > 0)
+    return np.where(ok, prior + ll_s + ll_xx, -np.inf)
+
+
+def test_noise_aware_posterior_matches_brute_force_importance_sampling():
+    """Tiny problem (d = 1, N = 200, eps = 3): the sampler's moments and quantiles against 400k importance draws."""
+    n, d, prior_sd = 200, 1, 10.0
+    domain = ssp.Domain(1.0, -3.0, 3.0)
+    rec = synthetic_records("linear", n=n, coefficients=(1.0,), intercept=0.5, noise_sd=0.5, seed=3)
+    pairs = ssp.released_entries(d, "replace-one")
+    exact = ssp.statistics(domain.record_vectors(rec.x.numpy() * 2, rec.y.numpy())[0])[None]
+    noise_sd = ssp.sensitivity(d, "replace-one")[1] / ssp.gaussian_mu(3.0, 1e-5)
+    scales = domain.entry_scales(pairs, d)
+    z = ssp.release(exact, pairs, np.array([noise_sd]), torch.Generator().manual_seed(5))[0] * scales
+    sd = noise_sd * scales
+    target = NoiseAwareTarget(torch.as_tensor(z[None]), torch.as_tensor(sd[None]), torch.tensor([float(n)]), d,
+                              domain, prior_sd, 1.0)
+    theta, _ = noise_aware_samples(target, steps=40_000, chains=8, generator=torch.Generator().manual_seed(0))
+    theta = theta[0]
+    # brute force: self-normalised importance sampling of the numpy density above. The proposal is a Student-t
+    # with the moments of a separate pilot chain over the full state, inflated; the weights correct any error
+    # in it, so the check does not rest on the sampler being right.
+    u0, scale = target.plug_in()
+    pilot, _ = adaptive_metropolis(target, u0, scale, steps=20_000, generator=torch.Generator().manual_seed(9))
+    pilot = pilot[0].numpy()
+    draws = 400_000
+    proposal = stats.multivariate_t(loc=pilot.mean(0), shape=2.0 * np.cov(pilot.T), df=5,
+                                    seed=np.random.default_rng(1))
+    u = proposal.rvs(size=draws)
+    log_q = proposal.logpdf(u)
+    log_w = _brute_force_log_density(u, z, sd, n, domain.centre, prior_sd) - log_q
+    w = np.exp(log_w - logsumexp(log_w))
+    ess = 1 / np.sum(w**2)
+    assert ess > 2000, ess
+    bf_mean = w @ u[:, :3]
+    bf_sd = np.sqrt(w @ (u[:, :3] - bf_mean) ** 2)
+    assert np.all(np.abs(theta.mean(0) - bf_mean) < 0.1 * bf_sd), (theta.mean(0), bf_mean, bf_sd)
+    assert np.allclose(theta.std(0), bf_sd, rtol=0.1), (theta.std(0), bf_sd)
+    for j in range(3):  # the 5 % and 95 % quantiles, which make the released interval
+        order = np.argsort(u[:, j])
+        cdf = np.cumsum(w[order])
+        bf_q = u[order, j][np.searchsorted(cdf, [0.05, 0.95])]
+        assert np.allclose(np.quantile(theta[:, j], [0.05, 0.95]), bf_q, atol=0.15 * bf_sd[j])
+
+
+def test_dpvi_noise_multiplier_and_claim_follow_opacus():
+    """The calibrated sigma is Opacus' get_noise_multiplier; the claimed epsilon is Opacus' RDP accountant's."""
+    from privengine.dp_bayes.comparison import _claims
+    from privengine.dp_bayes.releases import DpviInfo, dpvi_noise_multiplier
+
+    config = DpBayesConfig.from_dict({"method": "dpvi", "epsilon": 1.0, "dpvi_steps": 300, "dpvi_sample_rate": 0.1})
+    sigma = dpvi_noise_multiplier(config, 1.0)
+    assert sigma == pytest.approx(get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.1,
+                                                       steps=300, accountant="rdp"))
+    claim = _claims(config, "dpvi", DpviInfo({1.0: sigma}, {1.0: 300}), [1.0], headline=True, sweep=False)
+    acc = RDPAccountant()
+    acc.history = [(sigma, 0.1, 300)]
+    eps, order = acc.get_privacy_spent(delta=1e-5)
+    assert claim.epsilon == pytest.approx(eps) and claim.order == order and claim.delta == 1e-5
+    assert 0.98 <= claim.epsilon <= 1.0  # within get_noise_multiplier's tolerance, never above the target
+    assert "Opacus RDP" in claim.accountant and "add or remove" in claim.neighbouring
+    assert any("group privacy" in c for c in claim.caveats)  # the config's relation is replace-one
