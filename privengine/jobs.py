@@ -83,6 +83,15 @@ class RunQueue:
         with self._lock:
             return list(self._running) + [j.run_id for j in self._queue]
 
+    def ahead_of(self, run_id: str) -> list[str]:
+        """The runs queued run ``run_id`` waits for: this executor's running runs, then the runs queued before
+        it; empty when ``run_id`` is not queued here (running, ended, or queued by another process)."""
+        with self._lock:
+            queued = [j.run_id for j in self._queue]
+            if run_id not in queued:
+                return []
+            return list(self._running) + queued[:queued.index(run_id)]
+
     def shutdown(self, *, timeout: float = 10.0) -> None:
         """Stop every queued and running run of this executor and wait for them."""
         for run_id in self.active_run_ids():

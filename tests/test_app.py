@@ -114,8 +114,28 @@ def test_launch_runs_in_background_and_reattaches_by_url(store):
     _assert_clean(fresh)
     assert any("ε = 1, δ = 1e-05" in m.value for m in fresh.markdown)
     assert any("accountant: none (test only)" in c.value.lower() for c in fresh.caption)
-    assert any(f"Run **{run_id}**" in c.value for c in fresh.caption)
+    assert any(f"Run **{run_id}**" in m.value and "finished" in m.value for m in fresh.markdown)
     assert any("toy run of 3 steps" in c.value for c in fresh.code)  # the run's log
+
+
+def test_the_run_status_sits_under_launch_and_a_queued_run_names_the_run_it_waits_for(store):
+    """After Launch the state and Stop show right under the button (the form is taller than a screen)."""
+    at = _toy_app().run()
+    at.number_input(key="form.toy.steps").set_value(10_000)
+    at.number_input(key="form.toy.delay").set_value(0.05)
+    at.button(key="launch.toy").click().run()
+    first = store.list_runs(mechanism="toy")[0].id
+    at.button(key="launch.toy").click().run()
+    _assert_clean(at)
+    second = store.list_runs(mechanism="toy")[0].id
+    try:
+        texts = [m.value for m in at.markdown]
+        assert any(f"Run **{second}** · waits for run {first} to end" in t for t in texts)
+        assert any(b.key == f"stop.strip.{second}" for b in at.button)  # Stop where the eye is
+        assert any(b.key == f"stop.panel.{second}" for b in at.button)  # and in the run panel
+    finally:
+        _stop_and_wait(store, second)
+        _stop_and_wait(store, first)
 
 
 def test_config_link_prefills_the_form_and_bad_links_say_why():

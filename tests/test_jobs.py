@@ -62,6 +62,8 @@ def test_runs_beyond_the_limit_queue_in_order(manager, store):
     ids = [manager.submit("toy", {"steps": 3, "delay": 0.1}) for _ in range(3)]
     states = [store.get_run(i).state for i in ids]
     assert states[1:] == ["queued", "queued"]
+    assert manager.ahead_of(ids[2]) == ids[:2]  # the running run, then the one queued before it
+    assert manager.ahead_of(ids[0]) == []  # running, not waiting
     finished = [manager.wait(i, timeout=10) for i in ids]
     assert all(r.state == "finished" for r in finished)
     starts = [r.started_at for r in finished]

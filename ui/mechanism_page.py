@@ -19,6 +19,7 @@ from . import services
 from .form import config_form
 from .launch import launch, preset_config
 from .run_panel import Draw, live_run
+from .run_status import status_strip
 from .shell import through_app
 
 
@@ -49,6 +50,8 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
             if launched is not None:
                 _select_run(name, launched)
                 st.rerun()
+        if run_id is not None:
+            status_strip(run_id)  # under Launch, where the eye is after clicking it
         _recent_runs_picker(name, run_id)
     with right:
         if run_id is None:

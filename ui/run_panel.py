@@ -23,15 +23,11 @@ from privengine.store import RunSnapshot
 from . import services
 from .charts import default_draw, published_reference, table
 from .report_button import report_button
+from .run_status import REFRESH_S, badge, controls, state_text
 
-REFRESH_S = 1.0
 MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
 
 Draw = Callable[[RunSnapshot], None]
-
-_STATE_COLOURS = {"queued": "gray", "running": "blue", "finished": "green", "failed": "red", "stopped": "orange",
-                  "interrupted": "orange"}
-
 
 def live_run(run_id: str, draw: Draw | None = None) -> None:
     """Draw run ``run_id`` and keep it updating while it is active."""
@@ -54,19 +50,9 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
 
 def _header(snapshot: RunSnapshot) -> None:
     run = snapshot.run
-    elapsed = f"{run.elapsed_s:.1f} s" if run.elapsed_s is not None else "not started"
-    st.badge(run.state, color=_STATE_COLOURS.get(run.state, "gray"))
-    st.caption(f"Run **{run.id}** · device **{run.device or 'not assigned yet'}** · elapsed **{elapsed}** · "
-               f"from {run.source}")
-    if run.active:
-        if run.progress is not None:
-            st.progress(run.progress, text=run.progress_text or None)
-        if run.stop_requested:
-            st.caption("Stop requested; the run stops at its next check (within about a second).")
-        elif st.button("Stop run", key=f"stop.{run.id}", icon=":material/stop:", type="secondary"):
-            services.manager().stop(run.id)
-            st.toast(f"Stop requested for run {run.id}")
-    else:
+    st.markdown(f"{badge(run)} Run **{run.id}** · {state_text(run)} · from {run.source}")
+    controls(run, key="panel")
+    if not run.active:
         report_button([run.id], key=f"report.{run.id}")
     if run.state == "failed":
         st.error(f"The run failed: {run.error}", icon=":material/error:")

@@ -1,0 +1,62 @@
+"""A run's state in a few words, its progress and its Stop button: the run panel's header draws them, and so does
+the strip right under a Launch button (:func:`status_strip`), where the eye is after clicking it: the form is
+taller than a screen, so the panel's own header is out of sight then.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from privengine.store import RunRecord
+
+from . import services
+
+REFRESH_S = 1.0
+
+STATE_COLOURS = {"queued": "gray", "running": "blue", "finished": "green", "failed": "red", "stopped": "orange",
+                 "interrupted": "orange"}
+
+
+def state_text(run: RunRecord) -> str:
+    """What the run is doing in words: which runs a queued run waits for, where and for how long it runs or ran."""
+    if run.state == "queued":
+        ahead = services.manager().ahead_of(run.id)
+        if not ahead:
+            return "waits for a free slot (device assigned when it starts)"
+        more = f" and {len(ahead) - 1} more" if len(ahead) > 1 else ""
+        return f"waits for run {ahead[0]}{more} to end"
+    elapsed = "" if run.elapsed_s is None else f" · {run.elapsed_s:.1f} s"
+    return f"on {run.device or 'an unrecorded device'}{elapsed}"
+
+
+def controls(run: RunRecord, *, key: str) -> None:
+    """The progress bar and the Stop button of an active run (nothing once it has ended); ``key`` tells the
+    buttons of several places apart."""
+    if not run.active:
+        return
+    if run.progress is not None:
+        st.progress(run.progress, text=run.progress_text or None)
+    if run.stop_requested:
+        st.caption("Stop requested; the run stops at its next check (within about a second).")
+    elif st.button("Stop run", key=f"stop.{key}.{run.id}", icon=":material/stop:", type="secondary"):
+        services.manager().stop(run.id)
+        st.toast(f"Stop requested for run {run.id}")
+
+
+def badge(run: RunRecord) -> str:
+    """The run's state as a coloured Markdown badge."""
+    return f":{STATE_COLOURS.get(run.state, 'gray')}-badge[{run.state}]"
+
+
+def status_strip(run_id: str) -> None:
+    """A compact, live view of run ``run_id``: state, what it is doing, progress and Stop; polls while active."""
+    active = services.store().get_run(run_id).active
+
+    @st.fragment(run_every=REFRESH_S if active else None)
+    def _strip() -> None:
+        run = services.store().get_run(run_id)
+        with st.container(border=True, key=f"status-strip-{run_id}"):
+            st.markdown(f"{badge(run)} Run **{run.id}** · {state_text(run)}")
+            controls(run, key="strip")
+
+    _strip()
