@@ -4,6 +4,8 @@ the run's preset drawn on the chart of its metric)."""
 
 from __future__ import annotations
 
+import math
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Iterable
@@ -155,10 +157,68 @@ def _find_all(text: str, sep: str) -> list[int]:
     return out
 
 
+def readable_log_axes(fig: go.Figure) -> go.Figure:
+    """Tick every log axis at values read in full and say "log scale" in its title.
+
+    Left alone, plotly ticks a log axis spanning one to three decades at every digit and labels the ticks
+    between decades with their digit only, in small type ("2, 0.1, 5, 2, 0.01"). Here such an axis is ticked at
+    1, 2 and 5 times each power of ten, a longer one at the powers of ten only, and every label is the full
+    number. Axes given ticks of their own keep them.
+    """
+    layout = fig.layout.to_plotly_json()
+    for name in [k for k in layout if re.fullmatch(r"[xy]axis\d*", k)]:
+        axis = fig.layout[name]
+        if axis.type != "log" or axis.tickvals is not None or axis.dtick is not None:
+            continue
+        axis.tickformat = axis.tickformat or "~g"
+        span = _positive_span(fig, name)
+        if span is not None:
+            ticks = log_ticks(*span)
+            if ticks is None:
+                axis.dtick = 1
+            elif len(ticks) >= 3:
+                axis.tickvals = ticks
+        title = axis.title.text or ""
+        if "log" not in title:
+            axis.title.text = f"{title} (log scale)" if title else "log scale"
+    return fig
+
+
+def log_ticks(low: float, high: float) -> list[float] | None:
+    """1-2-5 ticks in each decade of ``[low, high]`` (both > 0), or None when it spans more than three decades
+    (ticks at the powers of ten then).
+
+    >>> log_ticks(0.008, 0.25)
+    [0.01, 0.02, 0.05, 0.1, 0.2]
+    >>> log_ticks(1e-4, 10) is None
+    True
+    """
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    if last - first > 3:
+        return None
+    ticks = [float(f"{m}e{e}") for e in range(first, last + 1) for m in (1, 2, 5)]
+    return [t for t in ticks if low <= t <= high]
+
+
+def _positive_span(fig: go.Figure, axis_name: str) -> tuple[float, float] | None:
+    """The smallest and largest positive finite value drawn against layout axis ``axis_name`` (e.g. ``yaxis2``)."""
+    letter, ref = axis_name[0], axis_name[0] + axis_name[5:]  # "yaxis2" -> "y", "y2"
+    values = []
+    for trace in fig.data:
+        if (getattr(trace, f"{letter}axis", None) or letter) == ref and getattr(trace, letter, None) is not None:
+            values += [float(v) for v in trace[letter] if _is_number(v) and 0 < float(v) < math.inf]
+    return (min(values), max(values)) if values else None
+
+
+def _is_number(value) -> bool:
+    """A plain or numpy number (not a bool, None or text)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or hasattr(value, "dtype")
+
+
 def finish(fig: go.Figure, published: Published | None = None) -> go.Figure:
-    """What every chart gets before it is drawn, on a page or in a report: the title wrapped to fit, and the
-    published figure of the run's preset on the chart of its metric."""
-    return with_published(wrap_title(fig), published)
+    """What every chart gets before it is drawn, on a page or in a report: the title wrapped to fit, log axes
+    labelled in full, and the published figure of the run's preset on the chart of its metric."""
+    return with_published(readable_log_axes(wrap_title(fig)), published)
 
 
 def _mode(n_points: int) -> str:

@@ -1,0 +1,44 @@
+"""The shared chart helpers: how log axes are ticked and titled."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import pytest
+
+from privengine.figures.common import finish, log_ticks
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0.008, 0.25, [0.01, 0.02, 0.05, 0.1, 0.2]),
+    (0.5, 3.0, [0.5, 1.0, 2.0]),
+    (1e-4, 10.0, None),  # more than three decades: plotly ticks the powers of ten
+])
+def test_log_ticks_are_one_two_five_per_decade(low, high, expected):
+    assert log_ticks(low, high) == expected
+
+
+def _log_chart(low: float, high: float, title: str = "loss", **axis) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[low, (low * high) ** 0.5, high]))
+    fig.update_yaxes(type="log", title_text=title, **axis)
+    return fig
+
+
+def test_a_short_log_axis_gets_full_labels_at_one_two_five_and_says_log_scale():
+    axis = finish(_log_chart(0.008, 0.25)).layout.yaxis
+    assert list(axis.tickvals) == [0.01, 0.02, 0.05, 0.1, 0.2]
+    assert axis.tickformat == "~g"  # "0.02", not plotly's lone small "2"
+    assert axis.title.text == "loss (log scale)"
+
+
+def test_a_long_log_axis_is_ticked_at_decades_and_own_ticks_are_kept():
+    assert finish(_log_chart(1e-5, 10)).layout.yaxis.dtick == 1
+    own = finish(_log_chart(0.01, 1, title="risk, log scale", dtick="D2")).layout.yaxis
+    assert own.dtick == "D2" and own.tickvals is None and own.title.text == "risk, log scale"
+
+
+def test_log_axes_of_subplots_are_ticked_from_their_own_traces():
+    fig = go.Figure([go.Scatter(x=[1, 2], y=[1, 2]), go.Scatter(x=[1, 2], y=[0.01, 0.2], yaxis="y2")])
+    fig.update_layout(yaxis2=dict(type="log", overlaying="y", side="right"))
+    finish(fig)
+    assert list(fig.layout.yaxis2.tickvals) == [0.01, 0.02, 0.05, 0.1, 0.2]
+    assert fig.layout.yaxis.tickvals is None and fig.layout.yaxis.title.text is None  # linear: untouched
