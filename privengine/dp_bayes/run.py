@@ -23,27 +23,21 @@ import torch
 
 from privengine.randomness import noise_caveat, noise_generator
 
-from . import comparison
+from . import chains, comparison
 from .charts_data import density_table
 from .coverage import Released, coverage_90, evaluate
 from .config import DpBayesConfig
-from .data import Records, synthetic_records
+from .data import synthetic_records
 from .laplace import laplace_approximation
 from .metrics import score
-from .models import build_model
-from .objective import Objective
 from .privacy import release_claim, sweep_claim
 from .reference import StopRequested, reference_posterior
 from .sanitizer import sensitivity
-from .sgld import PreconditionedSGLD, exponential_mechanism_transform
-from .vi import laplace_start, maximise
 
-CHECK_EVERY = 10          # steps between stop checks of the optimisers and of small samplers
 BIG_STEP = 1_000_000      # chains x samples x records above which SGLD checks every step
 TRACE_POINTS = 1000       # trace and utility points per SGLD run, at most
 DENSITY_EVERY_S = 2.0     # seconds between refreshes of the live density chart
 PROGRESS_EVERY_S = 0.5
-SAMPLER_DTYPE = torch.float32
 NOISE_STREAM = 1          # stream key of the SGLD noise and its Monte Carlo samples (privengine.randomness)
 
 
@@ -139,10 +133,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     gen = torch.Generator(device=device).manual_seed(config.seed)
     records = synthetic_records(config.model, n=config.n_records, coefficients=config.coefficients,
                                 intercept=config.intercept, noise_sd=config.noise_sd, seed=config.data_seed)
-    priors = dict(prior_sd=config.prior_sd, sigma_prior_scale=config.sigma_prior_scale)
-    exact_model = build_model(config.model, records, **priors)
-    model = build_model(config.model, Records(records.x.to(device, SAMPLER_DTYPE),
-                                              records.y.to(device, SAMPLER_DTYPE)), **priors)
+    exact_model, model = chains.models_of(config, records, device)
     names = model.names
     eps_chain = _chain_epsilons(config)
     delta_u = sensitivity(config.tau, config.neighbouring)
@@ -159,12 +150,9 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     reporter.log(f"reference posterior: {reference.method}")
 
     # non-private VI, started at the Laplace approximation (its optimum for a Gaussian posterior)
-    z0, scale = laplace_start(laplace, 1)
-    z0, scale = z0.to(device, SAMPLER_DTYPE), scale.to(device, SAMPLER_DTYPE)
-    live = _Live(reporter, reference, z0[0].double().cpu().numpy(), total_steps=total)
-    vi_obj = Objective(model, tau=None, entropy_weight=1.0, mc_samples=config.mc_samples)
-    z_vi = maximise(vi_obj, z0, scale=scale, steps=config.vi_steps, generator=gen, report_every=CHECK_EVERY,
-                    on_report=live.optimiser("vi_elbo", "non-private VI"))
+    live = _Live(reporter, reference, None, total_steps=total)
+    z_vi, scale = chains.fit_vi(config, model, laplace, generator=gen,
+                                on_report=live.optimiser("vi_elbo", "non-private VI"))
     live.z_vi = z_vi[0].double().cpu().numpy()
     vi_scores = score(live.z_vi, reference)
     if reporter.stop_was_requested:
@@ -173,30 +161,22 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     # private warm-up to the sanitized utility's maximiser. Its Monte Carlo samples come from the seeded
     # generator even in secure mode: the start only affects how close finite SGLD gets to the exact
     # distribution (the claim's caveat), never the exact-draw guarantee.
-    utility = Objective(model, tau=config.tau, entropy_weight=config.entropy_weight, mc_samples=config.mc_samples)
-    z_star = maximise(utility, z_vi, scale=scale, steps=config.warmup_steps, generator=gen,
-                      report_every=CHECK_EVERY,
-                      on_report=live.optimiser("utility", "warm-up (Adam on the sanitized utility)",
-                                               offset=config.vi_steps))
+    z_star, utility = chains.warm_up(config, model, z_vi, scale, generator=gen,
+                                     on_report=live.optimiser("utility", "warm-up (Adam on the sanitized utility)",
+                                                              offset=config.vi_steps))
     if reporter.stop_was_requested:
         return {"stopped_in": "warm-up", "vi": vi_scores.summary()}
 
     # SGLD on exp(c U): its injected noise and Monte Carlo samples are the mechanism's randomness
     noise = noise_generator(config, NOISE_STREAM, device=device)
-    c = torch.tensor([e / (2 * delta_u) for e in eps_chain], device=device, dtype=SAMPLER_DTYPE)
-    chains = config.chains
-    transform = exponential_mechanism_transform(z_star.expand(chains, -1), c, config.entropy_weight)
-
-    def grad_log_f(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        value, grad = utility.value_and_grad(z, generator=noise)
-        return c * value, c[:, None] * grad
-
-    sampler = PreconditionedSGLD(grad_log_f, transform=transform, step_size=config.step_size, generator=noise)
+    sampler, c = chains.sgld_sampler(config, utility, z_star, eps_chain, noise=noise)
+    transform = sampler.transform
+    n_chains = config.chains
     if config.mode == "release":
         labels = {0: "utility"}
     else:
         labels = {i * config.sweep_repeats: f"utility.eps={e:g}" for i, e in enumerate(config.sweep_epsilons)}
-    check_every = CHECK_EVERY if chains * config.mc_samples * config.n_records <= BIG_STEP else 1
+    check_every = chains.CHECK_EVERY if n_chains * config.mc_samples * config.n_records <= BIG_STEP else 1
     trace_every = check_every * max(1, sgld_steps // (TRACE_POINTS * check_every))
     offset = config.vi_steps + config.warmup_steps
     reporter.artifact("phases", {"vi_end": config.vi_steps, "warmup_end": offset,
@@ -225,7 +205,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
         "names": list(names), "reference_mean": reference.mean, "reference_sd": reference.sd,
         "vi": {"mean_error_sd": vi_scores.mean_error_sd, "sd_ratio": vi_scores.sd_ratio, **vi_scores.summary()},
         "private": [{"mean_error_sd": s.mean_error_sd, "log_sd_ratio": s.log_sd_ratio, **s.summary()}
-                    for s in scores[: min(chains, 10)]],
+                    for s in scores[: min(n_chains, 10)]],
     })
     summary = {
         "method": "exponential",
@@ -237,7 +217,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
         "entropy_weight": config.entropy_weight,
         **{f"vi_{k}": v for k, v in vi_scores.summary().items()},
         "sgld_steps_per_s": sgld_steps / max(sgld_seconds, 1e-9),
-        "sgld_chains": chains,
+        "sgld_chains": n_chains,
         "wall_time_s": time.perf_counter() - started,
     }
     claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
