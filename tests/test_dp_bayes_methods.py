@@ -165,3 +165,35 @@ def test_dpvi_noise_multiplier_and_claim_follow_opacus():
     assert 0.98 <= claim.epsilon <= 1.0  # within get_noise_multiplier's tolerance, never above the target
     assert "Opacus RDP" in claim.accountant and "add or remove" in claim.neighbouring
     assert any("group privacy" in c for c in claim.caveats)  # the config's relation is replace-one
+
+
+@pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
+def test_sweep_headline_composes_claims_under_one_relation(neighbouring):
+    """DPVI is accounted under add/remove; under replace-one it enters the composition as (2 eps, (1 + e^eps) delta).
+
+    Adding its add/remove epsilon to the replace-one epsilons of SSP (and the exponential mechanism) holds under
+    neither relation.
+    """
+    from privengine.dp_bayes.comparison import _claims, sweep_headline
+    from privengine.dp_bayes.releases import DpviInfo, SspInfo, dpvi_noise_multiplier
+
+    config = DpBayesConfig.from_dict({"method": "all", "mode": "sweep", "sweep_epsilons": [1.0],
+                                      "neighbouring": neighbouring, "dpvi_steps": 300, "dpvi_sample_rate": 0.1})
+    mu = ssp.gaussian_mu(1.0, config.delta)
+    ssp_claim = _claims(config, "ssp", SspInfo({1.0: mu}, {1.0: 1.0}, 1.0, 0.3, 0.0), [1.0], headline=False,
+                        sweep=True)
+    sigma = dpvi_noise_multiplier(config, 1.0)
+    dpvi_claim = _claims(config, "dpvi", DpviInfo({1.0: sigma}, {1.0: 300}), [1.0], headline=False, sweep=True)
+    claims, head = sweep_headline(config, [ssp_claim, dpvi_claim])
+    assert head.headline and not any(c.headline for c in claims)
+    eps_ar, delta_ar = dpvi_claim.epsilon, dpvi_claim.delta
+    if neighbouring == "replace-one":
+        assert head.epsilon == pytest.approx(ssp_claim.epsilon + 2 * eps_ar)
+        assert head.delta == pytest.approx(config.delta + (1 + math.exp(eps_ar)) * delta_ar)
+        assert all(c.neighbouring.startswith("replace one record") for c in claims)
+        assert any("group privacy" in c for c in claims[1].caveats)
+    else:
+        assert head.epsilon == pytest.approx(ssp_claim.epsilon + eps_ar)
+        assert head.delta == pytest.approx(2 * config.delta)
+        assert all(c.neighbouring.startswith("add or remove") for c in claims)
+    assert head.epsilon == pytest.approx(sum(c.epsilon for c in claims))

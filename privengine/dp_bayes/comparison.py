@@ -29,7 +29,8 @@ from .config import DpBayesConfig
 from .coverage import Released, coverage_90, evaluate, reference_release
 from .data import Records, synthetic_records, true_parameters
 from .models import build_model
-from .privacy import EVALUATION_NOTE, basic_composition, dpvi_claim, ssp_claim
+from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, basic_composition, dpvi_claim,
+                      replace_one_by_group_privacy, ssp_claim)
 from .reference import ReferencePosterior, StopRequested, reference_posterior
 
 SSP_STREAM, DPVI_STREAM = 2, 3   # noise stream keys (privengine.randomness); the exponential uses 1
@@ -164,9 +165,7 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
     claims = [_claims(config, m, info, eps, headline=False, sweep=True) for m, (_, info) in results.items()]
     if exponential is not None:
         claims = [PrivacyClaim.from_dict({**c, "headline": False}) for c in exponential["privacy"]] + claims
-    headline = (basic_composition(claims, label="all-methods sweep (evaluation only): every release of data set 0, "
-                                                "composed across methods")
-                if len(claims) > 1 else replace(claims[0], headline=True))
+    claims, headline = sweep_headline(config, claims)
     coverage = coverage_by(rows)
     private = [c for c in coverage if c["method"] != REFERENCE_METHOD]
     reference_row = next(c for c in coverage if c["method"] == REFERENCE_METHOD)
@@ -185,6 +184,21 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
     }
     reporter.progress(1.0, "done")
     return summary
+
+
+def sweep_headline(config: DpBayesConfig, claims: list[PrivacyClaim]) -> tuple[list[PrivacyClaim], PrivacyClaim]:
+    """The per-method claims of a sweep, each under the config's relation, and the one headline over them.
+
+    Epsilons and deltas add only under one neighbouring relation: under replace-one, DPVI's add/remove claim
+    is first restated by group privacy (2 eps, (1 + e^eps) delta) before the basic composition. A single
+    claim stays as it is (DPVI's then says the replace-one figure in its caveats).
+    """
+    if len(claims) == 1:
+        return claims, replace(claims[0], headline=True)
+    if config.neighbouring == "replace-one":
+        claims = [replace_one_by_group_privacy(c) if c.neighbouring == DPVI_NEIGHBOURING else c for c in claims]
+    return claims, basic_composition(claims, label="all-methods sweep (evaluation only): every release of data "
+                                                   "set 0, composed across methods")
 
 
 def coverage_by(rows: list[dict]) -> list[dict]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from privengine.claims import PrivacyClaim, union_caveats
 
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
@@ -69,6 +72,7 @@ SSP_NEIGHBOURING = {
     "add-remove": "add or remove one record (Delta_2 = sqrt(E) over the rescaled statistics, N released noisily)",
 }
 DPVI_NEIGHBOURING = "add or remove one record (Poisson-subsampled DP-SGD steps)"
+GROUP_PRIVACY_NOTE = "Stated for add/remove neighbours (Opacus' accountant); replacing one record"
 EVALUATION_NOTE = ("Evaluation releases on other synthetic data sets (data seeds data_seed + 1, ...), used only to "
                    "estimate coverage, read no record of the released data set and cost it nothing.")
 
@@ -117,7 +121,7 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
         noise,
     ]
     if neighbouring == "replace-one":
-        caveats.append("Stated for add/remove neighbours (Opacus' accountant); replacing one record is a removal "
+        caveats.append(GROUP_PRIVACY_NOTE + " is a removal "
                        "and an addition, so under replace-one the guarantee is (2 epsilon, (1 + e^epsilon) delta) "
                        "by group privacy.")
     name = label or (f"{runs} DPVI runs on the data set (composed)" if runs > 1
@@ -125,6 +129,27 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
     accountant = ("Opacus RDP accountant (Mironov, Talwar & Zhang 2019) over the Poisson-subsampled Gaussian "
                   "steps" + (f" of {runs} runs composed" if runs > 1 else ""))
     return PrivacyClaim(name, epsilon, delta, accountant, DPVI_NEIGHBOURING, order, tuple(caveats), headline=headline)
+
+
+def replace_one_by_group_privacy(claim: PrivacyClaim) -> PrivacyClaim:
+    """An add/remove claim (epsilon, delta) restated for replace-one neighbours: (2 epsilon, (1 + e^epsilon) delta).
+
+    Replacing a record is removing it and adding another, so group privacy over the two steps gives
+    P[M(D) in S] <= e^eps (e^eps P[M(D') in S] + delta) + delta. Needed before composing DPVI (accounted
+    under add/remove) with claims made under replace-one: their epsilons and deltas add only under one relation.
+
+    >>> c = replace_one_by_group_privacy(PrivacyClaim("x", 1.0, 1e-5, "acc", DPVI_NEIGHBOURING))
+    >>> round(c.epsilon, 6), round(c.delta, 10), c.neighbouring.startswith("replace one record")
+    (2.0, 3.71828e-05, True)
+    """
+    eps, delta = claim.epsilon, claim.delta
+    note = (f"Restated for replace-one by group privacy: the accountant gives epsilon = {eps:.4g}, delta = {delta:g} "
+            "under add/remove; replacing one record is a removal and an addition, so under replace-one the "
+            f"guarantee is (2 epsilon, (1 + e^epsilon) delta) = ({2 * eps:.4g}, {(1 + math.exp(eps)) * delta:.3g}).")
+    caveats = tuple(c for c in claim.caveats if not c.startswith(GROUP_PRIVACY_NOTE)) + (note,)
+    return replace(claim, epsilon=2 * eps, delta=(1 + math.exp(eps)) * delta,
+                   accountant=claim.accountant + "; group privacy of size 2 (add/remove to replace-one)",
+                   neighbouring="replace one record (group privacy of size 2 from add/remove)", caveats=caveats)
 
 
 def basic_composition(claims: list[PrivacyClaim], *, label: str) -> PrivacyClaim:
