@@ -6,7 +6,7 @@ import streamlit as st
 from privengine import registry
 from ui import charts, services
 from ui.gallery import presets_table, quick_demo_card
-from ui.runs_table import runs_frame
+from ui.runs_table import column_config, runs_frame
 from ui.shell import through_app
 
 through_app()
@@ -39,7 +39,7 @@ presets_table(mechanisms)
 st.subheader("Recent runs")
 recent = services.store().list_runs(limit=8)
 if recent:
-    charts.table(runs_frame(recent))
+    charts.table(runs_frame(recent), column_config=column_config())
     st.page_link("pages/runs.py", label="All runs", icon=":material/table_rows:")
 else:
     st.caption("No runs yet. Launch one from a mechanism page, or from a terminal: "

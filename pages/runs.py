@@ -5,14 +5,12 @@ import functools
 import streamlit as st
 
 from privengine import registry
-from privengine.claims import headline_of
-from privengine.figures.common import is_epsilon, overlay
-from privengine.figures.text import accountant_name
+from privengine.figures.compare import comparison_figures, mechanism_name, single_values
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
 from ui.report_button import report_button
-from ui.runs_table import config_differences, runs_frame
+from ui.runs_table import column_config, config_differences, runs_frame
 from ui.shell import through_app
 
 through_app()
@@ -21,7 +19,7 @@ store = services.store()
 
 known = sorted({m.name for m in registry.all_mechanisms()} | set(store.mechanisms()))
 f1, f2, f3 = st.columns([2, 2, 1])
-mechanisms = f1.multiselect("Mechanism", known, placeholder="all mechanisms")
+mechanisms = f1.multiselect("Mechanism", known, format_func=mechanism_name, placeholder="all mechanisms")
 states = f2.multiselect("State", list(STATES), placeholder="all states")
 f3.button("Refresh", icon=":material/refresh:", width="stretch")
 
@@ -32,7 +30,8 @@ if not runs:
     st.stop()
 
 table = runs_frame(runs)
-event = charts.table(table, on_select="rerun", selection_mode="multi-row", key="runs.table")
+event = charts.table(table, on_select="rerun", selection_mode="multi-row", key="runs.table",
+                     column_config=column_config())
 selected = [runs[i] for i in event.selection.rows]
 st.caption(f"{len(runs)} runs · select rows to act on them; select two or more to compare their curves.")
 if not selected:
@@ -59,7 +58,8 @@ for run in selected[:6]:
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([2, 1, 1, 1.4])
         with c1:
-            link_to_mechanism(run.mechanism, f"Open run {run.id} ({run.mechanism}, {run.state})", run_id=run.id)
+            link_to_mechanism(run.mechanism, f"Open run {run.id} ({mechanism_name(run.mechanism)}, {run.state})",
+                              run_id=run.id)
         # callables: the export is built when the button is clicked, not on every rerun
         c2.download_button("CSV", functools.partial(store.export_csv, run.id), file_name=f"{run.id}.csv",
                            mime="text/csv", key=f"csv.{run.id}", icon=":material/download:")
@@ -72,21 +72,21 @@ if len(selected) > 6:
 
 if len(selected) >= 2:
     st.subheader("Compare")
+    st.markdown("Privacy and the settings that differ:")
     differences = config_differences(selected)
-    st.markdown("Headline privacy claims and the config values that differ:")
-    charts.table(differences)
-    report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
+    charts.table(differences, column_config=column_config())
     if differences.shape[1] <= 3:
         st.caption("The selected runs have identical configs.")
-    per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=400) for r in selected}
-    # ε curves name each run's accountant (that of its headline claim) in the legend
-    accountants = {f"{r.id} ({r.mechanism})": accountant_name(c.accountant) for r in selected
-                   if (c := headline_of(r.summary)) is not None}
-    names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})
-    if not names:
+    report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
+    per_run = {r.id: store.metrics(r.id, max_points=400) for r in selected}
+    once = single_values(selected, per_run)
+    if once is not None:
+        st.markdown(f"**{once.title}**")
+        charts.table(once.frame)
+    figures = comparison_figures(selected, per_run)
+    if not figures and once is None:
         st.caption("The selected runs reported no metrics.")
     columns = st.columns(2)
-    for i, name in enumerate(names):
+    for i, fig in enumerate(figures):
         with columns[i % 2]:
-            charts.show(overlay(per_run, name, accountants=accountants if is_epsilon(name) else None),
-                        key=f"compare.{name}")
+            charts.show(fig, key=f"compare.{i}.{fig.layout.title.text}")

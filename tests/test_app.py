@@ -53,6 +53,8 @@ def test_runs_page_empty_and_with_runs(store):
     assert run_id in table["run"].tolist()
     assert table["privacy"].tolist() == ["ε = 2.5, δ = 1e-05 [toy]"]
     assert table["accountant"].tolist() == ["Opacus RDP accountant"]
+    assert table["settings"].tolist() == ["steps = 1"]  # the knobs changed from the defaults, by their labels
+    assert table.columns.tolist()[:4] == ["run", "mechanism", "state", "privacy"]  # privacy before the details
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.name != "toy"])
@@ -219,7 +221,7 @@ def test_launching_a_quick_demo_from_home_starts_it_and_opens_its_page(store):
         assert run.mechanism == "dp_bayes" and run.config == expected  # the preset's config, as launched
         assert run.source == "dashboard (preset quick-demo)"  # the run records its preset
         assert at.title[0].value == registry.get("dp_bayes").title  # the mechanism's page, showing the run
-        assert any(f"Run **{run_id}**" in c.value and "preset quick-demo" in c.value for c in at.caption)
+        assert any(f"Run **{run_id}**" in m.value and "preset quick-demo" in m.value for m in at.markdown)
     finally:
         _stop_and_wait(store, run_id)
 

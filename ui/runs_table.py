@@ -5,42 +5,75 @@ from __future__ import annotations
 import time
 
 import pandas as pd
+import streamlit as st
 
+from privengine import registry
 from privengine.claims import headline_of
-from privengine.figures.text import accountant_name, headline_text
+from privengine.config import RunConfig
+from privengine.errors import PrivengineError
+from privengine.figures.compare import differing_fields, mechanism_name
+from privengine.figures.text import accountant_name, knob_label, privacy_text, settings_text, value_text
 from privengine.store import RunRecord
+
+_COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
+
+COLUMNS = ["run", "mechanism", "state", "privacy", "settings", "created", "elapsed (s)", "device", "source",
+           "accountant"]
+
+
+def column_config() -> dict:
+    """Widths of the runs tables' long text columns: the privacy claim stays readable beside the others."""
+    return {"privacy": st.column_config.TextColumn(width="large"),
+            "settings": st.column_config.TextColumn(width="medium")}
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
-    """One row per run: id, mechanism, state, start time, duration, device, origin, headline privacy claim
-    and its accountant (the run's page has the full statement: neighbouring relation, order, caveats)."""
+    """One row per run: id, mechanism, state, privacy (headline claim, or the leakage of a mechanism without one),
+    the settings that differ from the mechanism's defaults, start time, duration, device, origin and the headline's
+    accountant (the run's page has the full statement: neighbouring relation, order, caveats)."""
     rows = []
     for run in runs:
         headline = headline_of(run.summary)
         rows.append({
             "run": run.id,
-            "mechanism": run.mechanism,
+            "mechanism": mechanism_name(run.mechanism),
             "state": run.state,
+            "privacy": privacy_text(run),
+            "settings": key_settings(run),
             "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_at)),
             "elapsed (s)": None if run.elapsed_s is None else round(run.elapsed_s, 1),
             "device": run.device or "",
             "source": run.source,
-            "privacy": headline_text(headline),
             "accountant": accountant_name(headline.accountant) if headline else "",
         })
-    return pd.DataFrame(rows, columns=["run", "mechanism", "state", "created", "elapsed (s)", "device", "source",
-                                       "privacy", "accountant"])
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def key_settings(run: RunRecord) -> str:
+    """The run's knobs that differ from its mechanism's defaults, as the form names them (device, seed and noise
+    source left out); "defaults" when none does."""
+    try:
+        specs = registry.get(run.mechanism).config_cls.specs()
+    except PrivengineError:
+        return ""
+    changed = {s.name: run.config[s.name] for s in specs
+               if s.name not in _COMMON_FIELDS and s.name in run.config and _differs(run.config[s.name], s.default)}
+    return settings_text(run.mechanism, changed) if changed else "defaults"
+
+
+def _differs(value, default) -> bool:
+    return list(value) != list(default) if isinstance(default, tuple) else value != default
 
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
-    """The headline privacy claim of each of ``runs`` and the config fields whose values differ among them
-    (rows: runs; columns: run, mechanism, headline privacy, then the differing fields)."""
-    keys = sorted({k for r in runs for k in r.config})
-    varying = [k for k in keys if len({repr(r.config.get(k)) for r in runs}) > 1]
-    return pd.DataFrame([{"run": r.id, "mechanism": r.mechanism, "privacy (headline)": headline_text(
-        headline_of(r.summary)), **{k: _text(r.config.get(k)) for k in varying}} for r in runs])
-
-
-def _text(value) -> str:
-    """A config value as the table shows it: a dash where there is none."""
-    return "—" if value is None else str(value)
+    """The privacy of each of ``runs`` and the knobs whose values differ among the runs of its mechanism, by their
+    form labels (rows: runs; columns: run, mechanism, privacy, then the differing knobs)."""
+    rows = [{"run": r.id, "mechanism": mechanism_name(r.mechanism), "privacy": privacy_text(r)} for r in runs]
+    for mechanism in dict.fromkeys(r.mechanism for r in runs):
+        group = [r for r in runs if r.mechanism == mechanism]
+        for field in differing_fields(group):
+            label = knob_label(mechanism, field)
+            for row, run in zip(rows, runs):
+                if run.mechanism == mechanism:
+                    row[label] = value_text(mechanism, field, run.config.get(field))
+    return pd.DataFrame(rows)

@@ -1,6 +1,6 @@
-"""Figure building blocks shared by every mechanism: metric curves of one run, overlays across runs, tables,
-and the finishing every chart gets before it is drawn (:func:`finish`: titles wrapped, the published figure of
-the run's preset drawn on the chart of its metric)."""
+"""Figure building blocks shared by every mechanism: metric curves of one run, tables, and the finishing every
+chart gets before it is drawn (:func:`finish`: titles wrapped, log axes ticked in full, the published figure of
+the run's preset drawn on the chart of its metric). Charts of several runs side by side are in :mod:`.compare`."""
 
 from __future__ import annotations
 
@@ -62,29 +62,6 @@ def waiting_if_empty(fig: go.Figure, text: str = "no data yet") -> go.Figure:
 def is_epsilon(name: str) -> bool:
     """Whether metric ``name`` is a privacy loss ε (its charts must name the accountant)."""
     return name.startswith("eps") or "epsilon" in name
-
-
-def overlay(per_run: dict[str, pd.DataFrame], name: str, *, title: str | None = None,
-            accountants: dict[str, str] | None = None) -> go.Figure:
-    """The metric ``name`` of several runs on one chart; ``per_run`` maps a legend label to its long table;
-    ``accountants`` (legend label -> accountant) are named in the legend, for ε curves."""
-    fig = go.Figure()
-    for label, metrics in per_run.items():
-        part = metrics[metrics["name"] == name]
-        if not part.empty:
-            accountant = (accountants or {}).get(label)
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], mode=_mode(len(part)),
-                                     name=f"{label} · {accountant}" if accountant else label))
-    fig.update_layout(title=title or name, xaxis_title="step", **LAYOUT)
-    if accountants:
-        fig.update_yaxes(title_text="ε (accountant in the legend)")
-    return waiting_if_empty(fig)
-
-
-def overlays(per_run: dict[str, pd.DataFrame]) -> list[go.Figure]:
-    """One overlay per metric any of the runs reported, by name."""
-    names = sorted({n for frame in per_run.values() for n in frame["name"].unique()})
-    return [overlay(per_run, name) for name in names]
 
 
 def measures(fig: go.Figure, metric: str) -> go.Figure:

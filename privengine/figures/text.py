@@ -7,7 +7,10 @@ import re
 from typing import Any
 
 from privengine import registry
-from privengine.claims import PrivacyClaim
+from privengine.claims import PrivacyClaim, headline_of
+from privengine.errors import PrivengineError
+from privengine.explore.frontier import HEADLINE_EPSILON, run_values
+from privengine.store import RunRecord
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -21,7 +24,9 @@ def mean_sd(mean: float, sd: float, seeds: int) -> str:
 
 
 def value_text(mechanism: str, name: str, value: Any) -> str:
-    """A knob's value as the form shows it: choice labels, yes/no, short numbers."""
+    """A knob's value as the form shows it: choice labels, yes/no, short numbers, a dash for none."""
+    if value is None:
+        return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -69,6 +74,22 @@ def headline_text(claim: PrivacyClaim | None) -> str:
     """``ε = 3, δ = 1e-05 [label]`` of a run's headline claim (label as :func:`claim_label` reads it); empty
     when it has none."""
     return f"{claim.statement()} [{claim_label(claim.label)}]" if claim else ""
+
+
+def privacy_text(run: RunRecord) -> str:
+    """What a run's privacy column says: its headline claim (:func:`headline_text`), or, for a mechanism that
+    states no (ε, δ), the leakage its frontier measures instead (``not DP: leak AUC 0.62``); empty while unknown."""
+    headline = headline_of(run.summary)
+    if headline is not None:
+        return headline_text(headline)
+    try:
+        frontier = registry.get(run.mechanism).frontier
+    except PrivengineError:
+        return ""
+    if frontier is None or frontier.privacy.name == HEADLINE_EPSILON:
+        return ""
+    value = run_values(run.summary).get(frontier.privacy.name)
+    return "" if value is None else f"not DP: {frontier.privacy.label.split(' (')[0]} {number(value, 3)}"
 
 
 def _singular(word: str) -> str:

@@ -23,7 +23,7 @@ from privengine.cli_fields import flag_name
 from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError, UnknownMechanismError
 from privengine.explore import runner
 from privengine.figures import run_figures, run_tables
-from privengine.figures.common import overlays
+from privengine.figures.compare import comparison_figures, single_values
 from privengine.figures.sweep import frontier_figure, point_seeds, points_frame
 from privengine.figures.text import headline_text, summary_values, value_text
 from privengine.store import RunRecord, RunStore
@@ -160,8 +160,11 @@ def comparison_report(store: RunStore, run_ids: list[str]) -> str:
     doc = Document(f"Comparison of {len(runs)} runs: {', '.join(run_ids)}")
     doc.heading("Runs side by side")
     doc.table(_comparison_frame(runs))
-    per_run = {f"{r.id} ({r.mechanism})": store.metrics(r.id, max_points=MAX_POINTS) for r in runs}
-    figures = overlays(per_run)
+    per_run = {r.id: store.metrics(r.id, max_points=MAX_POINTS) for r in runs}
+    once, figures = single_values(runs, per_run), comparison_figures(runs, per_run)
+    if once is not None:
+        doc.heading(once.title)
+        doc.table(once.frame)
     if figures:
         doc.heading("Curves overlaid")
         for fig in figures:

@@ -1,0 +1,137 @@
+"""Several runs side by side, for the Runs page and comparison reports: each run named by its mechanism and the
+settings that tell it apart, one chart per chart of the runs' pages with every run's lines on it (one colour per
+run), and the metrics a run reports once (e.g. PATE's fraction of queries answered) as a table, not as lone dots.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.colors
+import plotly.graph_objects as go
+
+from privengine import registry
+from privengine.claims import headline_of
+from privengine.errors import PrivengineError
+from privengine.store import RunRecord
+
+from .common import LAYOUT, Table, is_epsilon
+from .metric_names import MetricName, describe
+from .text import accountant_name, knob_label, number, value_text
+
+PALETTE = plotly.colors.qualitative.Plotly
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+MAX_SETTINGS = 2  # settings named in a run's label (legends stay short); the comparison table has them all
+
+
+def mechanism_name(mechanism: str) -> str:
+    """A mechanism's short name: its title before any colon (``PATE``), its key when it is not registered."""
+    try:
+        return registry.get(mechanism).title.split(":")[0]
+    except PrivengineError:
+        return mechanism
+
+
+def differing_fields(runs: list[RunRecord]) -> list[str]:
+    """The config fields, in their declaration order, whose values differ among ``runs`` of one mechanism (fields
+    their mechanism no longer declares are left out)."""
+    if not runs:
+        return []
+    try:
+        names = [s.name for s in registry.get(runs[0].mechanism).config_cls.specs()]
+    except PrivengineError:
+        return []
+    return [k for k in names if len({repr(r.config.get(k)) for r in runs}) > 1]
+
+
+def run_labels(runs: list[RunRecord]) -> dict[str, str]:
+    """Run id -> ``"37397c477b · teachers = 100, threshold = 80 (+6 more)"``: the settings in which the run differs
+    from the other runs of its mechanism among ``runs`` (at most :data:`MAX_SETTINGS`), after the mechanism's
+    name when ``runs`` are of several mechanisms."""
+    several = len({r.mechanism for r in runs}) > 1
+    labels = {}
+    for mechanism in dict.fromkeys(r.mechanism for r in runs):
+        group = [r for r in runs if r.mechanism == mechanism]
+        fields = differing_fields(group)
+        for run in group:
+            shown = [f"{knob_label(mechanism, k)} = {value_text(mechanism, k, run.config.get(k))}"
+                     for k in fields[:MAX_SETTINGS]]
+            more = f" (+{len(fields) - MAX_SETTINGS} more)" if len(fields) > MAX_SETTINGS else ""
+            parts = [run.id, mechanism_name(mechanism)] if several else [run.id]
+            if shown:
+                parts.append(", ".join(shown) + more)
+            labels[run.id] = " · ".join(parts)
+    return labels
+
+
+Line = tuple[RunRecord, str, MetricName, pd.DataFrame]  # a run, the metric's key, its name, its points
+
+
+def _charts(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) -> dict[str, list[Line]]:
+    """Chart title -> the lines drawn on it, in run order; charts of several mechanisms start with its name."""
+    several = len({r.mechanism for r in runs}) > 1
+    charts: dict[str, list[Line]] = {}
+    for run in runs:
+        frame = metrics.get(run.id)
+        if frame is None or frame.empty:
+            continue
+        for key, part in frame.groupby("name", sort=True):
+            name = describe(run.mechanism, key)
+            chart = f"{mechanism_name(run.mechanism)}: {name.chart}" if several else name.chart
+            charts.setdefault(chart, []).append((run, key, name, part))
+    return charts
+
+
+def _once(lines: list[Line]) -> bool:
+    """Whether every line of a chart has a single point: a value reported once, for the table."""
+    return all(len(part) <= 1 for *_, part in lines)
+
+
+def comparison_figures(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) -> list[go.Figure]:
+    """One chart per chart title of the runs' pages, every run's lines on it (colour: run, dash: the line of the
+    page's chart); ``metrics`` maps a run id to its long (step, name, value) table. Values reported once are
+    left to :func:`single_values`."""
+    labels, colour = run_labels(runs), {r.id: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)}
+    figures = []
+    for chart, lines in _charts(runs, metrics).items():
+        if _once(lines):
+            continue
+        dashes = list(dict.fromkeys(name.series for _, _, name, _ in lines))
+        fig = go.Figure()
+        for run, _, name, part in lines:
+            dash = DASHES[dashes.index(name.series) % len(DASHES)]
+            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], legendgroup=run.id,  # the run over its lines
+                                     legendgrouptitle_text=labels[run.id] if name.series else None,
+                                     name=name.series or labels[run.id],
+                                     mode="lines+markers" if len(part) < 40 else "lines",
+                                     line=dict(color=colour[run.id], dash=dash)))
+        first, runs_drawn = lines[0][2], len({run.id for run, *_ in lines})
+        legend_rows = len(lines) + (runs_drawn if any(name.series for _, _, name, _ in lines) else 0)
+        fig.update_layout(title=chart + _accountants(lines), xaxis_title=first.x_title, yaxis_title=first.y_title,
+                          **{**LAYOUT, "height": 300 + 22 * legend_rows})  # the legend lists every line below
+        if first.log_y:
+            fig.update_yaxes(type="log")
+        figures.append(fig)
+    return figures
+
+
+def _accountants(lines) -> str:
+    """`` (accountant)`` for a chart of ε, from the runs' headline claims (names joined when they differ)."""
+    if not any(is_epsilon(key) for _, key, _, _ in lines):
+        return ""
+    names = dict.fromkeys(accountant_name(c.accountant) for run, *_ in lines
+                          if (c := headline_of(run.summary)) is not None)
+    return f" ({'; '.join(names)})" if names else ""
+
+
+def single_values(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) -> Table | None:
+    """The values the runs report once, as a table (rows: runs; columns: metrics), or None when there are none."""
+    labels, rows = run_labels(runs), {}
+    for chart, lines in _charts(runs, metrics).items():
+        if not _once(lines):
+            continue
+        for run, _, name, part in lines:
+            column = f"{chart} ({name.series})" if name.series else chart
+            rows.setdefault(labels[run.id], {})[column] = number(float(part["value"].iloc[0]))
+    if not rows:
+        return None
+    return Table("Values reported once", pd.DataFrame.from_dict(rows, orient="index").rename_axis("run").reset_index())

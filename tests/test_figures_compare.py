@@ -1,0 +1,64 @@
+"""Runs side by side: charts named as the runs' pages name them, values reported once in a table, runs told apart
+by the settings that differ, and a privacy cell for a mechanism that states no epsilon."""
+
+from __future__ import annotations
+
+from privengine.claims import PrivacyClaim
+from privengine.figures.compare import comparison_figures, run_labels, single_values
+from privengine.figures.metric_names import describe
+from privengine.figures.text import privacy_text
+
+
+def _pate_run(store, teachers: int, eps_slope: float) -> str:
+    run_id = store.create_run("pate", {"teachers": teachers, "queries": 300, "seed": 0})
+    store.add_metrics(run_id, [(0, "fraction_answered", teachers / 100)]
+                      + [(q, "eps_data_independent", eps_slope * q) for q in range(1, 6)])
+    claim = PrivacyClaim("data-independent", 5 * eps_slope, 1e-5, "Rényi DP of GNMax (Papernot et al. 2018)",
+                         "replace one", headline=True)
+    store.mark_ended(run_id, "finished", summary={"privacy": [claim.to_dict()]})
+    return run_id
+
+
+def test_runs_are_compared_chart_by_chart_with_the_pages_names_and_single_values_in_a_table(store):
+    ids = [_pate_run(store, 50, 1.0), _pate_run(store, 80, 2.0)]
+    runs = [store.get_run(i) for i in ids]
+    metrics = {i: store.metrics(i) for i in ids}
+
+    assert run_labels(runs) == {ids[0]: f"{ids[0]} · teachers = 50", ids[1]: f"{ids[1]} · teachers = 80"}
+    (fig,) = comparison_figures(runs, metrics)  # the fraction answered is a single value: no chart of lone dots
+    assert fig.layout.title.text == "ε against queries answered (Rényi DP of GNMax)"  # the accountant named
+    assert fig.layout.xaxis.title.text == "queries answered"
+    assert [t.legendgrouptitle.text for t in fig.data] == list(run_labels(runs).values())
+    assert {t.name for t in fig.data} == {"data-independent"}
+    assert fig.data[0].line.color != fig.data[1].line.color  # one colour per run
+
+    table = single_values(runs, metrics)
+    assert table.frame.to_dict("list") == {"run": list(run_labels(runs).values()),
+                                          "Queries answered (fraction)": ["0.5", "0.8"]}
+
+
+def test_runs_of_several_mechanisms_are_named_with_their_mechanism(store):
+    pate = store.get_run(_pate_run(store, 50, 1.0))
+    split = store.create_run("split_label", {"protection": "marvell"})
+    store.add_metrics(split, [(1, "test_auc", 0.8), (2, "test_auc", 0.9)])
+    runs = [pate, store.get_run(split)]
+    labels = run_labels(runs)
+    assert labels[pate.id] == f"{pate.id} · PATE" and labels[split] == f"{split} · Split learning"
+    titles = [f.layout.title.text for f in comparison_figures(runs, {r.id: store.metrics(r.id) for r in runs})]
+    assert "Split learning: Test AUC" in titles and any(t.startswith("PATE: ε against queries answered") for t in titles)
+
+
+def test_stored_metric_keys_are_named_like_the_page_charts():
+    leak = describe("split_label", "marvell/leak.cos.first.mean")
+    assert (leak.chart, leak.series, leak.x_title) == ("Leak AUC at the passive party's first layer",
+                                                       "marvell · cosine attack, mean", "epoch")
+    loss = describe("dpsgd", "train_loss|isotropic|seed=2")
+    assert loss.series == "isotropic · seed 2" and loss.x_title == "optimizer step" and loss.log_y
+    assert describe("toy", "some_metric.q95").chart == "Some metric q95"  # unknown: the key in words
+
+
+def test_a_run_without_an_epsilon_says_it_is_not_dp_and_what_it_leaks(store):
+    run_id = store.create_run("split_label", {"protection": "none"})
+    assert privacy_text(store.get_run(run_id)) == ""  # nothing known yet
+    store.mark_ended(run_id, "finished", summary={"leak_auc": 0.6234, "test_auc": 0.9})
+    assert privacy_text(store.get_run(run_id)) == "not DP: leak AUC 0.623"
