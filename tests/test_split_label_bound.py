@@ -79,3 +79,25 @@ def test_the_bound_is_not_vacuous_where_marvell_works():
     for sumkl, slack in ((0.16, 0.07), (0.64, 0.11)):
         exact = norm.cdf(math.sqrt(sumkl / 2))
         assert auc_bound(sumkl) - slack < exact < auc_bound(sumkl)
+
+
+def test_first_layer_gradients_depend_on_the_features_so_the_caveats_do_not_claim_the_bound_for_them():
+    """dL/dh_1 = J(x)^T g: one cut gradient g gives different first-layer gradients for different x (ReLU masks).
+
+    The sumKL bound is on the laws of g; a scorer of (g, x) is outside it, and the run's caveats must say so.
+    """
+    import torch
+
+    from privengine.split_label.parties import PassiveParty
+    from privengine.split_label.run import BOUND_CAVEATS
+
+    gen = torch.Generator().manual_seed(0)
+    party = PassiveParty(5, (16, 4), lr=0.1, init_std=0.0, device=torch.device("cpu"), generator=gen)
+    x = torch.randn(64, 5, generator=gen)
+    party.forward(x)
+    g = torch.ones(64, 4)  # every example receives the same cut gradient
+    first = party.first_layer_gradient(g)
+    assert (first - first[0]).abs().max() > 1e-3  # yet their first-layer gradients differ: they carry x
+    text = " ".join(BOUND_CAVEATS)
+    assert "label-independent function of the cut gradients" not in text
+    assert "does not cover the first-layer attacks" in text

@@ -55,10 +55,12 @@ BOUND_CAVEATS = (
     "not a guarantee about these gradients. With a linear top model every unprotected cut gradient lies on one "
     "line; the class with the larger variance gets no noise across Δ, so its gradients stay on that line and an "
     "attacker scoring |cos| with a known positive can beat the bound (see docs/results/split_label.md).",
-    "It holds batch by batch for any scorer the passive party builds from that batch's gradients, including "
-    "its first-layer gradients (a label-independent function of the cut gradients). It says nothing about "
-    "combining batches: an example seen in many epochs gets fresh noise each time, and averaging its "
-    "gradients over epochs leaks more.",
+    "It holds batch by batch for any scorer of that batch's cut gradients alone. It does not cover the "
+    "first-layer attacks: dL/dh_1 = J(x)^T g backpropagates through the passive party's own ReLU layers, so it "
+    "depends on the example's features x as well as on its cut gradient g, and features that predict the "
+    "label can lift a scorer of (g, x) above a bound on the laws of g (with a single bottom block, dL/dh_1 = g "
+    "and the bound does apply). It says nothing about combining batches: an example seen in many epochs gets "
+    "fresh noise each time, and averaging its gradients over epochs leaks more.",
     "Batches with only one class get no Marvell noise (their count is reported as single_class_batches).",
     "The measured leak AUC of a batch is estimated from its few positives: compare the mean over batches with the "
     "bound on the mean (the mean of the per-batch bounds); a 95% quantile above the bound can be sampling noise.",
