@@ -161,20 +161,30 @@ def readable_log_axes(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def log_ticks(low: float, high: float) -> list[float] | None:
-    """1-2-5 ticks in each decade of ``[low, high]`` (both > 0), or None when it spans more than three decades
-    (ticks at the powers of ten then).
+MANTISSAS = ((1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10)))  # tick sets, sparsest first
+LOG_PAD = 1.06  # a log axis's autorange reaches about this factor beyond the data: ticks there are shown
 
-    >>> log_ticks(0.008, 0.25)
-    [0.01, 0.02, 0.05, 0.1, 0.2]
+
+def log_ticks(low: float, high: float) -> list[float] | None:
+    """Ticks for a log axis over ``[low, high]`` (both > 0): the sparsest of 1-2-5, 1-2-3-5 or every digit per
+    decade that puts at least three ticks on it; None when it spans more than three decades (ticks at the powers
+    of ten then), and fewer than three ticks when none does (the axis keeps plotly's own).
+
+    >>> log_ticks(0.008, 0.25), log_ticks(0.24, 1.98), log_ticks(0.3, 0.45)
+    ([0.01, 0.02, 0.05, 0.1, 0.2], [0.5, 1.0, 2.0], [0.3, 0.4])
     >>> log_ticks(1e-4, 10) is None
     True
     """
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     if last - first > 3:
         return None
-    ticks = [float(f"{m}e{e}") for e in range(first, last + 1) for m in (1, 2, 5)]
-    return [t for t in ticks if low <= t <= high]
+    ticks: list[float] = []
+    for mantissas in MANTISSAS:
+        ticks = [t for e in range(first, last + 1) for m in mantissas
+                 if low / LOG_PAD <= (t := float(f"{m}e{e}")) <= high * LOG_PAD]
+        if len(ticks) >= 3:
+            break
+    return ticks
 
 
 def _positive_span(fig: go.Figure, axis_name: str) -> tuple[float, float] | None:
