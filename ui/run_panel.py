@@ -64,8 +64,7 @@ def _header(snapshot: RunSnapshot) -> None:
         st.warning(f"Stopped during {run.summary['stopped_during']}; the results below are partial.",
                    icon=":material/stop_circle:")
     published_beside_own(snapshot)
-    for claim in sorted(claims_of(run.summary), key=lambda c: not c.headline):  # the headline first
-        privacy_claim(claim)
+    claims_in_brief(claims_of(run.summary))
 
 
 def published_beside_own(snapshot: RunSnapshot) -> None:
@@ -90,14 +89,33 @@ def published_beside_own(snapshot: RunSnapshot) -> None:
                    f"published value.{note}")
 
 
+def claims_in_brief(claims: list[PrivacyClaim]) -> None:
+    """The headline claim in one line, then every claim in full (:func:`privacy_claim`) in a closed expander: the
+    caveats run to many lines and would push the charts below the fold."""
+    if not claims:
+        return
+    claims = sorted(claims, key=lambda c: not c.headline)  # the headline first
+    with st.container(border=True):
+        _claim_line(claims[0])
+    more = len(claims) - 1
+    others = f", and {more} more claim{'s' if more > 1 else ''}" if more else ""
+    with st.expander(f"What the ε rests on: accountant, neighbouring datasets, caveats{others}"):
+        for claim in claims:
+            privacy_claim(claim)
+
+
+def _claim_line(claim: PrivacyClaim) -> None:
+    label = claim_label(claim.label)
+    if claim.headline:
+        st.markdown(f":material/shield: **{claim.statement()}** — {label} · *headline*")
+    else:
+        st.markdown(f":material/info: {claim.statement()} — {label}")
+
+
 def privacy_claim(claim: PrivacyClaim) -> None:
     """An epsilon with everything it rests on right under it; the run's headline claim says so."""
     with st.container(border=True):
-        label = claim_label(claim.label)
-        if claim.headline:
-            st.markdown(f":material/shield: **{claim.statement()}** — {label} · *headline*")
-        else:
-            st.markdown(f":material/info: {claim.statement()} — {label}")
+        _claim_line(claim)
         details = [f"Accountant: {claim.accountant}."]
         if claim.order is not None:
             details.append(f"Optimal order: {claim.order:g}.")
