@@ -64,8 +64,22 @@ class Knob:
     choice_labels: tuple[tuple[str, str], ...] = ()
 
     def choice_label(self, choice: str) -> str:
-        """The human-readable name of a choice (the choice itself when none was given)."""
-        return dict(self.choice_labels).get(choice, choice)
+        """The human-readable name of a choice: its label given here, else the shared name of a common choice
+        (:data:`CHOICE_NAMES`), else the choice with spaces for underscores; a value that is no choice as it is.
+
+        >>> Knob(choices=("fashion_mnist", "max_norm", "iso"), choice_labels=(("iso", "isotropic"),)).choice_label(
+        ...     "fashion_mnist")
+        'Fashion-MNIST'
+        """
+        if self.choices is None or choice not in self.choices:
+            return choice
+        return dict(self.choice_labels).get(choice) or CHOICE_NAMES.get(choice) or choice.replace("_", " ")
+
+
+# how choices that several mechanisms offer read in the forms, tables and reports
+CHOICE_NAMES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                "svhn": "SVHN", "digits": "digits (scikit-learn 8x8)", "synthetic": "synthetic (embedded)",
+                "linreg": "linear regression (embedded, low rank)"}
 
 
 def knob(

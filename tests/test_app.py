@@ -82,11 +82,11 @@ def test_generated_form_shows_inline_errors_and_blocks_launch():
     at = _toy_app().run()
     _assert_clean(at)
     at.number_input(key="form.toy.steps").set_value(0).run()
-    assert [e.value for e in at.error] == ["`steps` must be in [1, 100000]; got 0"]
+    assert [e.value for e in at.error] == ["**Steps** must be in [1, 100000]; got 0"]
     assert at.button(key="launch.toy").disabled
     at.number_input(key="form.toy.steps").set_value(3)
     at.text_input(key="form.toy.scales").set_value("1, 50").run()
-    assert [e.value for e in at.error] == ["`scales` must be in [0, 10] (item 2); got 50.0"]
+    assert [e.value for e in at.error] == ["**Scales** must be in [0, 10] (item 2); got 50.0"]
     at.text_input(key="form.toy.scales").set_value("1, 5").run()
     assert not at.error and not at.button(key="launch.toy").disabled
 
@@ -149,7 +149,7 @@ def test_config_link_prefills_the_form_and_bad_links_say_why():
     bad = _toy_app()
     bad.query_params["config"] = '{"steps": 0}'
     bad.run()
-    assert any("The config in the link was not used: `steps` must be in [1, 100000]; got 0" in e.value
+    assert any("The config in the link was not used: **Steps** must be in [1, 100000]; got 0" in e.value
                for e in bad.error)
 
 
@@ -269,3 +269,15 @@ def test_a_run_that_changed_its_preset_says_so_beside_the_published_figure(store
     assert notes and "This run changed target_epsilon from the preset" in notes[0]  # the seed is not a change
     at = _page("pages/dpsgd.py", run=run_id)
     assert not any("changed" in c.value for c in at.caption if "dashed line" in c.value)
+
+
+def test_forms_speak_in_labels_and_mark_datasets_missing_from_the_data_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVENGINE_DATA", str(tmp_path))  # an empty data root
+    at = _page("pages/dpsgd.py", config=json.dumps({"dataset": "mnist", "model": "mlp"}))
+    _assert_clean(at)
+    dataset = at.selectbox(key="form.dpsgd.dataset")
+    assert "MNIST (not found)" in dataset.options and "linear regression (embedded, low rank)" in dataset.options
+    assert any(f"MNIST is not in the data root {tmp_path}" in w.value for w in at.warning)
+    assert "target ε (σ calibrated)" in at.selectbox(key="form.dpsgd.noise_mode").options  # not `target_epsilon`
+    at.number_input(key="form.dpsgd.target_epsilon").set_value(500.0).run()
+    assert [e.value for e in at.error] == ["**Target epsilon** must be in [0.05, 100]; got 500.0"]

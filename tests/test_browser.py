@@ -151,7 +151,7 @@ def test_toy_form_typing_launch_and_reload(app_url, page):
     page.get_by_role("spinbutton", name="Delay").press("Enter")
     _settle(page)
     errors = _errors(page)
-    assert len(errors) == 1 and "delay must be in [0, 5]; got 9.0" in errors[0]
+    assert len(errors) == 1 and "Delay must be in [0, 5]; got 9.0" in errors[0]
     assert page.get_by_role("button", name="Launch run").is_disabled()
     page.get_by_role("spinbutton", name="Steps").fill("20")
     page.get_by_role("spinbutton", name="Delay").fill("0.05")

@@ -7,10 +7,12 @@ error ("`epsilon` must be in [0.01, 100]; got 500") is shown under the field.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import streamlit as st
 
+from privengine import data
 from privengine.config import BaseConfig, FieldSpec
 from privengine.errors import ConfigError
 
@@ -43,10 +45,11 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
                 values[spec.name] = start[spec.name]
                 continue
             try:
-                values[spec.name] = _widget(spec, start[spec.name], key=f"{key}.{spec.name}")
+                values[spec.name] = _widget(spec, start[spec.name], key=f"{key}.{spec.name}",
+                                            data_root=values.get("data_root", start.get("data_root")) or None)
             except ConfigError as exc:
                 errors.append(exc)
-                st.error(str(exc), icon=":material/error:")
+                st.error(error_text(exc, config_cls), icon=":material/error:")
 
     draw(main)
     if advanced:
@@ -58,8 +61,25 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
     try:
         return config_cls.from_dict(values), []
     except ConfigError as exc:  # a rule across several fields
-        st.error(str(exc), icon=":material/error:")
+        st.error(error_text(exc, config_cls), icon=":material/error:")
         return None, [exc]
+
+
+def field_label(spec: FieldSpec) -> str:
+    """A field's name as its widget shows it: the knob's label, capitalised."""
+    return spec.label[:1].upper() + spec.label[1:]
+
+
+def error_text(exc: ConfigError, config_cls: type[BaseConfig]) -> str:
+    """``exc``'s message with every field it names in backticks written as the form labels it
+    ("`target_epsilon` must be ..." -> "**Target epsilon** must be ...").
+
+    >>> from privengine.config import RunConfig
+    >>> error_text(ConfigError("secure_noise", "must be true or false; got 2"), RunConfig)
+    '**Secure noise (OS entropy)** must be true or false; got 2'
+    """
+    labels = {spec.name: field_label(spec) for spec in config_cls.specs()}
+    return re.sub(r"`(\w+)`", lambda m: f"**{labels[m[1]]}**" if m[1] in labels else m[0], str(exc))
 
 
 def _shown(spec: FieldSpec, values: dict[str, Any], start: dict[str, Any]) -> bool:
@@ -75,9 +95,10 @@ def _help(spec: FieldSpec) -> str:
     return f"{spec.knob.help}{allowed}{scale}"
 
 
-def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
-    """One widget for one field; returns the checked value or raises ConfigError."""
-    label, help_text = spec.label[:1].upper() + spec.label[1:], _help(spec)
+def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None) -> Any:
+    """One widget for one field; returns the checked value or raises ConfigError (``data_root``: the config's,
+    where datasets offered in a choice are looked for)."""
+    label, help_text = field_label(spec), _help(spec)
     if spec.name == "device":
         options = ["auto"] + [d.id for d in services.devices()]
         names = {d.id: d.name for d in services.devices()} | {"auto": f"auto ({services.devices()[0].name})"}
@@ -96,8 +117,13 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
         return spec.check(st.toggle(label, value=bool(initial), key=key, help=help_text))
     if spec.knob.choices is not None:
         choices = list(spec.knob.choices)
-        return spec.check(st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
-                                       format_func=spec.knob.choice_label))
+        choice = st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
+                              format_func=lambda c: spec.knob.choice_label(c) + _absence(c, data_root))
+        if _absence(choice, data_root):
+            st.warning(f"{spec.knob.choice_label(choice)} is not in the data root {data_root or data.data_root()}: "
+                       "put torchvision's files there, or set the data root (field, or PRIVENGINE_DATA).",
+                       icon=":material/folder_off:")
+        return spec.check(choice)
     if spec.kind == "str":
         return spec.check(st.text_input(label, value=initial, key=key, help=help_text))
     if spec.kind == "int":
@@ -108,6 +134,14 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str) -> Any:
     if value is None:
         raise ConfigError(spec.name, f"must be given ({spec.range_text()})")
     return spec.check(value)
+
+
+def _absence(choice: Any, data_root: str | None) -> str:
+    """`` (not found)`` for a torchvision dataset whose files are not under the data root (the warning under the
+    field names the folder), else ''."""
+    if choice not in data.TORCHVISION_DATASETS or data.dataset_present(choice, data_root):
+        return ""
+    return " (not found)"
 
 
 def _float_step(spec: FieldSpec, value: float) -> float:

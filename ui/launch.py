@@ -14,6 +14,7 @@ from privengine.errors import ConfigError
 from privengine.presets import changed_fields, source_with_preset
 
 from . import services
+from .form import error_text
 
 SOURCE = "dashboard"
 
@@ -37,5 +38,5 @@ def launch(mechanism: str, config: BaseConfig, *, preset: str | None = None) -> 
             source = source_with_preset(SOURCE, preset, modified=differs_from_preset(mechanism, preset, config))
         return services.manager().submit(mechanism, config, source=source)
     except ConfigError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(error_text(exc, registry.get(mechanism).config_cls), icon=":material/error:")
         return None

@@ -16,7 +16,7 @@ from privengine.figures import preset_of
 from privengine.presets import Preset
 
 from . import services
-from .form import config_form
+from .form import config_form, error_text
 from .launch import launch, preset_config
 from .run_panel import Draw, live_run
 from .run_status import status_strip
@@ -92,7 +92,7 @@ def _linked_preset(mech: registry.Mechanism) -> Preset | None:
     try:
         return mech.preset(name)
     except ConfigError as exc:
-        st.error(f"The preset in the link was not used: {exc}", icon=":material/error:")
+        st.error(f"The preset in the link was not used: {error_text(exc, mech.config_cls)}", icon=":material/error:")
         return None
 
 
@@ -110,7 +110,8 @@ def _initial_config(mech: registry.Mechanism, run_id: str | None, preset: Preset
         try:
             return mech.config_cls.from_json(linked).to_dict()
         except ConfigError as exc:
-            st.error(f"The config in the link was not used: {exc}", icon=":material/error:")
+            st.error(f"The config in the link was not used: {error_text(exc, mech.config_cls)}",
+                     icon=":material/error:")
     if preset is not None:
         return preset_config(mech.name, preset.name).to_dict()
     if run_id is None:

@@ -72,6 +72,7 @@ class DPSGDConfig(RunConfig):
     max_grad_norm: float = knob(1.0, low=0.0, high=1e4, low_open=True, log=True, label="clip norm",
                                 help="C: each per-example gradient (all parameters flattened) is clipped to this norm.")
     noise_mode: str = knob("target_epsilon", choices=NOISE_MODES,
+                           choice_labels={"target_epsilon": "target ε (σ calibrated)", "sigma": "noise multiplier σ"},
                            help="Give the noise multiplier sigma directly, or calibrate it to a target epsilon "
                                 "with Opacus' get_noise_multiplier for this accountant, q and step count.")
     target_epsilon: float = knob(3.0, low=0.05, high=100.0, log=True, shown_when=("noise_mode", ("target_epsilon",)),
