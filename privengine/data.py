@@ -29,11 +29,20 @@ _TORCHVISION = {
     "svhn": ("SVHN", (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970), 10),
 }
 TORCHVISION_DATASETS = tuple(_TORCHVISION)
+# what torchvision needs under the data root for each dataset (its raw files, as it lays them out)
+_PRESENT_IF = {"mnist": "MNIST/raw", "fashion_mnist": "FashionMNIST/raw", "cifar10": "cifar-10-batches-py",
+               "cifar100": "cifar-100-python", "svhn": "train_32x32.mat"}
 
 
 def data_root() -> Path:
     """Where real datasets are looked for: ``$PRIVENGINE_DATA`` or ``$PRIVENGINE_HOME/data``."""
     return Path(os.environ.get("PRIVENGINE_DATA") or default_home() / "data")
+
+
+def dataset_present(name: str, root: str | os.PathLike | None = None) -> bool:
+    """Whether torchvision dataset ``name`` has its files under ``root`` (default :func:`data_root`); a quick look
+    at the folder, without loading anything."""
+    return (Path(root or data_root()) / _PRESENT_IF[name]).exists()
 
 
 @dataclass(frozen=True)
@@ -75,11 +84,11 @@ def load_image_dataset(name: str, *, train: bool, root: str | os.PathLike | None
     split = {"split": "train" if train else "test"} if name == "svhn" else {"train": train}
     try:
         ds = cls(root=str(root), download=download, **split)
-    except RuntimeError as exc:  # torchvision's "Dataset not found or corrupted"
+    except RuntimeError:  # torchvision's "Dataset not found or corrupted. You can use download=True ..."
         raise DatasetNotFoundError(
-            f"{cls_name} ({'train' if train else 'test'} split) was not found under {root} ({exc}). "
-            f"Put torchvision's {cls_name} files there, point PRIVENGINE_DATA at a folder that has them, "
-            "or allow the download (needs a network).") from None
+            f"{cls_name} ({'train' if train else 'test'} split) was not found in the data root {root}. Put "
+            f"torchvision's {cls_name} files there ({root / _PRESENT_IF[name]}), or point the data root at a folder "
+            "that has them: the data root field of the form, or the PRIVENGINE_DATA environment variable.") from None
     images = np.asarray(ds.data)
     if images.ndim == 3:  # (n, h, w) grayscale
         images = images[:, None]
