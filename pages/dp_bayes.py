@@ -7,6 +7,7 @@ import streamlit as st
 
 from privengine.figures import dp_bayes as figures
 from ui import charts
+from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
 
 INTRO = (
@@ -84,3 +85,4 @@ def draw(snapshot) -> None:
 
 
 render_mechanism_page("dp_bayes", draw, intro=INTRO)
+audit_section("dp_bayes")

@@ -8,8 +8,8 @@
   discrete laws), the truth the audits are tested against.
 - :mod:`.interface`: :class:`AuditResult` (one interface for every mechanism) and
   :func:`register_audit`, which makes an audit an entry of the mechanism registry, run as a job
-  and stored like any run; :mod:`.pate_gnmax` and :mod:`.dpsgd_one_run` are the audits so far;
-  :mod:`.cli` the ``audit`` command.
+  and stored like any run; :mod:`.pate_gnmax`, :mod:`.dpsgd_one_run` and :mod:`.dp_bayes_release` (with its
+  neighbouring data sets in :mod:`.dp_bayes_neighbours`) are the audits so far; :mod:`.cli` the ``audit`` command.
 
 The names below are loaded on first use, so the CLI starts without importing ``scipy.stats``.
 """
