@@ -25,7 +25,7 @@ import torch
 
 from privengine.data import load_image_dataset
 from privengine.errors import ConfigError
-from privengine.store import default_home
+from privengine.features.scattering import dataset_scattering
 
 LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
 DIGITS_TEST_FRACTION = 0.2
@@ -100,7 +100,8 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     elif dataset == "digits":
         x_all, y_all = _digits()
         if features == "scattering":
-            x_all = _scattered(x_all * 0.5 + 0.5, "digits-all", should_stop, progress)  # back to [0, 1]
+            x_all = dataset_scattering(x_all * 0.5 + 0.5, "digits-all",  # back to [0, 1]
+                                       should_stop=should_stop, progress=progress)
             if x_all is None:
                 return None
         perm = torch.randperm(len(x_all), generator=gen)
@@ -114,8 +115,9 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         test = load_image_dataset(dataset, train=False, root=data_root or None, standardize=pixels)
         x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y
         if not pixels:
-            x_train = _scattered(x_train, f"{dataset}-train", should_stop, progress)
-            x_test = None if x_train is None else _scattered(x_test, f"{dataset}-test", should_stop, progress)
+            x_train = dataset_scattering(x_train, f"{dataset}-train", should_stop=should_stop, progress=progress)
+            x_test = None if x_train is None else dataset_scattering(
+                x_test, f"{dataset}-test", should_stop=should_stop, progress=progress)
             if x_test is None:
                 return None
         n_outputs = train.n_classes
@@ -135,16 +137,6 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         population = Population(put(population.basis), put(population.w_star), population.tau)
     return Task(dataset, put(x_train[priv]), put(y_train[priv]), put(x_train[pub]), put(y_train[pub]),
                 put(x_test), put(y_test), n_outputs, population)
-
-
-def _scattered(x: torch.Tensor, key: str, should_stop: Callable[[], bool],
-               progress: Callable[[str], None]) -> torch.Tensor | None:
-    from privengine.features.scattering import cached_scattering
-
-    def report(done: int, total: int) -> None:
-        progress(f"scattering {key}: {done} of {total} images (computed once, then cached)")
-
-    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop, progress=report)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:

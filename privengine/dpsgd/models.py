@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from privengine.features.scattering import GROUPNORM_GROUPS_PER_IMAGE_CHANNEL
+
 
 def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, generator: torch.Generator,
                 regression: bool = False, norm: nn.Module | None = None) -> nn.Module:
@@ -45,7 +47,6 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
 
 
 SCATTER_MODELS = ("scatter_linear", "scatter_cnn")
-SCATTER_GROUPS_PER_IMAGE_CHANNEL = 27  # Tramer & Boneh: GroupNorm over the 81 channels of a grey image in 27 groups
 
 
 def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int, norm: nn.Module | None) -> nn.Module:
@@ -58,7 +59,7 @@ def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int, norm: nn.M
     """
     channels, h, w = input_shape
     if norm is None:
-        norm = nn.GroupNorm(SCATTER_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+        norm = nn.GroupNorm(GROUPNORM_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
     if kind == "scatter_linear":
         return nn.Sequential(norm, nn.Flatten(), nn.Linear(channels * h * w, n_outputs))
     out_h, out_w = (h + 1) // 2, (w + 1) // 2

@@ -36,6 +36,8 @@ import torch.nn.functional as F
 SLANT_PER_L = 4.0    # kymatio: slant = 4 / L
 SIGMA0 = 0.8         # kymatio: sigma of psi_j = 0.8 * 2^j, of phi_J = 0.8 * 2^(J-1)
 XI0 = 3.0 * math.pi / 4.0  # kymatio: xi of psi_j = 3 pi / 4 / 2^j
+# Tramer & Boneh normalise the 81 scattering channels of a grey image with a GroupNorm in 27 groups.
+GROUPNORM_GROUPS_PER_IMAGE_CHANNEL = 27
 
 
 def n_channels(J: int, L: int) -> int:
@@ -162,3 +164,16 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
     torch.save({"shape": tuple(x.shape), "features": features.cpu()}, tmp)
     os.replace(tmp, path)
     return features
+
+
+def dataset_scattering(x: torch.Tensor, key: str, *, should_stop: Callable[[], bool] = lambda: False,
+                       progress: Callable[[str], None] = lambda text: None) -> torch.Tensor | None:
+    """:func:`cached_scattering` (J = 2, L = 8) of a dataset split ``x`` (pixels in [0, 1]) in the one cache
+    every mechanism shares, ``$PRIVENGINE_HOME/cache`` (the data root may be read-only); ``key`` names the
+    dataset and split (e.g. ``"mnist-train"``) and ``progress`` gets a sentence per chunk."""
+    from privengine.store import default_home
+
+    def report(done: int, total: int) -> None:
+        progress(f"scattering {key}: {done} of {total} images (computed once, then cached)")
+
+    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop, progress=report)

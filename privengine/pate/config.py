@@ -10,6 +10,8 @@ from ..errors import ConfigError
 EMBEDDED_DATASETS = ("synthetic", "digits")
 REAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn")
 AGGREGATORS = ("lnmax", "gnmax", "confident_gnmax")
+STUDENTS = ("supervised", "semi_supervised")
+SCATTERING_DATASETS = ("mnist", "fashion_mnist")  # 28 x 28 grey images: ScatterNet J = 2, L = 8 gives 81 x 7 x 7
 
 # Examples in each dataset's private (teacher) split and public split (queries + student test).
 SPLIT_SIZES = {
@@ -46,11 +48,17 @@ class PateConfig(RunConfig):
                           help="Let torchvision download a missing dataset (needs a network).")
     teachers: int = knob(100, low=1, high=1000,
                          help="Number of teachers K; each trains on its own 1/K of the private data.")
-    architecture: str = knob("auto", choices=("auto", "mlp", "convnet"),
-                             choice_labels={"auto": "auto", "mlp": "MLP", "convnet": "ConvNet"},
-                             help="auto: the ConvNet for images, the MLP for tabular data.")
+    architecture: str = knob("auto", choices=("auto", "mlp", "convnet", "scatter_linear"),
+                             choice_labels={"auto": "auto", "mlp": "MLP", "convnet": "ConvNet",
+                                            "scatter_linear": "linear on ScatterNet features"},
+                             help="Teachers' model. auto: the ConvNet for images, the MLP for tabular data. "
+                                  "scatter_linear: GroupNorm and one linear layer on the data-independent ScatterNet "
+                                  "features (J = 2, L = 8) of MNIST / Fashion-MNIST, strong on 240 examples; the "
+                                  "features are computed once and cached. The student and the baseline then use "
+                                  "the ConvNet on pixels.")
     width: int = knob(32, low=4, high=512, advanced=True,
-                      help="ConvNet channels per layer / MLP hidden units (the seed's ConvNet uses 128).")
+                      help="ConvNet channels per layer / MLP hidden units of the teachers, the student and the "
+                           "baseline (the seed's ConvNet uses 128).")
     depth: int = knob(2, low=1, high=4, advanced=True,
                       help="ConvNet conv blocks / MLP hidden layers (the seed's ConvNet uses 3).")
     aggregator: str = knob("confident_gnmax", choices=AGGREGATORS,
@@ -101,8 +109,25 @@ class PateConfig(RunConfig):
                                      "estimate as in the paper.")
     teacher_epochs: int = knob(20, low=1, high=1000, help="Training epochs of every teacher.")
     teacher_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the teachers.")
-    student_epochs: int = knob(30, low=1, high=1000, help="Training epochs of the student.")
+    student: str = knob("supervised", choices=STUDENTS,
+                        choice_labels={"supervised": "supervised (answered queries only)",
+                                       "semi_supervised": "semi-supervised (FixMatch on the whole public pool)"},
+                        help="supervised: the student learns from the answered queries only. semi_supervised "
+                             "(image datasets): FixMatch, which also learns from every unlabelled image of the "
+                             "public query pool (public, so free of privacy cost; only answered labels are charged).")
+    student_epochs: int = knob(30, low=1, high=1000,
+                               help="Training epochs of the student (semi-supervised: passes over the unlabelled "
+                                    "pool).")
     student_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the student.")
+    confidence: float = knob(0.95, low=0.0, high=1.0, low_open=True, advanced=True,
+                             shown_when=("student", ("semi_supervised",)),
+                             help="FixMatch: an unlabelled image teaches the student only when its prediction on the "
+                                  "weakly augmented image has at least this probability (tau).")
+    unlabelled_weight: float = knob(1.0, low=0.0, high=100.0, advanced=True,
+                                    shown_when=("student", ("semi_supervised",)),
+                                    help="FixMatch: weight of the unlabelled loss (lambda_u).")
+    unlabelled_ratio: int = knob(4, low=1, high=64, advanced=True, shown_when=("student", ("semi_supervised",)),
+                                 help="FixMatch: unlabelled images per labelled image in a batch (mu).")
     batch_size: int = knob(32, low=1, high=4096, advanced=True, help="Minibatch size of every teacher.")
     student_batch_size: int = knob(64, low=1, high=4096, advanced=True,
                                    help="Minibatch size of the student and of the baseline.")
@@ -120,6 +145,12 @@ class PateConfig(RunConfig):
         if 0.0 < self.ss_order < 2.0:
             raise ConfigError("ss_order", f"must be 0 (chosen from the configuration) or an RDP order >= 2; "
                                           f"got {self.ss_order:g}")
+        if self.architecture == "scatter_linear" and self.dataset not in SCATTERING_DATASETS:
+            raise ConfigError("architecture", "scatter_linear needs 28 x 28 grey images "
+                                              f"({', '.join(SCATTERING_DATASETS)}); got dataset {self.dataset}")
+        if self.student == "semi_supervised" and self.dataset == "synthetic":
+            raise ConfigError("student", "semi_supervised augments images: it needs an image dataset (digits, mnist, "
+                                         "fashion_mnist, cifar10, cifar100, svhn); got dataset synthetic")
         held_out = student_test_size(n_public)
         if self.queries > n_public - held_out:
             raise ConfigError("queries", f"must be at most {n_public - held_out} for {self.dataset} ({held_out} public "

@@ -3,9 +3,12 @@
 The teachers see only the private split. Queries come from the public split's
 query pool, which the teachers never saw; the student is tested on the rest of
 the public split. Image datasets: the torchvision train split is private and the
-test split public (as in the PATE papers). Nothing the public side sees depends on
-private data: embedded datasets are standardised with the public split's statistics,
-image datasets with fixed per-dataset constants.
+test split public, its first images the query pool and its last
+:func:`~privengine.pate.config.student_test_size` images the student's test set (the
+PATE papers' split: MNIST's first 9 000 test images are the pool, the last 1 000 the
+test set). Embedded datasets: a seeded shuffle of the public rows. Nothing the public
+side sees depends on private data: embedded datasets are standardised with the public
+split's statistics, image datasets with fixed per-dataset constants.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import torch
 
 from ..data import load_image_dataset
+from ..features.scattering import dataset_scattering
 from .config import REAL_DATASETS, SPLIT_SIZES, student_test_size
 
 DATA_SEED = 1234  # the embedded datasets and the public split are fixed; the run seed drives training and noise
@@ -44,11 +48,12 @@ def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> P
     if dataset in REAL_DATASETS:
         train = load_image_dataset(dataset, train=True, root=root or None, download=download)
         test = load_image_dataset(dataset, train=False, root=root or None, download=download)
-        return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True)
+        return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True, shuffle=False)
     x, y, n_classes, per_feature = _embedded(dataset)
     n_private = SPLIT_SIZES[dataset][0]
     x = standardise_with_public_statistics(x, x[n_private:], per_feature=per_feature)
-    return _with_public_split(x[:n_private], y[:n_private], x[n_private:], y[n_private:], n_classes, is_image=False)
+    return _with_public_split(x[:n_private], y[:n_private], x[n_private:], y[n_private:], n_classes, is_image=False,
+                              shuffle=True)
 
 
 def standardise_with_public_statistics(x: torch.Tensor, public: torch.Tensor, *, per_feature: bool) -> torch.Tensor:
@@ -81,9 +86,37 @@ def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
     raise ValueError(f"unknown embedded dataset {dataset!r}")
 
 
-def _with_public_split(private_x, private_y, public_x, public_y, n_classes: int, *, is_image: bool) -> PateData:
-    order = torch.from_numpy(np.random.default_rng(DATA_SEED).permutation(len(public_y)))
-    n_test = student_test_size(len(public_y))
-    pool, test = order[n_test:], order[:n_test]
-    return PateData(private_x, private_y, public_x[pool], public_y[pool], public_x[test], public_y[test],
+def _with_public_split(private_x, private_y, public_x, public_y, n_classes: int, *, is_image: bool,
+                       shuffle: bool) -> PateData:
+    """The pool is the first public rows and the test set the last ones, after a seeded shuffle if ``shuffle``."""
+    if shuffle:
+        order = torch.from_numpy(np.random.default_rng(DATA_SEED).permutation(len(public_y)))
+        public_x, public_y = public_x[order], public_y[order]
+    n_pool = len(public_y) - student_test_size(len(public_y))
+    return PateData(private_x, private_y, public_x[:n_pool], public_y[:n_pool], public_x[n_pool:], public_y[n_pool:],
                     n_classes, is_image)
+
+
+@dataclass(frozen=True)
+class TeacherInputs:
+    """What the teachers see of the private split, the query pool and the student test set, row for row
+    the examples of :class:`PateData`: their pixels, or their ScatterNet features ``(n, 81, 7, 7)``."""
+
+    private_x: torch.Tensor
+    pool_x: torch.Tensor
+    test_x: torch.Tensor
+
+
+def load_scattering_inputs(dataset: str, *, root: str = "", download: bool = False,
+                           should_stop=lambda: False, progress=lambda text: None) -> TeacherInputs | None:
+    """The scattering (J = 2, L = 8, from pixels in [0, 1]) of ``dataset``'s splits, from the cache every
+    mechanism shares (computed on first use, a few minutes for MNIST); None if a stop came meanwhile."""
+    train = load_image_dataset(dataset, train=True, root=root or None, download=download, standardize=False)
+    test = load_image_dataset(dataset, train=False, root=root or None, download=download, standardize=False)
+    private = dataset_scattering(train.x, f"{dataset}-train", should_stop=should_stop, progress=progress)
+    public = None if private is None else dataset_scattering(test.x, f"{dataset}-test", should_stop=should_stop,
+                                                             progress=progress)
+    if public is None:
+        return None
+    n_pool = len(test.y) - student_test_size(len(test.y))
+    return TeacherInputs(private, public[:n_pool], public[n_pool:])

@@ -6,7 +6,9 @@ classifier). Instance norm is ``GroupNorm(width, width)`` (one group per channel
 which has no running statistics, so the model is a pure function of its
 parameters and batches cleanly under ``torch.func.vmap``.
 ``MLP``: ``depth`` hidden layers of ``width`` units with ReLU, for tabular data.
-Both return logits of shape ``(batch, n_classes)``.
+``ScatterLinear``: on ScatterNet features ``(81 C, H/4, W/4)``, a GroupNorm in 27 groups per image
+channel (Tramer & Boneh's normalisation) and one linear layer (their ScatterNet+linear model).
+All return logits of shape ``(batch, n_classes)``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import math
 
 from torch import nn
+
+from ..features.scattering import GROUPNORM_GROUPS_PER_IMAGE_CHANNEL
 
 
 class ConvNet(nn.Module):
@@ -49,12 +53,28 @@ class MLP(nn.Module):
         return self.net(x.flatten(1))
 
 
+class ScatterLinear(nn.Module):
+    def __init__(self, in_shape: tuple[int, int, int], n_classes: int):
+        super().__init__()
+        channels = in_shape[0]
+        self.norm = nn.GroupNorm(GROUPNORM_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+        self.classifier = nn.Linear(math.prod(in_shape), n_classes)
+
+    def forward(self, x):
+        return self.classifier(self.norm(x).flatten(1))
+
+
 def build_model(architecture: str, input_shape: tuple[int, ...], n_classes: int, *, width: int, depth: int) -> nn.Module:
-    """The model for ``architecture`` (``"convnet"`` or ``"mlp"``) with ``n_classes`` outputs."""
+    """The model for ``architecture`` (``"convnet"``, ``"mlp"`` or ``"scatter_linear"``) with ``n_classes`` outputs;
+    ``input_shape`` is that of the model's inputs (pixels, or scattering features for ``scatter_linear``)."""
     if architecture == "convnet":
         if len(input_shape) != 3:
             raise ValueError(f"the ConvNet needs (channels, height, width) inputs; got shape {input_shape}")
         return ConvNet(input_shape, n_classes, width=width, depth=depth)
     if architecture == "mlp":
         return MLP(math.prod(input_shape), n_classes, width=width, depth=depth)
+    if architecture == "scatter_linear":
+        if len(input_shape) != 3 or input_shape[0] % 81:
+            raise ValueError(f"scatter_linear needs (81 C, h, w) scattering features; got shape {input_shape}")
+        return ScatterLinear(input_shape, n_classes)
     raise ValueError(f"unknown architecture {architecture!r}")

@@ -11,10 +11,11 @@ from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
 from .aggregate import aggregate, vote_counts
 from .config import PateConfig
-from .data import PateData, load_pate_data
+from .data import PateData, TeacherInputs, load_pate_data, load_scattering_inputs
 from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
 from .privacy import analyse
+from .student import FixMatchSettings, train_fixmatch
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
 # privacy.SANITIZE_STREAM
@@ -44,21 +45,31 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     try:
         reporter.progress(0.0, "loading data")
         data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
-        architecture = config.architecture if config.architecture != "auto" else ("convnet" if data.is_image else "mlp")
+        teacher_architecture = (config.architecture if config.architecture != "auto"
+                                else ("convnet" if data.is_image else "mlp"))
+        student_architecture = "convnet" if teacher_architecture == "scatter_linear" else teacher_architecture
+        seen_by_teachers = _teacher_inputs(config, data, teacher_architecture, reporter)
 
-        def make_model():
-            return build_model(architecture, data.input_shape, data.n_classes, width=config.width, depth=config.depth)
+        def make_teacher():
+            return build_model(teacher_architecture, tuple(seen_by_teachers.private_x.shape[1:]), data.n_classes,
+                               width=config.width, depth=config.depth)
+
+        def make_student():
+            return build_model(student_architecture, data.input_shape, data.n_classes, width=config.width,
+                               depth=config.depth)
 
         checkpoint("training teachers")
-        teachers = _train_teachers(config, data, make_model, device, shuffle, reporter)
+        teachers = _train_teachers(config, seen_by_teachers.private_x, data.private_y, make_teacher, device, shuffle,
+                                   reporter)
 
         checkpoint("voting")
         reporter.progress(_TEACHERS, "teachers vote on the queries")
-        test_preds = _predict(teachers, data.test_x, reporter.should_stop)
+        test_preds = _predict(teachers, seen_by_teachers.test_x, reporter.should_stop)
         teacher_acc = (test_preds == data.test_y.to(device)).double().mean(1).cpu().numpy()
         reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
         queries_x, queries_y = data.pool_x[: config.queries], data.pool_y[: config.queries].to(device)
-        counts = vote_counts(_predict(teachers, queries_x, reporter.should_stop), data.n_classes)
+        counts = vote_counts(_predict(teachers, seen_by_teachers.pool_x[: config.queries], reporter.should_stop),
+                             data.n_classes)
         answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
                             sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
         answered = answers.answered
@@ -67,7 +78,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         margins = (top2[:, 0] - top2[:, -1]) if data.n_classes > 1 else top2[:, 0]
         reporter.artifact("vote_margins", {"margin": margins.cpu().numpy(), "teachers": config.teachers})
         summary.update(
-            architecture=architecture,
+            architecture=teacher_architecture,
+            student_architecture=student_architecture,
             teachers=config.teachers,
             examples_per_teacher=len(data.private_y) // config.teachers,
             teacher_accuracy_mean=float(teacher_acc.mean()),
@@ -94,7 +106,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         if config.baseline:
             checkpoint("training the non-private baseline")
             summary["baseline_accuracy"] = _train_single(
-                make_model, data.private_x, data.private_y, data.test_x, data.test_y, config.baseline_epochs,
+                make_student, data.private_x, data.private_y, data.test_x, data.test_y, config.baseline_epochs,
                 config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
                 _TEACHERS + _VOTES, _BASELINE)
         if n_answered == 0:
@@ -102,11 +114,10 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
             reporter.log("No query was answered: the student was not trained (lower the threshold or sigma1).")
         else:
             checkpoint("training the student")
-            summary["student_accuracy"] = _train_single(
-                make_model, queries_x[answered.cpu()], answers.labels[answered].cpu(), data.test_x, data.test_y,
-                config.student_epochs, config.student_lr, config, device, shuffle, reporter, "student_accuracy",
-                _TEACHERS + _VOTES + _BASELINE, _STUDENT)
-        summary["student"] = "supervised on the answered queries only (not the 2016 semi-supervised student)"
+            summary["student_accuracy"] = _train_student(
+                config, make_student, queries_x[answered.cpu()], answers.labels[answered].cpu(), data, device, shuffle,
+                reporter)
+        summary["student"] = _student_description(config, len(data.pool_x))
         summary["stage"] = "done"
         reporter.progress(1.0, "done")
     except _Stopped:
@@ -122,8 +133,21 @@ def _predict(ensemble: Ensemble, x: torch.Tensor, stop_check) -> torch.Tensor:
     return out
 
 
-def _train_teachers(config: PateConfig, data: PateData, make_model, device, shuffle, reporter: Reporter) -> Ensemble:
-    xs, ys = partition(data.private_x, data.private_y, config.teachers, shuffle)
+def _teacher_inputs(config: PateConfig, data: PateData, architecture: str, reporter: Reporter) -> TeacherInputs:
+    """The pixels of the splits, or their ScatterNet features (cached; computed with progress on first use)."""
+    if architecture != "scatter_linear":
+        return TeacherInputs(data.private_x, data.pool_x, data.test_x)
+    inputs = load_scattering_inputs(config.dataset, root=config.data_root, download=config.download,
+                                    should_stop=reporter.should_stop,
+                                    progress=lambda text: reporter.progress(0.0, text))
+    if inputs is None:
+        raise _Stopped
+    return inputs
+
+
+def _train_teachers(config: PateConfig, private_x: torch.Tensor, private_y: torch.Tensor, make_model, device, shuffle,
+                    reporter: Reporter) -> Ensemble:
+    xs, ys = partition(private_x, private_y, config.teachers, shuffle)
     xs, ys = xs.to(device), ys.to(device)
     teachers = Ensemble(make_model, config.teachers, device)
 
@@ -158,6 +182,41 @@ def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, conf
                           on_epoch=on_epoch):
         raise _Stopped
     return accuracy
+
+
+def _train_student(config: PateConfig, make_model, labelled_x: torch.Tensor, labelled_y: torch.Tensor, data: PateData,
+                   device, shuffle, reporter: Reporter) -> float:
+    """Train the student on the answered queries (and, semi-supervised, the whole unlabelled pool); its accuracy
+    on the held-out public test set."""
+    start = _TEACHERS + _VOTES + _BASELINE
+    if config.student == "supervised":
+        return _train_single(make_model, labelled_x, labelled_y, data.test_x, data.test_y, config.student_epochs,
+                             config.student_lr, config, device, shuffle, reporter, "student_accuracy", start, _STUDENT)
+    settings = FixMatchSettings(epochs=config.student_epochs, lr=config.student_lr,
+                                batch_size=config.student_batch_size, unlabelled_ratio=config.unlabelled_ratio,
+                                confidence=config.confidence, unlabelled_weight=config.unlabelled_weight)
+    accuracy = float("nan")
+
+    def on_epoch(epoch: int, test_accuracy: float, loss: float, mask_rate: float) -> None:
+        nonlocal accuracy
+        accuracy = test_accuracy
+        reporter.metric(epoch + 1, student_accuracy=test_accuracy, student_loss=loss, student_mask_rate=mask_rate)
+        reporter.progress(start + _STUDENT * (epoch + 1) / config.student_epochs,
+                          f"student (FixMatch): epoch {epoch + 1}/{config.student_epochs}")
+
+    model = make_model().to(device)
+    if train_fixmatch(model, labelled_x.to(device), labelled_y.to(device), data.pool_x.to(device),
+                      data.test_x.to(device), data.test_y.to(device), settings, generator=shuffle,
+                      should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
+        raise _Stopped
+    return accuracy
+
+
+def _student_description(config: PateConfig, pool_size: int) -> str:
+    if config.student == "supervised":
+        return "supervised on the answered queries only"
+    return (f"semi-supervised (FixMatch): the answered queries with their noisy labels and all {pool_size} unlabelled "
+            "images of the public pool (public: no privacy cost)")
 
 
 def _report_eps_curves(analysis, reporter: Reporter) -> None:
