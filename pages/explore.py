@@ -167,7 +167,7 @@ st.title("Explore")
 st.markdown("Sweep a mechanism's knobs over several seeds and see the **privacy-utility frontier**: each point is "
             "one setting, with its spread over the seeds; the frontier joins the settings no other one beats on "
             "both axes. Selecting among a sweep's runs is covered only by the sweep's composed privacy claim.")
-sweepable = [m for m in registry.all_mechanisms() if m.frontier is not None]
+sweepable = registry.sweepable()  # mechanisms and audits (an audit's frontier: audited against claimed ε)
 if not sweepable:
     st.info("No registered mechanism declares a frontier, so none can be swept.", icon=":material/info:")
     st.stop()

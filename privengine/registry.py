@@ -138,6 +138,11 @@ def all_audits() -> list[Mechanism]:
     return [m for m in _mechanisms.values() if m.audits is not None]
 
 
+def sweepable() -> list[Mechanism]:
+    """The entries a sweep can run (those declaring a frontier): mechanisms first, then audits."""
+    return [m for m in all_mechanisms() + all_audits() if m.frontier is not None]
+
+
 def audits_for(mechanism: str) -> list[Mechanism]:
     """The audits of ``mechanism`` (empty if it has none)."""
     return [a for a in all_audits() if a.audits == mechanism]

@@ -9,7 +9,9 @@ reporter is a run's :class:`~privengine.reporter.Reporter` (``progress``, ``metr
 :func:`register_audit` makes it an entry of the mechanism registry (:mod:`privengine.registry`,
 ``audits=`` the mechanism it tests) whose job function returns :meth:`AuditResult.to_dict` as
 the run summary: an audit is launched by the job manager, stored, reloaded and compared like
-any run, and ``registry.audits_for("pate")`` lists the audits a mechanism page offers.
+any run, and ``registry.audits_for("pate")`` lists the audits a mechanism page offers. Every audit declares
+:data:`AUDIT_FRONTIER`, so the Explore page sweeps it like a mechanism and charts the audited bound against
+the claim across the sweep.
 
 >>> from privengine import registry
 >>> registry.get("pate-gnmax").audits
@@ -26,11 +28,19 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import registry
 from ..config import BaseConfig
+from ..explore.frontier import Axis, Frontier
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
 
-__all__ = ["AuditResult", "NullReporter", "register_audit", "result_of"]
+__all__ = ["AUDIT_FRONTIER", "AuditResult", "NullReporter", "register_audit", "result_of"]
+
+# What a sweep of an audit plots (the Explore page's frontier chart): the claim on x, the audited bound on y.
+# Both are top-level numbers of the summary (AuditResult.to_dict); a sweep over, e.g., epsilon then charts how
+# much of each claim the audit confirms. A higher bound is a stronger audit, so "higher" is better on y.
+AUDIT_FRONTIER = Frontier(
+    privacy=Axis("claimed_epsilon", "claimed ε (the guarantee under test)", "lower"),
+    utility=(Axis("audited_epsilon_lower", "audited ε ≥ (lower bound at the audit's confidence)", "higher"),))
 
 AuditFunction = Callable[[Any, Any], "AuditResult"]
 
@@ -154,4 +164,4 @@ def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[Ba
     return registry.register(registry.Mechanism(
         name=name, title=title, config_cls=config_cls, run=functools.partial(_run_as_job, audit),
         protects=f"Tests this guarantee of {mechanism}: {claim}", description=description, smoke=dict(smoke),
-        audits=mechanism))
+        frontier=AUDIT_FRONTIER, audits=mechanism))

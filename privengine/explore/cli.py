@@ -27,9 +27,7 @@ def add_parsers(sub, add_config_flags: Callable[[argparse.ArgumentParser, Any], 
     """Add the sweep commands to the CLI's subparsers (``add_config_flags(parser, mechanism)`` adds --field flags)."""
     sweep = sub.add_parser("sweep", help="run a grid of configurations over several seeds and show the frontier")
     mechs = sweep.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
-    for mech in registry.all_mechanisms():
-        if mech.frontier is None:
-            continue
+    for mech in registry.sweepable():
         p = mechs.add_parser(mech.name, help=mech.title, description=f"Sweep {mech.title}. Flags of its config set "
                                                                       "the values every run shares.")
         p.add_argument("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
