@@ -79,3 +79,20 @@ def test_tradeoff_run_shows_a_setting_picker_and_one_scatter_point_per_setting(t
     assert _charts(at) >= 5
     settings = ["no protection", "max norm", "Marvell sumKL≤0.64", "iso t=1"]
     assert any(list(frame.value.index) == settings for frame in at.dataframe)  # the per-setting results table
+
+
+def test_settings_table_is_headed_as_the_charts_name_the_metrics():
+    from privengine.figures import split_label as figures
+
+    point = {"setting": "marvell_sumkl0.64", "label": "Marvell sumKL≤0.64", "test_auc": 0.71,
+             "leak_run.norm.cut.q95": 0.66, "leak.norm.cut.mean": 0.55, "sumkl.max": 0.6, "epochs_done": 2,
+             "leak_run.norm.cut.mean": 0.5}  # a key the table leaves out
+    table = figures.settings_table({"settings": [point]})
+    assert table.index.name == "setting" and list(table.index) == ["Marvell sumKL≤0.64"]
+    assert list(table.columns) == ["Test AUC (last epoch)",
+                                   "Leak AUC at the cut layer: norm attack, 95% quantile over the run",
+                                   "Leak AUC at the cut layer: norm attack, mean (last epoch)",
+                                   "Marvell sumKL per batch: largest", "Epochs trained"]
+    assert not any("." in c or "_" in c for c in table.columns)  # no stored key shows through
+    assert table.iloc[0].tolist() == [0.71, 0.66, 0.55, 0.6, 2]
+    assert figures.settings_table({"settings": []}) is None  # single mode: no table

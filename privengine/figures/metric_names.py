@@ -12,6 +12,8 @@ after its key, with "step" as its x axis.
 'norm attack, 95% quantile'
 >>> describe("dpsgd", "excess_risk|isotropic|seed=1").series
 'isotropic · seed 1'
+>>> header("split_label", "leak_run.norm.cut.q95")
+'Leak AUC at the cut layer: norm attack, 95% quantile over the run'
 """
 
 from __future__ import annotations
@@ -56,10 +58,14 @@ _SPLIT_LABEL = {
     "sumkl.mean": MetricName("Marvell sumKL per batch", "mean", "epoch", "sumKL"),
     "power_scale.mean": MetricName("Marvell power scale", "mean over batches", "epoch"),
     "single_class_batches": MetricName("Batches with a single class", x_title="epoch", y_title="batches"),
+    "epochs_done": MetricName("Epochs trained", x_title="epoch", y_title="epochs"),  # a setting's summary
     **{bound: MetricName(split_label.LAYERS["cut"], text, "epoch", "leak AUC")
        for bound, text in split_label.BOUNDS.items()},
 }
 _STATISTICS = {"mean": "mean", "q95": "95% quantile"}
+# leak AUC keys' first part: per epoch (metrics) or over every batch of the run (a setting's summary)
+_LEAK_KINDS = {"leak": "", "unprotected": ", unprotected", "leak_run": " over the run",
+               "unprotected_run": " over the run, unprotected"}
 
 _DP_BAYES = {
     "utility": MetricName("Sanitized utility U(z) of the chain", y_title="U (Monte Carlo estimate)"),
@@ -82,19 +88,26 @@ def describe(mechanism: str, name: str) -> MetricName:
     return _unknown(name)
 
 
+def header(mechanism: str, name: str) -> str:
+    """A table column's header for metric or summary key ``name``: its chart's title, then its line's name there."""
+    found = describe(mechanism, name)
+    return f"{found.chart}: {found.series}" if found.series else found.chart
+
+
 def _unknown(name: str) -> MetricName:
     words = name.replace("_", " ").replace(".", " ")
     return MetricName(words[:1].upper() + words[1:])
 
 
 def _split_label(name: str) -> MetricName:
-    """Keys ``[<setting>/]<metric>``; leak AUCs ``[unprotected|leak].<norm|cos>.<cut|first>.<mean|q95>``."""
+    """Keys ``[<setting>/]<metric>``; leak AUCs ``<kind>.<norm|cos>.<cut|first>.<mean|q95>``, the kind ``leak`` or
+    ``unprotected`` per epoch, ``leak_run`` or ``unprotected_run`` over the run (settings' summaries)."""
     setting, _, metric = name.rpartition("/")
     parts = metric.split(".")
-    if len(parts) == 4 and parts[0] in ("leak", "unprotected") and parts[1] in split_label.ATTACKS \
+    if len(parts) == 4 and parts[0] in _LEAK_KINDS and parts[1] in split_label.ATTACKS \
             and parts[2] in split_label.LAYERS and parts[3] in _STATISTICS:
         kind, attack, layer, statistic = parts
-        line = f"{split_label.ATTACKS[attack]}, {_STATISTICS[statistic]}" + (", unprotected" if kind != "leak" else "")
+        line = f"{split_label.ATTACKS[attack]}, {_STATISTICS[statistic]}{_LEAK_KINDS[kind]}"
         found = MetricName(split_label.LAYERS[layer], line, "epoch", "leak AUC")
     else:
         found = _SPLIT_LABEL.get(metric) or replace(_unknown(metric), x_title="epoch")

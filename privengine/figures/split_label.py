@@ -20,6 +20,8 @@ SETTINGS_COLUMNS = ["test_auc", "leak_run.norm.cut.q95", "leak_run.cos.cut.q95",
                     "leak.norm.first.mean", "sumkl.max", "auc_bound", "auc_bound.mean", "single_class_batches",
                     "epochs_done"]
 BOUNDS = {"auc_bound": "sumKL bound (every batch)", "auc_bound.mean": "sumKL bound on the mean"}
+# settings-table columns a setting's last epoch gives (the others cover every batch of its run)
+LAST_EPOCH = ("test_auc", "leak.norm.cut.mean", "leak.norm.first.mean")
 
 
 def split(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -133,11 +135,21 @@ def tradeoff(points: list[dict]) -> go.Figure:
 
 
 def settings_table(summary: dict) -> pd.DataFrame | None:
-    """One row per setting (by label): test AUC, leak AUCs, sumKL, bound; None in single mode."""
+    """One row per setting (indexed by its label): test AUC, leak AUCs, sumKL, bound, headed as the charts name
+    them; None in single mode."""
     if not summary.get("settings"):
         return None
-    table = pd.DataFrame(summary["settings"]).set_index("label")
-    return table[[c for c in SETTINGS_COLUMNS if c in table]]
+    table = pd.DataFrame(summary["settings"]).set_index("label").rename_axis("setting")
+    table = table[[c for c in SETTINGS_COLUMNS if c in table]]
+    return table.rename(columns=column_header)
+
+
+def column_header(key: str) -> str:
+    """A settings-table column's header: the metric's name on the charts (metric_names), and where it comes from."""
+    from .metric_names import header  # metric_names imports this module for its chart titles
+
+    text = header("split_label", key)
+    return f"{text} (last epoch)" if key in LAST_EPOCH else text
 
 
 def figures(snapshot: RunSnapshot) -> list[go.Figure]:
