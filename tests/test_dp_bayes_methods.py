@@ -148,52 +148,104 @@ def test_noise_aware_posterior_matches_brute_force_importance_sampling():
         assert np.allclose(np.quantile(theta[:, j], [0.05, 0.95]), bf_q, atol=0.15 * bf_sd[j])
 
 
-def test_dpvi_noise_multiplier_and_claim_follow_opacus():
-    """The calibrated sigma is Opacus' get_noise_multiplier; the claimed epsilon is Opacus' RDP accountant's."""
+@pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
+def test_dpvi_noise_multiplier_and_claim_follow_opacus(neighbouring):
+    """sigma is Opacus' get_noise_multiplier at the add/remove target; the claim is Opacus' RDP accountant's.
+
+    Under replace-one the target is (eps/2, delta/(1 + e^(eps/2))) and the claim, restated by group privacy,
+    is the requested (eps, delta) within calibration tolerance, like SSP's and the exponential mechanism's.
+    """
     from privengine.dp_bayes.comparison import _claims
     from privengine.dp_bayes.releases import DpviInfo, dpvi_noise_multiplier
 
-    config = DpBayesConfig.from_dict({"method": "dpvi", "epsilon": 1.0, "dpvi_steps": 300, "dpvi_sample_rate": 0.1})
+    config = DpBayesConfig.from_dict({"method": "dpvi", "epsilon": 1.0, "dpvi_steps": 300, "dpvi_sample_rate": 0.1,
+                                      "neighbouring": neighbouring})
+    replace_one = neighbouring == "replace-one"
+    target, delta_ar = (0.5, 1e-5 / (1 + math.exp(0.5))) if replace_one else (1.0, 1e-5)
     sigma = dpvi_noise_multiplier(config, 1.0)
-    assert sigma == pytest.approx(get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.1,
+    assert sigma == pytest.approx(get_noise_multiplier(target_epsilon=target, target_delta=delta_ar, sample_rate=0.1,
                                                        steps=300, accountant="rdp"))
     claim = _claims(config, "dpvi", DpviInfo({1.0: sigma}, {1.0: 300}), [1.0], headline=True, sweep=False)
     acc = RDPAccountant()
     acc.history = [(sigma, 0.1, 300)]
-    eps, order = acc.get_privacy_spent(delta=1e-5)
-    assert claim.epsilon == pytest.approx(eps) and claim.order == order and claim.delta == 1e-5
-    assert 0.98 <= claim.epsilon <= 1.0  # within get_noise_multiplier's tolerance, never above the target
-    assert "Opacus RDP" in claim.accountant and "add or remove" in claim.neighbouring
-    assert any("group privacy" in c for c in claim.caveats)  # the config's relation is replace-one
+    eps_ar, order = acc.get_privacy_spent(delta=delta_ar)  # add/remove, for the calibrated sigma
+    assert target - 0.01 <= eps_ar <= target and claim.order == order
+    assert "Opacus RDP" in claim.accountant and claim.delta == 1e-5  # the requested delta in both relations
+    assert 0.98 <= claim.epsilon <= 1.0  # the requested epsilon within calibration tolerance, never above
+    assert any("configured N = 4000 (n_records, public)" in c for c in claim.caveats)
+    if replace_one:
+        assert claim.epsilon == pytest.approx(2 * eps_ar) and (1 + math.exp(eps_ar)) * delta_ar <= 1e-5
+        assert claim.neighbouring.startswith("replace one record") and "group privacy" in claim.accountant
+        assert any("Calibrated for replace-one" in c for c in claim.caveats)
+    else:
+        assert claim.epsilon == pytest.approx(eps_ar) and claim.neighbouring.startswith("add or remove")
 
 
 @pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
 def test_sweep_headline_composes_claims_under_one_relation(neighbouring):
-    """DPVI is accounted under add/remove; under replace-one it enters the composition as (2 eps, (1 + e^eps) delta).
+    """Every method's claim is under the config's relation before epsilons and deltas add.
 
-    Adding its add/remove epsilon to the replace-one epsilons of SSP (and the exponential mechanism) holds under
-    neither relation.
+    Under replace-one DPVI's claim is already the group-privacy restatement of its add/remove accounting
+    (2 eps, (1 + e^eps) delta') at the calibrated target, so the headline adds like budgets; an add/remove
+    DPVI claim that still reached the composition would be restated there.
     """
     from privengine.dp_bayes.comparison import _claims, sweep_headline
+    from privengine.dp_bayes.privacy import dpvi_claim
     from privengine.dp_bayes.releases import DpviInfo, SspInfo, dpvi_noise_multiplier
 
-    config = DpBayesConfig.from_dict({"method": "all", "mode": "sweep", "sweep_epsilons": [1.0],
+    config = DpBayesConfig.from_dict({"method": "all", "mode": "sweep", "sweep_epsilons": [1.0, 3.0],
                                       "neighbouring": neighbouring, "dpvi_steps": 300, "dpvi_sample_rate": 0.1})
-    mu = ssp.gaussian_mu(1.0, config.delta)
-    ssp_claim = _claims(config, "ssp", SspInfo({1.0: mu}, {1.0: 1.0}, 1.0, 0.3, 0.0), [1.0], headline=False,
-                        sweep=True)
-    sigma = dpvi_noise_multiplier(config, 1.0)
-    dpvi_claim = _claims(config, "dpvi", DpviInfo({1.0: sigma}, {1.0: 300}), [1.0], headline=False, sweep=True)
-    claims, head = sweep_headline(config, [ssp_claim, dpvi_claim])
-    assert head.headline and not any(c.headline for c in claims)
-    eps_ar, delta_ar = dpvi_claim.epsilon, dpvi_claim.delta
+    mu = {e: ssp.gaussian_mu(e, config.delta) for e in (1.0, 3.0)}
+    ssp_claim = _claims(config, "ssp", SspInfo(mu, mu, 1.0, 0.3, 0.0), [1.0, 3.0], headline=False, sweep=True)
+    sigmas = {e: dpvi_noise_multiplier(config, e) for e in (1.0, 3.0)}
+    dpvi = _claims(config, "dpvi", DpviInfo(sigmas, {1.0: 300, 3.0: 300}), [1.0, 3.0], headline=False, sweep=True)
+    claims, head = sweep_headline(config, [ssp_claim, dpvi])
+    assert head.headline and not any(c.headline for c in claims) and claims[1] == dpvi
+    assert head.epsilon == pytest.approx(ssp_claim.epsilon + dpvi.epsilon) == pytest.approx(
+        sum(c.epsilon for c in claims))
+    assert head.delta == pytest.approx(2 * config.delta) and dpvi.delta == config.delta
+    assert dpvi.epsilon <= 4.0  # the two releases' RDP composition, within the requested 1 + 3
+    relation = "replace one record" if neighbouring == "replace-one" else "add or remove"
+    assert all(c.neighbouring.startswith(relation) for c in claims)
     if neighbouring == "replace-one":
-        assert head.epsilon == pytest.approx(ssp_claim.epsilon + 2 * eps_ar)
-        assert head.delta == pytest.approx(config.delta + (1 + math.exp(eps_ar)) * delta_ar)
-        assert all(c.neighbouring.startswith("replace one record") for c in claims)
-        assert any("group privacy" in c for c in claims[1].caveats)
-    else:
-        assert head.epsilon == pytest.approx(ssp_claim.epsilon + eps_ar)
-        assert head.delta == pytest.approx(2 * config.delta)
-        assert all(c.neighbouring.startswith("add or remove") for c in claims)
-    assert head.epsilon == pytest.approx(sum(c.epsilon for c in claims))
+        acc = RDPAccountant()
+        acc.history = [(sigmas[1.0], 0.1, 300), (sigmas[3.0], 0.1, 300)]
+        delta_ar = config.delta / (1 + math.exp(2.0))
+        eps_ar, _ = acc.get_privacy_spent(delta=delta_ar)
+        assert dpvi.epsilon == pytest.approx(2 * eps_ar) and (1 + math.exp(eps_ar)) * delta_ar <= config.delta
+        raw = dpvi_claim(epsilon=eps_ar, delta=delta_ar, order=None, noise_multipliers=(1.0,), sample_rate=0.1,
+                         steps=(300,), clip=1.0, n_records=10, neighbouring="add-remove", requested=(4.0, 1e-5),
+                         noise="")
+        (guarded, _), head2 = sweep_headline(config, [raw, ssp_claim])
+        assert guarded.epsilon == pytest.approx(2 * eps_ar) and guarded.neighbouring.startswith("replace one")
+        assert head2.delta == pytest.approx((1 + math.exp(eps_ar)) * delta_ar + config.delta)
+
+
+def test_dpvi_normalises_by_the_configured_record_count():
+    """round(q N) and the 1/N weight of the prior and entropy terms come from n_records, not from len(data).
+
+    One noiseless step on the same 40 records (same Poisson sample and Monte Carlo draws): the gradient Adam
+    receives is (sum of clipped l_i gradients / (q N) + grad r / N), so with n_records = 80 it is exactly half
+    the one with n_records = 40. Had either normaliser been read from the data, the two would not be in ratio 2.
+    """
+    from privengine.dp_bayes import dpvi
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    records = synthetic_records("linear", n=40, coefficients=(2.0, -3.5), intercept=-5.0, seed=3)
+    grads: list[list[torch.Tensor]] = []
+    hook = register_optimizer_step_pre_hook(
+        lambda opt, args, kwargs: grads.append([p.grad.clone() for g in opt.param_groups for p in g["params"]]))
+    try:
+        for n_records in (40, 80):
+            dpvi.fit("linear", [records], n_records=n_records, noise_multiplier=0.0, sample_rate=0.5, steps=1,
+                     clip=1e6, lr=0.1, mc_samples=2, prior_sd=10.0, sigma_prior_scale=1.0,
+                     generator=torch.Generator().manual_seed(0))
+        short = synthetic_records("linear", n=39, coefficients=(2.0, -3.5), intercept=-5.0, seed=3)
+        dpvi.fit("linear", [records, short], n_records=40, noise_multiplier=1.0, sample_rate=0.5, steps=2, clip=1.0,
+                 lr=0.1, mc_samples=2, prior_sd=10.0, sigma_prior_scale=1.0, generator=torch.Generator().manual_seed(0))
+    finally:
+        hook.remove()
+    assert all(torch.count_nonzero(g) > 0 for g in grads[0])
+    for a, b in zip(grads[0], grads[1]):
+        torch.testing.assert_close(a, 2 * b, rtol=1e-12, atol=1e-15)
+    assert dpvi.expected_batch_size(0.5, 40) == 20

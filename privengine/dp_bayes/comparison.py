@@ -29,7 +29,7 @@ from .config import DpBayesConfig
 from .coverage import Released, coverage_90, evaluate, reference_release
 from .data import Records, synthetic_records, true_parameters
 from .models import build_model
-from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, basic_composition, dpvi_claim,
+from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, basic_composition, dpvi_claim,
                       replace_one_by_group_privacy, ssp_claim)
 from .reference import ReferencePosterior, StopRequested, reference_posterior
 
@@ -85,7 +85,13 @@ def _method_releases(config, method, data, problems, reporter, stage):
 
 
 def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, headline: bool, sweep: bool):
-    """The claim of ``method`` on data set 0: one release per epsilon in ``epsilons`` (composed if several)."""
+    """The claim of ``method`` on data set 0: one release per epsilon in ``epsilons`` (composed if several).
+
+    DPVI: the releases' history is accounted under add/remove at delta' = delta / (1 + e^(E/2)), E the sum of
+    the requested epsilons (:func:`~.privacy.add_remove_target`; delta' = delta under add/remove), and under
+    replace-one restated by group privacy as (2 eps, (1 + e^eps) delta'), which is at most (E, delta) when
+    eps <= E/2 (always for one release, by calibration); otherwise the claim states the larger delta.
+    """
     noise = noise_caveat(secure=config.secure_noise)
     label = (f"{method} sweep (evaluation only): every release of data set 0 composed" if sweep else None)
     if method == "ssp":
@@ -94,12 +100,14 @@ def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, 
                          d=len(config.coefficients), x_bound=config.x_bound, y_low=config.y_low,
                          y_high=config.y_high, releases=len(epsilons), noise=noise, headline=headline, label=label)
     history = merge([[(info.noise_multiplier[e], config.dpvi_sample_rate, info.steps[e])] for e in epsilons])
-    eps, order = epsilon_of(history, accountant=R.DPVI_ACCOUNTANT, delta=config.delta)
-    return dpvi_claim(epsilon=eps, delta=config.delta, order=order,
+    requested = (sum(epsilons), config.delta)
+    _, delta_ar = add_remove_target(*requested, config.neighbouring)
+    eps, order = epsilon_of(history, accountant=R.DPVI_ACCOUNTANT, delta=delta_ar)
+    return dpvi_claim(epsilon=eps, delta=delta_ar, order=order,
                       noise_multipliers=tuple(info.noise_multiplier[e] for e in epsilons),
                       sample_rate=config.dpvi_sample_rate, steps=tuple(info.steps[e] for e in epsilons),
-                      clip=config.dpvi_clip, neighbouring=config.neighbouring, noise=noise, headline=headline,
-                      label=label)
+                      clip=config.dpvi_clip, n_records=config.n_records, neighbouring=config.neighbouring,
+                      requested=requested, noise=noise, headline=headline, label=label)
 
 
 def run_release(config: DpBayesConfig, reporter) -> dict:
@@ -189,9 +197,10 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
 def sweep_headline(config: DpBayesConfig, claims: list[PrivacyClaim]) -> tuple[list[PrivacyClaim], PrivacyClaim]:
     """The per-method claims of a sweep, each under the config's relation, and the one headline over them.
 
-    Epsilons and deltas add only under one neighbouring relation: under replace-one, DPVI's add/remove claim
-    is first restated by group privacy (2 eps, (1 + e^eps) delta) before the basic composition. A single
-    claim stays as it is (DPVI's then says the replace-one figure in its caveats).
+    Epsilons and deltas add only under one neighbouring relation. DPVI's claims come from :func:`_claims`
+    already under the config's relation (replace-one: by group privacy from its add/remove accounting);
+    an add/remove DPVI claim reaching a replace-one sweep (none does now) would be restated the same way
+    here before the basic composition. A single claim stays as it is.
     """
     if len(claims) == 1:
         return claims, replace(claims[0], headline=True)

@@ -1,7 +1,8 @@
 """DP variational inference (Jalko, Dikmen & Honkela 2017): DP-SGD on the ELBO's per-record terms, with Opacus.
 
 Variational family: mean-field Gaussian q(theta | z), z = (m, s) (mean and log sd per parameter, 2P).
-The negative ELBO divided by N splits into per-record terms and a data-independent rest,
+With N the *configured* record count (``n_records``: public, fixed before seeing the data), the negative
+ELBO divided by N splits into per-record terms and a data-independent rest,
 
     -ELBO(z) / N = (1/N) sum_i l_i(z) + r(z) / N,
     l_i(z) = -E_q[log p(y_i | x_i, theta)],   r(z) = -E_q[log p(theta)] - H(q),
@@ -12,13 +13,21 @@ record and step). One step of DP-SGD:
 1. Poisson sampling: every record joins the batch independently with probability q (Opacus'
    ``UniformWithReplacementSampler``);
 2. per-record gradients of l_i (Opacus' ``GradSampleModule``, functorch), each clipped to norm C, summed,
-   plus N(0, sigma^2 C^2 I), divided by the expected batch size qN (Opacus' ``DPOptimizer``);
+   plus N(0, sigma^2 C^2 I), divided by the expected batch size round(q N) (Opacus' ``DPOptimizer``);
 3. plus grad r(z) / N, which reads no record (post-processing of the noisy iterate);
 4. an Adam step, the learning rate decaying geometrically to a twentieth.
 
+N in steps 2 and 3 is the configured count, never the length of the private data: under add/remove
+neighbours the count is itself private, and a normaliser read from it would be a function of the data
+outside the clipped, noised sum the accountant covers (the released z would then differ between
+neighbours by more than the Gaussian mechanism's sensitivity allows). With a public N, one step is
+post-processing of the noisy clipped sum, whatever the actual count (equal to N for the synthetic data).
+
 The released z is the average of the iterates over the last quarter of the steps (post-processing).
 Privacy: ``steps`` compositions of the Poisson-subsampled Gaussian mechanism (add/remove one record),
-accounted by Opacus' RDP accountant; sigma is calibrated with Opacus' ``get_noise_multiplier``.
+accounted by Opacus' RDP accountant; sigma is calibrated with Opacus' ``get_noise_multiplier``
+(:func:`~.releases.dpvi_noise_multiplier`; under replace-one to the add/remove target of
+:func:`~.privacy.add_remove_target`).
 
 Vectorised over R independent problems (the released data set and evaluation data sets): the
 parameters are (R, P) tables, each record carries its problem's index and only moves its row, so a
@@ -94,24 +103,24 @@ def _rows(datasets: list[Records]) -> torch.Tensor:
                       for k, r in enumerate(datasets)])
 
 
-def fit(model: str, datasets: list[Records], *, noise_multiplier: float, sample_rate: float, steps: int,
-        clip: float, lr: float, mc_samples: int, prior_sd: float, sigma_prior_scale: float,
+def fit(model: str, datasets: list[Records], *, n_records: int, noise_multiplier: float, sample_rate: float,
+        steps: int, clip: float, lr: float, mc_samples: int, prior_sd: float, sigma_prior_scale: float,
         generator: torch.Generator, should_stop: Callable[[], bool] = lambda: False,
         on_step: Callable[[int, torch.Tensor], None] | None = None) -> tuple[torch.Tensor, int]:
-    """DPVI on every data set at once (all of size N): the released z (R, 2P) and the steps taken.
+    """DPVI on every data set at once: the released z (R, 2P) and the steps taken.
 
-    ``generator`` drives the Poisson sampling, the Monte Carlo draws and the Gaussian noise (the
-    mechanism's randomness). ``should_stop`` is polled every step; ``on_step(step, z)`` sees the iterate.
+    ``n_records`` is the public N of the module docstring: the divisor round(q N) of the noisy gradient
+    sum and the weight 1/N of the prior and entropy terms. The data sets' own lengths are never used
+    for either (they may differ from it and from each other). ``generator`` drives the Poisson
+    sampling, the Monte Carlo draws and the Gaussian noise (the mechanism's randomness).
+    ``should_stop`` is polled every step; ``on_step(step, z)`` sees the iterate.
     """
-    n = datasets[0].n
-    if any(r.n != n for r in datasets):
-        raise ValueError("every data set must have the same number of records")
     d = datasets[0].x.shape[1]
     terms = RecordTerms(model, len(datasets), d, mc_samples)
     module = GradSampleModule(terms, loss_reduction="sum", force_functorch=True)
     adam = torch.optim.Adam(terms.parameters(), lr=lr)
     optimizer = DPOptimizer(adam, noise_multiplier=noise_multiplier, max_grad_norm=clip,
-                            expected_batch_size=expected_batch_size(sample_rate, n), loss_reduction="mean",
+                            expected_batch_size=expected_batch_size(sample_rate, n_records), loss_reduction="mean",
                             generator=generator)
     schedule = torch.optim.lr_scheduler.ExponentialLR(adam, gamma=FINAL_LR_FACTOR ** (1 / steps))
     rows = _rows(datasets)
@@ -128,7 +137,7 @@ def fit(model: str, datasets: list[Records], *, noise_multiplier: float, sample_
         draws = torch.randn(len(datasets), mc_samples, terms.p, generator=generator, dtype=DTYPE)
         rest = terms.rest(draws, prior_sd=prior_sd, sigma_prior_scale=sigma_prior_scale)
         for param, grad in zip((terms.mean, terms.log_sd), torch.autograd.grad(rest, (terms.mean, terms.log_sd))):
-            param.grad += grad / n
+            param.grad += grad / n_records
         adam.step()
         schedule.step()
         done = step

@@ -19,7 +19,8 @@ DP_BAYES = register(Mechanism(
         "((ε, (1 + e^ε)·TV)-DP at an unknown total-variation distance TV). The reference posterior, the "
         "non-private VI baseline and the diagnostics shown are computed from the raw data and are not private. "
         "The ssp method publishes noisy sufficient statistics ((ε, δ)-DP, Gaussian mechanism over a stated data "
-        "domain) and dpvi DP-SGD-trained variational parameters ((ε, δ)-DP, Opacus RDP accountant, add/remove)."),
+        "domain) and dpvi DP-SGD-trained variational parameters ((ε, δ)-DP, Opacus RDP accountant under add/remove; "
+        "under replace-one calibrated to (ε/2, δ/(1 + e^(ε/2))) so that group privacy gives (ε, δ))."),
     description=(
         "Each record's log-likelihood l is sanitized to τ·tanh(l/τ), which bounds the sensitivity of the "
         "utility U(z) = E_q[Σ sanitized loglik + log prior] + w·H(q) (the ELBO for w = 1) by 2τ. One draw of z "

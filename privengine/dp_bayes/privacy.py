@@ -72,7 +72,6 @@ SSP_NEIGHBOURING = {
     "add-remove": "add or remove one record (Delta_2 = sqrt(E) over the rescaled statistics, N released noisily)",
 }
 DPVI_NEIGHBOURING = "add or remove one record (Poisson-subsampled DP-SGD steps)"
-GROUP_PRIVACY_NOTE = "Stated for add/remove neighbours (Opacus' accountant); replacing one record"
 EVALUATION_NOTE = ("Evaluation releases on other synthetic data sets (data seeds data_seed + 1, ...), used only to "
                    "estimate coverage, read no record of the released data set and cost it nothing.")
 
@@ -107,49 +106,101 @@ def ssp_claim(*, epsilon: float, delta: float, mu: float, neighbouring: str, d: 
                         caveats, headline=headline)
 
 
+def add_remove_target(epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
+    """The add/remove (epsilon', delta') DPVI's noise is calibrated to, for a requested (epsilon, delta).
+
+    Opacus accounts DP-SGD under add/remove. Under add/remove the target is the request itself. Under
+    replace-one, neighbours D and D'' differ in one record x -> x''; D' = D without x is an add/remove
+    neighbour of both, so an (epsilon', delta') add/remove guarantee gives, for every event S,
+
+        P[M(D) in S] <= e^eps' P[M(D') in S] + delta'
+                     <= e^eps' (e^eps' P[M(D'') in S] + delta') + delta'
+                     =  e^(2 eps') P[M(D'') in S] + (1 + e^eps') delta',
+
+    i.e. (2 eps', (1 + e^eps') delta') under replace-one (group privacy of size 2). Solving
+    2 eps' = epsilon and (1 + e^eps') delta' = delta gives
+
+        eps' = epsilon / 2,   delta' = delta / (1 + e^(epsilon / 2)),
+
+    so that SSP and the exponential mechanism (calibrated to replace-one epsilon directly) and DPVI get
+    the same budget. Opacus' calibration lands eps_acc in [eps' - 0.01, eps'] at delta'; then
+    2 eps_acc <= epsilon and (1 + e^eps_acc) delta' <= delta.
+
+    >>> add_remove_target(2.0, 1e-5, "add-remove")
+    (2.0, 1e-05)
+    >>> e, d = add_remove_target(2.0, 1e-5, "replace-one"); round(e, 6), round(d * (1 + math.exp(1.0)), 12)
+    (1.0, 1e-05)
+    """
+    if neighbouring == "add-remove":
+        return epsilon, delta
+    half = epsilon / 2
+    return half, delta / (1 + math.exp(half))
+
+
 def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multipliers: tuple[float, ...],
-               sample_rate: float, steps: tuple[int, ...], clip: float, neighbouring: str, noise: str,
-               headline: bool = True, label: str | None = None) -> PrivacyClaim:
-    """The claim of one DPVI run per entry of ``noise_multipliers`` on one data set (Opacus RDP, composed)."""
+               sample_rate: float, steps: tuple[int, ...], clip: float, n_records: int, neighbouring: str,
+               requested: tuple[float, float], noise: str, headline: bool = True,
+               label: str | None = None) -> PrivacyClaim:
+    """The claim of one DPVI run per entry of ``noise_multipliers`` on one data set (Opacus RDP, composed).
+
+    ``epsilon``, ``delta`` and ``order`` are the add/remove accountant's (at the delta' of
+    :func:`add_remove_target`); ``requested`` is the (epsilon, delta) asked for, summed over the runs.
+    Under replace-one the claim is restated by :func:`replace_one_by_group_privacy` as
+    (2 epsilon, (1 + e^epsilon) delta) and states the requested delta when that bounds it: within
+    calibration tolerance, the requested (epsilon, delta) itself.
+    """
     runs = len(noise_multipliers)
+    want_eps, want_delta = requested
     caveats = [
         f"DP-SGD on the ELBO's per-record terms: per-record gradients clipped to C = {clip:g}, Gaussian noise "
         f"multiplier(s) sigma = {', '.join(f'{s:.4g}' for s in noise_multipliers)}, Poisson sampling rate "
         f"q = {sample_rate:g}, {', '.join(map(str, steps))} step(s). The prior and entropy terms read no record and "
         "are added after the noise; the released z averages the last iterates (post-processing).",
+        f"The divisor round(q N) of the noisy gradient sum and the weight 1/N of the prior and entropy terms use "
+        f"the configured N = {n_records} (n_records, public), not the number of records in the private data, "
+        "which under add/remove is itself private.",
         _diagnostics_caveat("the released variational parameters z"),
         noise,
     ]
     if neighbouring == "replace-one":
-        caveats.append(GROUP_PRIVACY_NOTE + " is a removal "
-                       "and an addition, so under replace-one the guarantee is (2 epsilon, (1 + e^epsilon) delta) "
-                       "by group privacy.")
+        caveats.append(f"Calibrated for replace-one: sigma is chosen so that the add/remove accountant gives at most "
+                       f"(epsilon/2, delta/(1 + e^(epsilon/2))) for the requested (epsilon, delta) = "
+                       f"({want_eps:g}, {want_delta:g}); group privacy over the removal and addition that replace "
+                       "a record then gives (epsilon, delta).")
     name = label or (f"{runs} DPVI runs on the data set (composed)" if runs > 1
                      else "the released variational posterior (DPVI)")
     accountant = ("Opacus RDP accountant (Mironov, Talwar & Zhang 2019) over the Poisson-subsampled Gaussian "
                   "steps" + (f" of {runs} runs composed" if runs > 1 else ""))
-    return PrivacyClaim(name, epsilon, delta, accountant, DPVI_NEIGHBOURING, order, tuple(caveats), headline=headline)
+    claim = PrivacyClaim(name, epsilon, delta, accountant, DPVI_NEIGHBOURING, order, tuple(caveats),
+                         headline=headline)
+    return replace_one_by_group_privacy(claim, delta_bound=want_delta) if neighbouring == "replace-one" else claim
 
 
-def replace_one_by_group_privacy(claim: PrivacyClaim) -> PrivacyClaim:
+def replace_one_by_group_privacy(claim: PrivacyClaim, *, delta_bound: float | None = None) -> PrivacyClaim:
     """An add/remove claim (epsilon, delta) restated for replace-one neighbours: (2 epsilon, (1 + e^epsilon) delta).
 
     Replacing a record is removing it and adding another, so group privacy over the two steps gives
-    P[M(D) in S] <= e^eps (e^eps P[M(D') in S] + delta) + delta. Needed before composing DPVI (accounted
-    under add/remove) with claims made under replace-one: their epsilons and deltas add only under one relation.
+    P[M(D) in S] <= e^eps (e^eps P[M(D') in S] + delta) + delta (see :func:`add_remove_target`).
+    ``delta_bound``: the delta stated instead when it is at least (1 + e^epsilon) delta (a larger delta
+    is a weaker, still valid claim), so a run calibrated to a requested delta states that delta.
 
     >>> c = replace_one_by_group_privacy(PrivacyClaim("x", 1.0, 1e-5, "acc", DPVI_NEIGHBOURING))
     >>> round(c.epsilon, 6), round(c.delta, 10), c.neighbouring.startswith("replace one record")
     (2.0, 3.71828e-05, True)
+    >>> replace_one_by_group_privacy(PrivacyClaim("x", 1.0, 1e-5, "acc", DPVI_NEIGHBOURING), delta_bound=4e-5).delta
+    4e-05
     """
     eps, delta = claim.epsilon, claim.delta
-    note = (f"Restated for replace-one by group privacy: the accountant gives epsilon = {eps:.4g}, delta = {delta:g} "
+    group_delta = (1 + math.exp(eps)) * delta
+    stated = delta_bound if delta_bound is not None and delta_bound >= group_delta else group_delta
+    note = (f"Restated for replace-one by group privacy: the accountant gives epsilon = {eps:.4g}, delta = {delta:.3g} "
             "under add/remove; replacing one record is a removal and an addition, so under replace-one the "
-            f"guarantee is (2 epsilon, (1 + e^epsilon) delta) = ({2 * eps:.4g}, {(1 + math.exp(eps)) * delta:.3g}).")
-    caveats = tuple(c for c in claim.caveats if not c.startswith(GROUP_PRIVACY_NOTE)) + (note,)
-    return replace(claim, epsilon=2 * eps, delta=(1 + math.exp(eps)) * delta,
+            f"guarantee is (2 epsilon, (1 + e^epsilon) delta) = ({2 * eps:.4g}, {group_delta:.3g})"
+            + (f", stated with delta = {stated:g} >= {group_delta:.3g}." if stated != group_delta else "."))
+    return replace(claim, epsilon=2 * eps, delta=stated,
                    accountant=claim.accountant + "; group privacy of size 2 (add/remove to replace-one)",
-                   neighbouring="replace one record (group privacy of size 2 from add/remove)", caveats=caveats)
+                   neighbouring="replace one record (group privacy of size 2 from add/remove)",
+                   caveats=claim.caveats + (note,))
 
 
 def basic_composition(claims: list[PrivacyClaim], *, label: str) -> PrivacyClaim:

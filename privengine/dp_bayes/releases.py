@@ -21,6 +21,7 @@ from . import dpvi, ssp
 from .config import DpBayesConfig
 from .coverage import Released
 from .data import Records
+from .privacy import add_remove_target
 from .ssp_posterior import NoiseAwareTarget, noise_aware_samples
 
 SSP_CHAINS = 4     # Metropolis chains per problem (pooled)
@@ -77,8 +78,14 @@ def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[
 
 
 def dpvi_noise_multiplier(config: DpBayesConfig, epsilon: float) -> float:
-    """sigma reaching ``epsilon`` at ``config.delta`` after ``dpvi_steps`` steps at rate q (Opacus RDP)."""
-    return calibrate_noise_multiplier(target_epsilon=epsilon, delta=config.delta,
+    """sigma giving (``epsilon``, ``config.delta``) under ``config.neighbouring`` after ``dpvi_steps`` steps at rate q.
+
+    Opacus' ``get_noise_multiplier`` (RDP, add/remove) at the add/remove target of
+    :func:`~.privacy.add_remove_target`: the request itself under add/remove; (epsilon/2,
+    delta/(1 + e^(epsilon/2))) under replace-one, which group privacy turns into (epsilon, delta).
+    """
+    target, delta = add_remove_target(epsilon, config.delta, config.neighbouring)
+    return calibrate_noise_multiplier(target_epsilon=target, delta=delta,
                                       sample_rate=config.dpvi_sample_rate, steps=config.dpvi_steps,
                                       accountant=DPVI_ACCOUNTANT)
 
@@ -101,7 +108,8 @@ def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list
         index = [i for i, (_, e) in enumerate(problems) if e == eps]
         sigmas[eps] = dpvi_noise_multiplier(config, eps)
         z, steps[eps] = dpvi.fit(config.model, [datasets[problems[i][0]] for i in index],
-                                 noise_multiplier=sigmas[eps], sample_rate=config.dpvi_sample_rate,
+                                 n_records=config.n_records, noise_multiplier=sigmas[eps],
+                                 sample_rate=config.dpvi_sample_rate,
                                  steps=config.dpvi_steps, clip=config.dpvi_clip, lr=config.dpvi_lr,
                                  mc_samples=config.mc_samples, prior_sd=config.prior_sd,
                                  sigma_prior_scale=config.sigma_prior_scale, generator=generator,
