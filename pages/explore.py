@@ -16,10 +16,12 @@ from privengine.config import FieldSpec
 from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, run_configs, runner, suggest_values
 from ui import services, sweep_view
-from ui.form import config_form
+from ui.form import config_form, error_text
 from ui.shell import through_app
 
 EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a new local one)"}
+# the page's own fields, outside the mechanism's config: their labels, for errors that name them
+FIELDS = {"seeds": "Seeds per point", "workers": "Workers (runs at once)", "address": "Ray address"}
 # never varied: the seeds are the sweep's, the device is shared, replicas are for resumed runs
 _FIXED = ("device", "seed", "replica")
 
@@ -73,13 +75,13 @@ def _count(name: str, value) -> int:
     return int(value)
 
 
-def _checked(errors: list[ConfigError], check, *args):
-    """``check(*args)``, or None with its error shown inline (and collected)."""
+def _checked(errors: list[ConfigError], config_cls, check, *args):
+    """``check(*args)``, or None with its error shown inline, fields named by their labels (and collected)."""
     try:
         return check(*args)
     except ConfigError as exc:
         errors.append(exc)
-        st.error(str(exc), icon=":material/error:")
+        st.error(error_text(exc, config_cls, FIELDS), icon=":material/error:")
         return None
 
 
@@ -105,8 +107,8 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
         hint = "Values separated by ';', each a comma-separated list." if spec.is_list else "Comma-separated."
         text = st.text_input(f"Values of {spec.label}", _values_text(spec, suggest_values(spec)),
                              key=f"explore.{name}.values.{field}", help=f"{hint} Allowed: {spec.range_text()}.")
-        axes[field] = _checked(errors, _parse_values, spec, text)
-    seeds = _checked(errors, _count, "seeds", st.number_input(
+        axes[field] = _checked(errors, cls, _parse_values, spec, text)
+    seeds = _checked(errors, cls, _count, "seeds", st.number_input(
         "Seeds per point", value=1, step=1, key="explore.seeds", help="Runs per point, with seeds seed, seed + 1, …"))
     ray_missing = services.ray_missing()
     kind = st.radio("Executor", list(EXECUTORS), format_func=EXECUTORS.get, key="explore.executor", horizontal=True,
@@ -115,7 +117,7 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
         st.caption(f"Ray is disabled: {ray_missing}")
     address = st.text_input("Ray address", key="explore.address", placeholder="$RAY_ADDRESS, else a new local cluster"
                             ) if kind == "ray" else None
-    workers = _checked(errors, _count, "workers", st.number_input(
+    workers = _checked(errors, cls, _count, "workers", st.number_input(
         "Workers (runs at once)", value=runner.default_workers(), step=1, key="explore.workers",
         help=f"Default {runner.default_workers()}: one per two cores (each run already uses several threads)."))
     st.markdown("**Values every run shares**")
@@ -125,7 +127,7 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
         return Launch(None, kind, workers, address)
     # knobs in name order: the store keeps the spec with sorted keys, and the points are numbered from it
     spec = SweepSpec(name, base=base.to_dict(), axes=dict(sorted(axes.items())), seeds=seeds)
-    total = _checked(errors, lambda: len(run_configs(spec)))  # every run's config, checked before launch
+    total = _checked(errors, cls, lambda: len(run_configs(spec)))  # every run's config, checked before launch
     if total is None:
         return Launch(None, kind, workers, address)
     st.markdown(f"**{total:,} run{'s' if total > 1 else ''}**: {total // seeds:,} point(s) × {seeds} seed(s)")
@@ -182,7 +184,10 @@ with left:
                  icon=":material/play_arrow:", width="stretch"):
         try:
             sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard")
-        except (ConfigError, ImportError, ConnectionError) as exc:
+        except ConfigError as exc:
+            text = error_text(exc, registry.get(launch.spec.mechanism).config_cls, FIELDS)
+            st.error(f"The sweep was not launched: {text}", icon=":material/error:")
+        except (ImportError, ConnectionError) as exc:
             st.error(f"The sweep was not launched: {exc}", icon=":material/error:")
         else:
             st.session_state.setdefault("explore.launched", {})[sweep_id] = launch

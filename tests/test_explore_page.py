@@ -76,11 +76,20 @@ def test_finished_sweep_by_url_shows_points_frontier_and_claim(store):
 def test_bad_value_shows_inline_error_and_launches_nothing(store):
     at = _toy_sweep_form(_page(), "0.1, 5")
     _assert_clean(at)
-    assert [e.value for e in at.error] == ["`rate` must be in (0, 1]; got 5.0"]
+    assert [e.value for e in at.error] == ["**Rate** must be in (0, 1]; got 5.0"]  # the field by its form label
     assert at.button(key="explore.launch").disabled
     at.text_input(key="explore.toy.values.rate").set_value("0.1, zero").run()
-    assert [e.value for e in at.error] == ["`rate` must be a number; got 'zero'"]
+    assert [e.value for e in at.error] == ["**Rate** must be a number; got 'zero'"]
     assert store.list_sweeps() == []
+
+
+def test_errors_about_the_pages_own_fields_name_them_by_their_labels(store):
+    at = _toy_sweep_form(_page(), "0.1, 0.3")
+    at.number_input(key="explore.seeds").set_value(0).run()
+    _assert_clean(at)
+    assert [e.value for e in at.error] == ["**Seeds per point** must be an integer >= 1; got 0"]
+    assert not any("`" in e.value for e in at.error)
+    assert at.button(key="explore.launch").disabled
 
 
 def test_launch_from_the_page_creates_the_runs(store):
@@ -143,7 +152,8 @@ def test_suggested_values_of_every_knob_parse(name):
     _assert_clean(at)
     # every pre-filled value is accepted; only the size of the whole grid, or a knob that the base config
     # switches off (named with its switch), may be refused
-    assert all(e.value.startswith("`seeds` times the") or "has no effect unless" in e.value for e in at.error), \
+    assert all(e.value.startswith("**Seeds per point** times the") or "has no effect unless" in e.value
+               for e in at.error), \
         [e.value for e in at.error]
 
 

@@ -70,15 +70,18 @@ def field_label(spec: FieldSpec) -> str:
     return spec.label[:1].upper() + spec.label[1:]
 
 
-def error_text(exc: ConfigError, config_cls: type[BaseConfig]) -> str:
+def error_text(exc: ConfigError, config_cls: type[BaseConfig], fields: dict[str, str] | None = None) -> str:
     """``exc``'s message with every field it names in backticks written as the form labels it
-    ("`target_epsilon` must be ..." -> "**Target epsilon** must be ...").
+    ("`target_epsilon` must be ..." -> "**Target epsilon** must be ..."); ``fields``: the labels of a page's own
+    fields outside the config (name -> label).
 
     >>> from privengine.config import RunConfig
     >>> error_text(ConfigError("secure_noise", "must be true or false; got 2"), RunConfig)
     '**Secure noise (OS entropy)** must be true or false; got 2'
+    >>> error_text(ConfigError("seeds", "must be an integer >= 1; got 0"), RunConfig, {"seeds": "Seeds per point"})
+    '**Seeds per point** must be an integer >= 1; got 0'
     """
-    labels = {spec.name: field_label(spec) for spec in config_cls.specs()}
+    labels = {spec.name: field_label(spec) for spec in config_cls.specs()} | (fields or {})
     return re.sub(r"`(\w+)`", lambda m: f"**{labels[m[1]]}**" if m[1] in labels else m[0], str(exc))
 
 
