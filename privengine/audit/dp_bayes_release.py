@@ -93,8 +93,10 @@ class DpBayesAuditConfig(BaseConfig):
                                           "half of the releases and the bound computed on the other half")
 
     def dp_bayes(self) -> DpBayesConfig:
-        """The DP-Bayes run config whose release is audited: the run's defaults with these knobs."""
+        """The DP-Bayes run config whose release is audited: the run's defaults with these knobs, under the
+        method's own relation (dpvi: add/remove, where Opacus' accountant states its claim directly)."""
         return _DP_BAYES.replace(method=self.method, epsilon=self.epsilon, delta=self.delta,
+                                 neighbouring="add-remove" if self.method == "dpvi" else "replace-one",
                                  n_records=self.n_records, burn_in=self.burn_in, steps=self.steps,
                                  dpvi_steps=self.dpvi_steps, seed=self.seed, device="cpu", **START_STEPS)
 
