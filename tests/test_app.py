@@ -281,3 +281,28 @@ def test_forms_speak_in_labels_and_mark_datasets_missing_from_the_data_root(tmp_
     assert "target ε (σ calibrated)" in at.selectbox(key="form.dpsgd.noise_mode").options  # not `target_epsilon`
     at.number_input(key="form.dpsgd.target_epsilon").set_value(500.0).run()
     assert [e.value for e in at.error] == ["**Target epsilon** must be in [0.05, 100]; got 500.0"]
+
+
+@pytest.mark.parametrize("name", ["split_label", "dp_bayes"])
+def test_every_choice_of_split_learning_and_dp_bayes_reads_as_a_label(name):
+    from privengine.config import CHOICE_NAMES, RunConfig
+
+    shared = {s.name for s in RunConfig.specs()}  # device: the form offers the devices found here
+    for spec in registry.get(name).config_cls.specs():
+        if spec.name in shared:
+            continue
+        for choice in spec.knob.choices or ():
+            labelled = dict(spec.knob.choice_labels).get(choice) or CHOICE_NAMES.get(choice)
+            assert labelled and spec.knob.choice_label(choice) == labelled, (spec.name, choice)
+
+
+def test_dp_bayes_methods_are_offered_by_name():
+    at = _page("pages/dp_bayes.py")
+    _assert_clean(at)
+    assert at.selectbox(key="form.dp_bayes.method").options == [
+        "exponential mechanism (seed)", "sufficient-statistics perturbation (noise-aware)",
+        "DP variational inference (DP-SGD)", "all three (sweep mode only)"]
+    split = _page("pages/split_label.py")
+    _assert_clean(split)
+    assert split.selectbox(key="form.split_label.protection").options == [
+        "no protection", "isotropic noise", "max norm alignment", "Marvell (optimal noise for a sumKL budget)"]

@@ -11,8 +11,9 @@ MODELS = ("linear", "logistic")
 NEIGHBOURING = ("replace-one", "add-remove")
 MODES = ("release", "sweep")
 METHODS = ("exponential", "ssp", "dpvi", "all")
-METHOD_LABELS = {"exponential": "exponential mechanism (seed)", "ssp": "sufficient-statistics perturbation",
-                 "dpvi": "DP variational inference", "all": "all methods (sweep only)"}
+METHOD_LABELS = {"exponential": "exponential mechanism (seed)",
+                 "ssp": "sufficient-statistics perturbation (noise-aware)",
+                 "dpvi": "DP variational inference (DP-SGD)", "all": "all three (sweep mode only)"}
 PRIVATE_METHODS = ("exponential", "ssp", "dpvi")
 LINEAR_ONLY = ("ssp",)
 MAX_ELEMENTS = 20_000_000  # chains x Monte Carlo samples x records evaluated per step (memory bound)
@@ -28,6 +29,7 @@ class DpBayesConfig(RunConfig):
                             "given them, modelling the noise (linear model only). dpvi: DP-SGD on the ELBO's "
                             "per-record terms (Opacus). all: every method side by side (sweep mode only).")
     model: str = knob("linear", choices=MODELS,
+                      choice_labels={"linear": "linear regression", "logistic": "logistic regression"},
                       help="Bayesian linear regression (Gaussian noise, half-Cauchy prior on its scale) "
                            "or Bayesian logistic regression.")
     n_records: int = knob(4000, low=10, high=1_000_000, log=True, help="Number of synthetic records N.")
@@ -56,6 +58,8 @@ class DpBayesConfig(RunConfig):
                                       "the data, so w leaves the sensitivity unchanged; w > 0 keeps the density "
                                       "normalisable.")
     neighbouring: str = knob("replace-one", choices=NEIGHBOURING,
+                             choice_labels={"replace-one": "replace one record",
+                                            "add-remove": "add or remove one record"},
                              help="Neighbouring datasets: replace one record (sensitivity 2 tau) or add/remove "
                                   "one record (sensitivity tau).")
     delta: float = knob(1e-5, low=0.0, high=0.1, low_open=True, log=True,
@@ -90,6 +94,7 @@ class DpBayesConfig(RunConfig):
                                       "They touch no record of the released data set. The exponential method's "
                                       "coverage uses its `draws`.")
     mode: str = knob("release", choices=MODES,
+                     choice_labels={"release": "release once", "sweep": "sweep over ε (evaluation only)"},
                      help="release: draw the private approximation(s) once. sweep: repeat the release over "
                           "several epsilons and repetitions to chart error vs epsilon (evaluation only).")
     draws: int = knob(1, low=1, high=100, shown_when=("mode", ("release",)),

@@ -19,19 +19,24 @@ class SplitLabelConfig(RunConfig):
 
     dataset: str = knob(
         "synthetic", choices=DATASETS,
+        choice_labels={"fashion_mnist": "Fashion-MNIST (trousers vs the rest)"},
         help="synthetic: a seeded scikit-learn classification problem with rare positives (runs in about a "
              "minute on a CPU). fashion_mnist: label 1 iff the image is a trouser kept with probability "
              "`trouser keep` (the seed's demo, about 1.8% positives), read from the data root.")
     mode: str = knob(
         "single", choices=MODES,
+        choice_labels={"single": "one protection", "trade_off": "trade-off (one training per setting)"},
         help="single: train once with the chosen protection. trade_off: train once per setting listed below "
              "(plus no protection and max norm) and plot test AUC against leak AUC, one point per setting.")
     protection: str = knob(
         "marvell", choices=PROTECTIONS, shown_when=("mode", ("single",)),
+        choice_labels={"none": "no protection", "iso": "isotropic noise", "max_norm": "max norm alignment",
+                       "marvell": "Marvell (optimal noise for a sumKL budget)"},
         help="What the active party does to the cut-layer gradients it sends: nothing, isotropic Gaussian noise, "
              "max norm alignment, or Marvell's optimal noise for a sumKL budget.")
     marvell_mode: str = knob(
         "threshold", choices=MARVELL_MODES, shown_when=("protection", ("marvell",)),
+        choice_labels={"threshold": "sumKL threshold", "power_scale": "fixed power scale"},
         help="threshold: grow the noise power P = s·||Δ||² (s = 1, 1.5, 1.5², ...) until sumKL <= the threshold. "
              "power_scale: use a fixed s.")
     sumkl_threshold: float = knob(
