@@ -62,3 +62,26 @@ def test_a_run_without_an_epsilon_says_it_is_not_dp_and_what_it_leaks(store):
     assert privacy_text(store.get_run(run_id)) == ""  # nothing known yet
     store.mark_ended(run_id, "finished", summary={"leak_auc": 0.6234, "test_auc": 0.9})
     assert privacy_text(store.get_run(run_id)) == "not DP: leak AUC 0.623"
+
+
+def test_runs_with_equal_curves_stay_visible_one_inside_the_other(store):
+    ids = [_pate_run(store, 50, 1.0), _pate_run(store, 80, 1.0), _pate_run(store, 90, 1.0)]  # three equal curves
+    runs = [store.get_run(i) for i in ids]
+    (fig,) = comparison_figures(runs, {i: store.metrics(i) for i in ids})
+    first, second, third = fig.data
+    assert list(first.y) == list(second.y) == list(third.y)
+    # drawn in run order, each later run narrower with smaller markers, so it sits inside the earlier ones
+    assert first.line.width > second.line.width > third.line.width > 0
+    assert first.marker.size > second.marker.size > third.marker.size
+    assert len({t.marker.symbol for t in fig.data}) == 3 and len({t.line.color for t in fig.data}) == 3
+    assert {t.mode for t in fig.data} == {"lines+markers"}
+
+
+def test_a_long_curve_keeps_a_few_markers_to_tell_runs_apart(store):
+    ids = []
+    for teachers in (50, 80):
+        run_id = store.create_run("pate", {"teachers": teachers})
+        store.add_metrics(run_id, [(q, "eps_data_independent", 0.01 * q) for q in range(200)])
+        ids.append(run_id)
+    (fig,) = comparison_figures([store.get_run(i) for i in ids], {i: store.metrics(i) for i in ids})
+    assert all(t.mode == "lines+markers" and 0 < t.marker.maxdisplayed < 200 for t in fig.data)

@@ -20,6 +20,9 @@ from .text import accountant_name, knob_label, number, value_text
 
 PALETTE = plotly.colors.qualitative.Plotly
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down")
+WIDEST, NARROWEST = 6.0, 2.0  # line widths of the first run and of the last (the others in between)
+MAX_MARKERS = 30  # markers drawn on a line of many points (plotly spaces them out)
 MAX_SETTINGS = 2  # settings named in a run's label (legends stay short); the comparison table has them all
 
 
@@ -63,6 +66,18 @@ def run_labels(runs: list[RunRecord]) -> dict[str, str]:
     return labels
 
 
+def run_styles(runs: list[RunRecord]) -> dict[str, dict]:
+    """Run id -> how its lines look on every chart: its colour, a line width falling from the first run to the last
+    and a marker symbol of its own, so that runs with equal curves stay visible: each later run is drawn narrower,
+    inside the earlier ones, with smaller markers of another shape, instead of hiding them."""
+    styles, last = {}, max(len(runs) - 1, 1)
+    for i, run in enumerate(runs):
+        width = WIDEST - (WIDEST - NARROWEST) * i / last
+        styles[run.id] = {"color": PALETTE[i % len(PALETTE)], "width": width, "symbol": SYMBOLS[i % len(SYMBOLS)],
+                          "size": 3 + 1.5 * width}
+    return styles
+
+
 Line = tuple[RunRecord, str, MetricName, pd.DataFrame]  # a run, the metric's key, its name, its points
 
 
@@ -87,10 +102,10 @@ def _once(lines: list[Line]) -> bool:
 
 
 def comparison_figures(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) -> list[go.Figure]:
-    """One chart per chart title of the runs' pages, every run's lines on it (colour: run, dash: the line of the
-    page's chart); ``metrics`` maps a run id to its long (step, name, value) table. Values reported once are
-    left to :func:`single_values`."""
-    labels, colour = run_labels(runs), {r.id: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)}
+    """One chart per chart title of the runs' pages, every run's lines on it (colour, width and marker: run, see
+    :func:`run_styles`; dash: the line of the page's chart); ``metrics`` maps a run id to its long (step, name,
+    value) table. Values reported once are left to :func:`single_values`."""
+    labels, styles = run_labels(runs), run_styles(runs)
     figures = []
     for chart, lines in _charts(runs, metrics).items():
         if _once(lines):
@@ -98,12 +113,12 @@ def comparison_figures(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) 
         dashes = list(dict.fromkeys(name.series for _, _, name, _ in lines))
         fig = go.Figure()
         for run, _, name, part in lines:
-            dash = DASHES[dashes.index(name.series) % len(DASHES)]
+            dash, style = DASHES[dashes.index(name.series) % len(DASHES)], styles[run.id]
             fig.add_trace(go.Scatter(x=part["step"], y=part["value"], legendgroup=run.id,  # the run over its lines
                                      legendgrouptitle_text=labels[run.id] if name.series else None,
-                                     name=name.series or labels[run.id],
-                                     mode="lines+markers" if len(part) < 40 else "lines",
-                                     line=dict(color=colour[run.id], dash=dash)))
+                                     name=name.series or labels[run.id], mode="lines+markers",
+                                     line=dict(color=style["color"], dash=dash, width=style["width"]),
+                                     marker=dict(symbol=style["symbol"], size=style["size"], maxdisplayed=MAX_MARKERS)))
         first, runs_drawn = lines[0][2], len({run.id for run, *_ in lines})
         legend_rows = len(lines) + (runs_drawn if any(name.series for _, _, name, _ in lines) else 0)
         fig.update_layout(title=chart + _accountants(lines), xaxis_title=first.x_title, yaxis_title=first.y_title,
