@@ -10,8 +10,26 @@ all claims with :meth:`PrivacyClaim.text`. A bare epsilon is never shown.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
+
+
+def claim_label(label: str) -> str:
+    """A claim's label with its counts read as words: "all 2 models" -> "both models", "all 1 queries" ->
+    "the one query" (labels are stored by the mechanisms as they wrote them; every view reads them through this).
+
+    >>> claim_label("all 2 models of this run released together"), claim_label("all 1 queries answered")
+    ('both models of this run released together', 'the one query answered')
+    """
+    label = re.sub(r"\ball 2 ", "both ", label)
+    return re.sub(r"\ball 1 (\w+)", lambda m: f"the one {_singular(m.group(1))}", label)
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 @dataclass(frozen=True)
@@ -48,7 +66,7 @@ class PrivacyClaim:
 
     def text(self) -> str:
         """One paragraph: statement, label, accountant, order, neighbouring relation, caveats."""
-        parts = [f"{self.statement()} [{self.label}]", f"accountant: {self.accountant}"]
+        parts = [f"{self.statement()} [{claim_label(self.label)}]", f"accountant: {self.accountant}"]
         if self.order is not None:
             parts.append(f"optimal order {self.order:g}")
         parts.append(f"neighbouring datasets: {self.neighbouring}")

@@ -24,6 +24,7 @@ from .audit.interface import result_of
 from .claims import claims_of, headline_of
 from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
+from .figures.text import headline_text
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .presets import changed_fields, source_with_preset
 from .store import STATES, RunRecord, RunStore
@@ -285,7 +286,7 @@ def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     for run in runs:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
         headline, audit = headline_of(run.summary), result_of(run.summary)
-        privacy = f"  {headline.statement()} [{headline.label}]" if headline else ""
+        privacy = f"  {headline_text(headline)}" if headline else ""  # worded as the pages' runs tables
         privacy += f"  {audit.headline()}" if audit else ""
         print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  "
               f"{run.device or '':8s}{privacy}", file=out)

@@ -87,3 +87,21 @@ def test_a_run_from_a_preset_records_it_and_that_flags_changed_it(private_home):
                "--warmup-steps", "10", "--burn-in", "10", "--steps", "30", "--json", timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["source"] == "cli (preset quick-demo, modified)"  # the page draws its figure
+
+
+def test_runs_and_show_word_claim_counts_as_the_pages_do(store):
+    from privengine.claims import PrivacyClaim
+    from privengine.figures.text import headline_text
+
+    claim = PrivacyClaim("all 2 models of this run released together", 2.5, 1e-5, "Opacus PRV accountant",
+                         "add or remove one example", headline=True)
+    run_id = store.create_run("toy", {"steps": 1})
+    store.mark_ended(run_id, "finished", summary={"privacy": [claim.to_dict()]})
+    listed = cli("runs")
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith(run_id))
+    assert "[both models of this run released together]" in line and "all 2" not in line
+    assert line.endswith(headline_text(claim))  # the same words as the runs tables of the pages
+    shown = cli("show", run_id)
+    assert "privacy (headline): ε = 2.5, δ = 1e-05 [both models of this run released together]" in shown.stdout
+    assert "all 2" not in shown.stdout

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from privengine import registry
-from privengine.claims import PrivacyClaim, headline_of
+from privengine.claims import PrivacyClaim, claim_label, headline_of
 from privengine.errors import PrivengineError
 from privengine.explore.frontier import HEADLINE_EPSILON, run_values
 from privengine.store import RunRecord
@@ -59,17 +59,6 @@ def _readable(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
-def claim_label(label: str) -> str:
-    """A claim's label with its counts read as words: "all 2 models" -> "both models", "all 1 queries" ->
-    "the one query" (labels are stored by the mechanisms as they wrote them).
-
-    >>> claim_label("all 2 models of this run released together"), claim_label("all 1 queries answered")
-    ('both models of this run released together', 'the one query answered')
-    """
-    label = re.sub(r"\ball 2 ", "both ", label)
-    return re.sub(r"\ball 1 (\w+)", lambda m: f"the one {_singular(m.group(1))}", label)
-
-
 def headline_text(claim: PrivacyClaim | None) -> str:
     """``ε = 3, δ = 1e-05 [label]`` of a run's headline claim (label as :func:`claim_label` reads it); empty
     when it has none."""
@@ -90,12 +79,6 @@ def privacy_text(run: RunRecord) -> str:
         return ""
     value = run_values(run.summary).get(frontier.privacy.name)
     return "" if value is None else f"not DP: {frontier.privacy.label.split(' (')[0]} {number(value, 3)}"
-
-
-def _singular(word: str) -> str:
-    if word.endswith("ies"):
-        return word[:-3] + "y"
-    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def accountant_name(accountant: str) -> str:
