@@ -22,7 +22,7 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
-from .laplace import Laplace, laplace_approximation, log_posterior
+from .laplace import Laplace, StopRequested, laplace_approximation, log_posterior
 from .models import GLM, LinearRegression
 
 GRID_POINTS = 2001
@@ -133,10 +133,6 @@ def linear_reference(model: LinearRegression) -> ReferencePosterior:
                               None, density)
 
 
-class StopRequested(Exception):
-    """Raised by :func:`importance_reference` when its ``should_stop`` says so between batches."""
-
-
 def importance_reference(model: GLM, *, draws: int | None = None, df: float = 7.0, seed: int = 0,
                          laplace: Laplace | None = None,
                          should_stop: Callable[[], bool] | None = None) -> ReferencePosterior:
@@ -149,7 +145,7 @@ def importance_reference(model: GLM, *, draws: int | None = None, df: float = 7.
     n = model.records.n
     draws = draws or min(20_000, max(2000, IS_WORK // n))
     chunk = max(1, IS_CHUNK // n)
-    lap = laplace or laplace_approximation(model)
+    lap = laplace or laplace_approximation(model, should_stop=should_stop)
     mode = lap.mode.double().cpu().numpy()
     cov = lap.covariance.double().cpu().numpy()
     proposal = stats.multivariate_t(loc=mode, shape=cov, df=df, seed=np.random.default_rng(seed))

@@ -141,8 +141,8 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     total = config.vi_steps + config.warmup_steps + sgld_steps
 
     reporter.progress(0.0, "reference posterior")
-    laplace = laplace_approximation(exact_model)
     try:
+        laplace = laplace_approximation(exact_model, should_stop=reporter.should_stop)
         reference = reference_posterior(exact_model, seed=config.seed, laplace=laplace,
                                         should_stop=reporter.should_stop)
     except StopRequested:
