@@ -134,3 +134,23 @@ def test_missing_fashion_mnist_names_where_it_looked(tmp_path, manager):
     run = manager.wait(manager.submit("split_label", dict(dataset="fashion_mnist", data_root=str(tmp_path))),
                        timeout=120)
     assert run.state == "failed" and str(tmp_path) in run.error
+
+
+
+def test_per_batch_gradient_norms_are_computed_once_for_the_attack_and_the_histograms(monkeypatch):
+    from privengine.split_label import run as split_run
+    from privengine.split_label.config import SplitLabelConfig
+
+    config = SplitLabelConfig(**(dict(registry.get("split_label").smoke) | {"bottom_widths": (32, 8)}))
+    data = datasets.load(config)
+    training = split_run._Training(split_run.settings_of(config)[0], data, data, config, torch.device("cpu"), index=0)
+    real, scored = split_run.attack_scores, []
+    monkeypatch.setattr(split_run, "attack_scores", lambda *args: scored.append(real(*args)) or scored[-1])
+    log = split_run._EpochLog()
+    training._batch(torch.arange(config.batch_size), log)
+    seen, unprotected = scored  # the protected message's scores, then the unprotected gradients'
+    before, after = log.norms["before"][0], log.norms["after"][0]
+    assert before.shape == after.shape == (config.batch_size,) and bool((before > 0).all())
+    # the histograms hold the norm attack's own scores (the same memory), not a second computation of the norms
+    assert after.data_ptr() == seen[split_run.CUT_NORMS].data_ptr()
+    assert before.data_ptr() == unprotected[split_run.CUT_NORMS].data_ptr()

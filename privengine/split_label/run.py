@@ -38,7 +38,7 @@ from sklearn.metrics import roc_auc_score
 from privengine.randomness import noise_caveat, noise_generator
 
 from . import data as datasets
-from .attacks import LeakLog, attack_scores, leak_aucs, pick_reference, sumkl_summary
+from .attacks import NAMES, LeakLog, attack_scores, leak_aucs, pick_reference, sumkl_summary
 from .config import SplitLabelConfig
 from .parties import ActiveParty, PassiveParty
 from .protections import Marvell, MaxNormAlignment, NoProtection, Protection, make_protection
@@ -46,6 +46,7 @@ from .protections import Marvell, MaxNormAlignment, NoProtection, Protection, ma
 HIST_BINS = 40
 NOISE_STREAM = 1  # stream key of the protections' noise (privengine.randomness)
 EVAL_CHUNK = 8192
+CUT_NORMS = NAMES.index("norm.cut")  # the row of attack_scores holding the cut-layer gradient norms
 
 BOUND_CAVEATS = (
     "Not differential privacy: there is no (ε, δ). sumKL is the symmetrised KL divergence between the "
@@ -230,16 +231,18 @@ class _Training:
         unprotected_first = self.passive.first_layer_gradient(step.true_grad)
         seen_first = self.passive.backward(step.message)
         reference = pick_reference(y_cpu, self.references)
-        log.leak.add(leak_aucs(attack_scores({"cut": step.message.grad, "first": seen_first}, reference), y_cpu))
-        log.unprotected.add(leak_aucs(attack_scores({"cut": step.true_grad, "first": unprotected_first}, reference),
-                                      y_cpu))
+        seen = attack_scores({"cut": step.message.grad, "first": seen_first}, reference)
+        unprotected = attack_scores({"cut": step.true_grad, "first": unprotected_first}, reference)
+        log.leak.add(leak_aucs(seen, y_cpu))
+        log.unprotected.add(leak_aucs(unprotected, y_cpu))
         log.sumkl.append(step.protected.sumkl)
         log.power_scale.append(step.protected.power_scale)
         log.loss.append(step.loss)
         positives = int(y_cpu.sum())
         log.single_class_batches += positives in (0, len(y_cpu))
-        log.norms["before"].append(step.true_grad.norm(dim=1).cpu())
-        log.norms["after"].append(step.message.grad.norm(dim=1).cpu())
+        # the histograms' cut-layer norms are the norm attack's scores, computed once per batch
+        log.norms["before"].append(unprotected[CUT_NORMS].cpu())
+        log.norms["after"].append(seen[CUT_NORMS].cpu())
         log.norms["labels"].append(y_cpu)
 
     @torch.no_grad()
