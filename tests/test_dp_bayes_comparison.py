@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 import privengine.dp_bayes.mechanism  # noqa: F401  (registers dp_bayes until privengine.mechanisms does)
 from privengine import registry
+from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.claims import claims_of, headline_of
 from privengine.dp_bayes import ssp
 from privengine.jobs import JobManager
@@ -48,7 +49,7 @@ def test_ssp_release_states_its_claim_domain_and_coverage(manager):
     s = run.summary
     (claim,) = claims_of(s)
     mu = ssp.gaussian_mu(0.5, 1e-5)
-    assert claim.headline and claim.epsilon == pytest.approx(ssp.gdp_epsilon(mu, 1e-5)) == pytest.approx(0.5)
+    assert claim.headline and claim.epsilon == pytest.approx(gaussian_epsilon(mu, 1e-5)) == pytest.approx(0.5)
     assert f"mu = {mu:.4g}" in claim.accountant and "add or remove one record" in claim.neighbouring
     text = " ".join(claim.caveats)
     assert "[-9, -1]" in text and "[-0.5, 0.5]" in text and "record count N is private" in text

@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
+from ..accounting.gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
 
 __all__ = ["discrete_epsilon", "gaussian_delta", "gaussian_epsilon", "laplace_epsilon",
@@ -37,36 +36,6 @@ def _delta(delta: float) -> float:
     if not 0.0 <= delta < 1.0:
         raise ConfigError("delta", f"must be in [0, 1); got {delta!r}")
     return float(delta)
-
-
-def gaussian_delta(epsilon: float, mu: float) -> float:
-    """``delta`` at which the mu-Gaussian mechanism is ``(epsilon, delta)``-DP (tight), in log space.
-
-    >>> round(gaussian_delta(0.0, 1.0), 6)        # total variation: 2 Phi(mu/2) - 1
-    0.382925
-    """
-    if not mu > 0:
-        raise ConfigError("mu", f"must be > 0; got {mu!r}")
-    a = float(log_ndtr(-epsilon / mu + mu / 2.0))
-    b = epsilon + float(log_ndtr(-epsilon / mu - mu / 2.0))
-    return 0.0 if b >= a else math.exp(a) * -math.expm1(b - a)
-
-
-def gaussian_epsilon(mu: float, delta: float) -> float:
-    """Smallest ``epsilon >= 0`` with the mu-Gaussian mechanism ``(epsilon, delta)``-DP (tight).
-
-    >>> round(gaussian_epsilon(1.0, 1e-5), 4)
-    4.3772
-    """
-    delta = _delta(delta)
-    if delta == 0.0:
-        return math.inf
-    if gaussian_delta(0.0, mu) <= delta:
-        return 0.0
-    hi = 1.0
-    while gaussian_delta(hi, mu) > delta:
-        hi *= 2.0
-    return float(brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
 def laplace_epsilon(eps0: float, delta: float = 0.0) -> float:

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.dpsgd.accounting import calibrate_noise_multiplier
 
 from . import dpvi, ssp
@@ -124,4 +125,4 @@ def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list
 def composed_ssp_epsilon(mu: list[float], delta: float) -> tuple[float, float]:
     """(epsilon at delta, composed mu) of Gaussian releases with GDP parameters ``mu`` on one data set."""
     total = math.sqrt(sum(m * m for m in mu))
-    return ssp.gdp_epsilon(total, delta), total
+    return gaussian_epsilon(total, delta), total

@@ -27,7 +27,7 @@ Noise: the Gaussian mechanism with sensitivity Delta_2 and noise sd s is mu-GDP 
 
     delta(epsilon) = Phi(-epsilon / mu + mu / 2) - e^epsilon Phi(-epsilon / mu - mu / 2)
 
-(the analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8); :func:`gaussian_mu` inverts it.
+(the analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8; :mod:`privengine.accounting.gaussian`).
 Releases of several Gaussian mechanisms compose to sqrt(sum mu_i^2)-GDP, exactly.
 """
 
@@ -38,12 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
+from privengine.accounting.gaussian import gaussian_mu  # noqa: F401  (the calibration releases.py uses)
 from privengine.errors import ConfigError
 
-GDP_MU_MAX = 1e3  # mu beyond which the calibration gives up (epsilon ~ 1e6)
 
 
 @dataclass(frozen=True)
@@ -116,45 +114,6 @@ def sensitivity(d: int, neighbouring: str) -> tuple[float, float]:
     else:
         raise ValueError(f"unknown neighbouring relation {neighbouring!r}")
     return float(change.sum()), float(math.sqrt((change**2).sum()))
-
-
-def log_gaussian_delta(epsilon: float, mu: float) -> float:
-    """log delta(epsilon) of the mu-GDP (Gaussian) mechanism (-inf where delta is 0), in log space throughout.
-
-    >>> round(math.exp(log_gaussian_delta(1.0, 1.0)), 4)
-    0.1269
-    """
-    first = log_ndtr(-epsilon / mu + mu / 2)
-    second = epsilon + log_ndtr(-epsilon / mu - mu / 2)
-    return float(first + math.log(-math.expm1(second - first))) if second < first else -math.inf
-
-
-def gaussian_mu(epsilon: float, delta: float) -> float:
-    """The mu for which the Gaussian mechanism is exactly (epsilon, delta)-DP (noise sd = Delta_2 / mu).
-
-    >>> mu = gaussian_mu(1.0, 1e-5)
-    >>> round(mu, 4), abs(math.exp(log_gaussian_delta(1.0, mu)) - 1e-5) < 1e-12
-    (0.2681, True)
-    """
-    if not (epsilon > 0 and 0 < delta < 1):
-        raise ValueError(f"need epsilon > 0 and 0 < delta < 1; got {epsilon}, {delta}")
-    return float(brentq(lambda mu: log_gaussian_delta(epsilon, mu) - math.log(delta), 1e-6, GDP_MU_MAX,
-                        xtol=1e-14, rtol=1e-14))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The epsilon at which mu-GDP is (epsilon, delta)-DP (0 if delta already covers it).
-
-    >>> round(gdp_epsilon(gaussian_mu(0.3, 1e-5), 1e-5), 10)
-    0.3
-    """
-    log_delta = math.log(delta)
-    if log_gaussian_delta(0.0, mu) <= log_delta:
-        return 0.0
-    hi = 1.0
-    while log_gaussian_delta(hi, mu) > log_delta:
-        hi *= 2
-    return float(brentq(lambda e: log_gaussian_delta(e, mu) - log_delta, 0.0, hi, xtol=1e-13, rtol=1e-13))
 
 
 def statistics(v: np.ndarray) -> np.ndarray:
