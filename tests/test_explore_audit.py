@@ -12,6 +12,7 @@ import pytest
 from privengine import registry
 from privengine.audit.interface import AUDIT_FRONTIER
 from privengine.explore import SweepSpec, runner
+from privengine.figures.sweep import frontier_figure, point_seeds
 from privengine.jobs import JobManager
 from tests.conftest import ROOT, subprocess_env
 
@@ -43,6 +44,9 @@ def test_a_sweep_over_epsilon_charts_each_audited_bound_against_its_claim(store)
         assert point.utility == pytest.approx(run.summary["audited_epsilon_lower"])  # y: its audited bound
         assert 0 <= point.utility <= point.privacy
     assert res.points[1].utility > res.points[0].utility  # a larger claim, more to confirm
+    fig = frontier_figure(res, point_seeds(store, res))
+    (diagonal,) = [t for t in fig.data if t.name.startswith("audited = claimed")]
+    assert list(diagonal.x) == list(diagonal.y) == [0.5, 2.0]
 
 
 def test_cli_sweeps_an_audit():

@@ -126,8 +126,18 @@ def frontier_figure(res: runner.SweepResult, seeds: dict[int, list], *, accounta
     fig = go.Figure(_colour_traces(res, points, seeds) if points else [])
     if len(res.frontier) > 1:
         fig.add_trace(pareto_trace(res, "Pareto frontier", "gray"))
+    if points and registry.get(res.mechanism).audits:
+        fig.add_trace(claim_line([p.privacy for p in points]))
     return with_axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
                      "Privacy-utility frontier", accountants=accountants)
+
+
+def claim_line(claimed: list[float]) -> go.Scatter:
+    """The line audited = claimed over the claimed epsilons of an audit sweep: a sound audit stays on or below it
+    (above it only with the probability its confidence leaves)."""
+    low, high = min(claimed), max(claimed)
+    return go.Scatter(x=[low, high], y=[low, high], mode="lines", name="audited = claimed (the accountant's bound)",
+                      line=dict(color="firebrick", dash="dash"), hoverinfo="skip")
 
 
 def points_frame(res: runner.SweepResult) -> pd.DataFrame:
