@@ -41,7 +41,7 @@ PATE = register(Mechanism(
         Preset("quick-demo", "50 teachers on the embedded synthetic data, Confident-GNMax on 300 queries, a small "
                              "student (about 20 s on two CPU cores).",
                {"teachers": 50, "teacher_epochs": 5, "queries": 300, "threshold": 40.0, "sigma1": 20.0,
-                "sigma2": 10.0, "student_epochs": 10, "baseline": False}),
+                "sigma2": 10.0, "student_epochs": 40, "baseline": False}),
         Preset("mnist-lnmax", "Papernot et al. 2016 on MNIST: 250 teachers, LNMax with γ = 0.05, 100 queries, "
                               "δ = 1e-5; here linear teachers on ScatterNet features and a FixMatch student (not "
                               "the paper's CNN teachers and GAN student).",
