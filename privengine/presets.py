@@ -88,15 +88,21 @@ def find(presets: tuple[Preset, ...], name: str, mechanism: str) -> Preset:
 _PRESET_IN_SOURCE = re.compile(r" \(preset ([^,()]+)(, modified)?\)$")
 
 
-def changed_fields(preset_config: Mapping[str, Any], config: Mapping[str, Any], *,
-                   ignore: tuple[str, ...] = ("device",)) -> list[str]:
-    """The fields ``config`` changes from a preset's full config (where it trains is not part of a preset).
+# Not part of what a preset reproduces: where the run trains and reads its data, its seeds, its noise source.
+NOT_PART_OF_A_PRESET = ("seed", "replica", "device", "secure_noise", "data_root", "download")
 
-    >>> changed_fields({"epochs": 1.0, "device": "auto"}, {"epochs": 2.0, "device": "cpu"})
+
+def changed_fields(preset_config: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """The fields of both ``preset_config`` (a preset's full config) and ``config`` whose values differ,
+    leaving out :data:`NOT_PART_OF_A_PRESET` (a field only one of them has, e.g. a knob added after an old
+    run was stored, is not a change).
+
+    >>> changed_fields({"epochs": 1.0, "device": "auto", "seed": 0, "data_root": ""},
+    ...                {"epochs": 2.0, "device": "cpu", "seed": 3, "data_root": "/data", "new_knob": 1})
     ['epochs']
     """
-    return sorted(k for k in set(preset_config) | set(config)
-                  if k not in ignore and preset_config.get(k) != config.get(k))
+    return sorted(k for k in set(preset_config) & set(config)
+                  if k not in NOT_PART_OF_A_PRESET and preset_config[k] != config[k])
 
 
 def source_with_preset(source: str, preset: str, *, modified: bool = False) -> str:

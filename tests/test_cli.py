@@ -89,6 +89,19 @@ def test_a_run_from_a_preset_records_it_and_that_flags_changed_it(private_home):
     assert json.loads(done.stdout)["source"] == "cli (preset quick-demo, modified)"  # the page draws its figure
 
 
+def test_where_a_run_trains_and_reads_its_data_and_its_seed_do_not_modify_a_preset():
+    """A preset reproduces a setting: the seed, device, data root and noise source are not part of it (the PATE
+    MNIST runs with --data-root were marked "modified" before)."""
+    from privengine import registry
+    from privengine.presets import changed_fields
+
+    preset = registry.get("pate").preset_config("mnist-confident-gnmax").to_dict()
+    moved = preset | {"seed": 2, "device": "cpu", "data_root": "/data", "secure_noise": True, "download": True}
+    assert changed_fields(preset, moved) == []
+    assert changed_fields(preset, moved | {"queries": 400}) == ["queries"]
+    assert changed_fields(preset, {k: v for k, v in moved.items() if k != "student"}) == []  # an older run
+
+
 def test_runs_and_show_word_claim_counts_as_the_pages_do(store):
     from privengine.claims import PrivacyClaim
     from privengine.figures.text import headline_text

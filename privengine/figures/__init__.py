@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from privengine import registry
 from privengine.errors import PrivengineError
-from privengine.presets import Preset, Published, preset_name_of
+from privengine.presets import Preset, Published, changed_fields, preset_name_of
 from privengine.store import RunRecord, RunSnapshot
 
 from .common import Table, finish, metric_curves
@@ -61,12 +61,9 @@ def preset_of(run: RunRecord) -> Preset | None:
 
 
 def changed_from_preset(run: RunRecord, preset: Preset) -> list[str]:
-    """The knobs (by name) in which ``run``'s config differs from ``preset``'s, privacy-neutral or not;
-    the seed, replica, device and noise source are left out (they do not change what is compared)."""
-    ignored = {"seed", "replica", "device", "secure_noise", "data_root"}
-    mech = registry.get(run.mechanism)
-    wanted = mech.preset_config(preset.name).to_dict()
-    return sorted(k for k, v in run.config.items() if k not in ignored and k in wanted and wanted[k] != v)
+    """The knobs (by name) in which ``run``'s config differs from ``preset``'s, privacy-neutral or not
+    (:func:`~privengine.presets.changed_fields`: seeds, device, data root and noise source left out)."""
+    return changed_fields(registry.get(run.mechanism).preset_config(preset.name).to_dict(), run.config)
 
 
 def published_of(run: RunRecord) -> Published | None:
