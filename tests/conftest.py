@@ -34,6 +34,16 @@ def store(private_home):
     s.close()
 
 
+@pytest.fixture
+def manager(store):
+    """A job manager over the test's store, shut down after the test."""
+    from privengine.jobs import JobManager
+
+    m = JobManager(store)
+    yield m
+    m.shutdown()
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """Environment for a child process: this interpreter's env plus the toy plugin."""
     env = dict(os.environ)

@@ -13,16 +13,8 @@ import pytest
 from privengine import registry
 from privengine.audit import AuditResult, result_of
 from privengine.figures import run_figures, run_tables
-from privengine.jobs import JobManager
 
 AUDITS = [a.name for a in registry.all_audits()]
-
-
-@pytest.fixture
-def manager(store):
-    m = JobManager(store)
-    yield m
-    m.shutdown()
 
 
 def test_every_shipped_mechanism_with_an_audit_is_found_from_its_name():

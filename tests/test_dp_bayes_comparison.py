@@ -12,17 +12,9 @@ from privengine import registry
 from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.claims import claims_of, headline_of
 from privengine.dp_bayes import ssp
-from privengine.jobs import JobManager
 from tests.conftest import ROOT
 
 SMALL = dict(registry.get("dp_bayes").smoke)
-
-
-@pytest.fixture
-def manager(store):
-    m = JobManager(store)
-    yield m
-    m.shutdown()
 
 
 def _finish(manager, **overrides):

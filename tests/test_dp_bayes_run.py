@@ -12,17 +12,9 @@ import privengine.dp_bayes.mechanism  # noqa: F401  (registers dp_bayes until pr
 from privengine import registry
 from privengine.claims import claims_of
 from privengine.dp_bayes.config import DpBayesConfig
-from privengine.jobs import JobManager
 from tests.conftest import ROOT
 
 SMALL = dict(registry.get("dp_bayes").smoke)
-
-
-@pytest.fixture
-def manager(store):
-    m = JobManager(store)
-    yield m
-    m.shutdown()
 
 
 def _finish(manager, **overrides):

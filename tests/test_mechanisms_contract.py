@@ -9,16 +9,8 @@ import pytest
 from privengine import registry
 from privengine.claims import claims_of, headline_of
 from privengine.explore.frontier import run_values
-from privengine.jobs import JobManager
 
 MECHANISMS = [m.name for m in registry.all_mechanisms()]
-
-
-@pytest.fixture
-def manager(store):
-    m = JobManager(store)
-    yield m
-    m.shutdown()
 
 
 @pytest.mark.parametrize("name", MECHANISMS)

@@ -11,7 +11,6 @@ import torch
 import privengine.split_label.mechanism  # noqa: F401  (registers split_label until mechanisms.py imports it)
 from privengine import registry
 from privengine.errors import ConfigError
-from privengine.jobs import JobManager
 from privengine.split_label import data as datasets
 from privengine.split_label.parties import ActiveParty, CutGradients, PassiveParty
 from privengine.split_label.protections import NoProtection
@@ -19,13 +18,6 @@ from tests.conftest import ROOT, SHARED_DATA
 
 MECH = registry.get("split_label")
 SMALL = dict(n_train=6000, n_features=10, epochs=3, batch_size=500, bottom_widths=[32, 8], lr=0.3)
-
-
-@pytest.fixture
-def manager(store):
-    m = JobManager(store)
-    yield m
-    m.shutdown()
 
 
 def _finish(manager, config: dict):
