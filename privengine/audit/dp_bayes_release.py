@@ -168,9 +168,7 @@ def _ssp_plan(config: DpBayesAuditConfig, run: DpBayesConfig, pair: "Neighbours"
     d = pair.null.x.shape[1]
     pairs = ssp.released_entries(d, run.neighbouring)
     stats = [ssp.statistics(domain.record_vectors(r.x.numpy(), r.y.numpy())[0]) for r in (pair.null, pair.alt)]
-    _, delta_2 = ssp.sensitivity(d, run.neighbouring)
-    mu = ssp.gaussian_mu(run.epsilon, run.delta)
-    noise_sd = delta_2 / mu
+    delta_2, mu, noise_sd = ssp.calibration(d, run.neighbouring, run.epsilon, run.delta)
     norm = float(np.linalg.norm(pair.direction))
     unit = pair.direction / norm
     gens = _generators(config)

@@ -62,9 +62,11 @@ def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[
     pairs = ssp.released_entries(d, config.neighbouring)
     vectors = [domain.record_vectors(r.x.double().cpu().numpy(), r.y.double().cpu().numpy()) for r in datasets]
     stats = np.stack([ssp.statistics(vectors[k][0]) for k, _ in problems])
-    _, delta_2 = ssp.sensitivity(d, config.neighbouring)
-    mu = {e: ssp.gaussian_mu(e, config.delta) for e in sorted({e for _, e in problems})}
-    sd = np.array([delta_2 / mu[e] for _, e in problems])
+    calibrated = {e: ssp.calibration(d, config.neighbouring, e, config.delta) for e in sorted({e for _, e in problems})}
+    delta_2 = next(iter(calibrated.values()))[0]
+    mu = {e: c[1] for e, c in calibrated.items()}
+    noise_sd = {e: c[2] for e, c in calibrated.items()}
+    sd = np.array([noise_sd[e] for _, e in problems])
     scales = domain.entry_scales(pairs, d)
     z = ssp.release(stats, pairs, sd, generator) * scales
     n_known = None if config.neighbouring == "add-remove" else torch.tensor(
@@ -73,7 +75,7 @@ def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[
                               config.prior_sd, config.sigma_prior_scale)
     theta, accept = noise_aware_samples(target, steps=config.ssp_mcmc_steps, chains=SSP_CHAINS, generator=generator,
                                         should_stop=should_stop)
-    info = SspInfo(mu, {e: delta_2 / m for e, m in mu.items()}, delta_2, float(accept.mean()),
+    info = SspInfo(mu, noise_sd, delta_2, float(accept.mean()),
                    float(np.mean([v[1] for v in vectors])))
     return [Released.samples(t) for t in theta], info
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from privengine.accounting.gaussian import gaussian_mu  # noqa: F401  (the calibration releases.py uses)
+from privengine.accounting.gaussian import gaussian_mu
 from privengine.errors import ConfigError
 
 
@@ -114,6 +114,15 @@ def sensitivity(d: int, neighbouring: str) -> tuple[float, float]:
     else:
         raise ValueError(f"unknown neighbouring relation {neighbouring!r}")
     return float(change.sum()), float(math.sqrt((change**2).sum()))
+
+
+def calibration(d: int, neighbouring: str, epsilon: float, delta: float) -> tuple[float, float, float]:
+    """``(Delta_2, mu, noise sd)`` of the Gaussian mechanism releasing the statistics of ``d`` features at exactly
+    ``(epsilon, delta)`` under ``neighbouring``: ``mu`` from the analytic Gaussian mechanism, ``sd = Delta_2 / mu``.
+    The release and its audit both take the noise from here."""
+    _, delta_2 = sensitivity(d, neighbouring)
+    mu = gaussian_mu(epsilon, delta)
+    return delta_2, mu, delta_2 / mu
 
 
 def statistics(v: np.ndarray) -> np.ndarray:
