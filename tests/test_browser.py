@@ -167,12 +167,6 @@ def test_toy_form_typing_launch_and_reload(app_url, page):
     page.get_by_text("finished").first.wait_for(timeout=10_000)
 
 
-def _in_viewport(pg, locator) -> bool:
-    box = locator.bounding_box()
-    size = pg.viewport_size
-    return box is not None and 0 <= box["y"] and box["y"] + box["height"] <= size["height"]
-
-
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_after_launch_the_run_state_and_stop_are_on_screen(app_url, page, size):
     """The form is taller than the screen: the state and Stop show under Launch, not only in the panel above."""
@@ -183,8 +177,9 @@ def test_after_launch_the_run_state_and_stop_are_on_screen(app_url, page, size):
     page.wait_for_url("**run=*", timeout=20_000)
     strip = page.locator("[class*='st-key-status-strip-']")
     strip.get_by_role("button", name="Stop run").wait_for(timeout=20_000)
-    assert _in_viewport(page, strip.get_by_role("button", name="Stop run"))
-    assert _in_viewport(page, strip.get_by_text("running"))
+    # Retrying assertions: on a loaded machine the page may still be laying out when Stop first appears.
+    sync_api.expect(strip.get_by_role("button", name="Stop run")).to_be_in_viewport(ratio=1, timeout=10_000)
+    sync_api.expect(strip.get_by_text("running")).to_be_in_viewport(ratio=1, timeout=10_000)
     strip.get_by_role("button", name="Stop run").click()
     strip.get_by_text("stopped").wait_for(timeout=30_000)
     assert _errors(page) == []
