@@ -3,24 +3,29 @@
 For each dataset and model (``cnn``: the small GroupNorm CNN on pixels; ``scatter_linear`` /
 ``scatter_cnn``: Tramer & Boneh's models on the cached 2-D scattering) the same model takes
 ``--steps`` SGD steps of batch ``--batch`` (fixed-size batches, so every variant does the same
-work; physical batches auto-sized as in runs) in six ways:
+work; physical batches auto-sized as in runs) in these ways:
 
   non-private      plain torch SGD, no per-example gradients
   hooks            Opacus per-example gradients (GradSampleModule), isotropic noise
   ghost            Opacus fast gradient clipping (ghost clipping where the layer allows it)
-  anisotropic      hooks + the public subspace (k = ``--rank``, refreshed every ``--refresh``
-                   steps from ``--public`` public gradients), flat clip, shaped noise, alpha = 4
+  anisotropic      the public subspace (k = ``--rank``, refreshed every ``--refresh`` steps
+                   from ``--public`` public gradients), flat clip, shaped noise, alpha = 4;
+                   timed with hooks and with ghost clipping
   elliptical       the same subspace, clip in the S-norm and shaped noise, alpha = -0.5
-  projected        the same subspace, projected update
+                   (hooks only: its clip needs per-example gradients)
+  projected        the same subspace, projected update; hooks and ghost
 
 and prints seconds per epoch (the best of ``--repeats`` timings per step, times the steps
 per epoch of the private split; the private timings include model setup and, for the
 subspace variants, the refreshes) and the ratios: private / non-private (the better of hooks
-and ghost too), ghost / hooks, and each shaped variant / isotropic hooks. Datasets whose files
-are absent are skipped; the scattering of an image dataset is computed once and cached under
-``$PRIVENGINE_HOME/cache`` (minutes on two cores).
+and ghost too), ghost / hooks, and each shaped variant / isotropic DP-SGD in the same mode.
+``--batch`` takes several sizes: the fixed per-step bookkeeping of Opacus dominates small
+batches of small models, so the ratios depend on it (the scattering presets use 4096-8192).
+Datasets whose files are absent are skipped; the scattering of an image dataset is computed
+once and cached under ``$PRIVENGINE_HOME/cache`` (minutes on two cores).
 
-Run: python bench/bench_dpsgd.py [--steps 30] [--models cnn scatter_linear] [--data-root ../shared/data]
+Run: python bench/bench_dpsgd.py [--steps 30] [--batch 256 4096] [--models cnn scatter_linear]
+                                [--data-root ../shared/data]
 """
 
 from __future__ import annotations
@@ -79,12 +84,17 @@ def best_of(repeats: int, fn, *args, **kwargs) -> float:
     return min(fn(*args, **kwargs) for _ in range(repeats))
 
 
-VARIANTS = {"hooks": ({}, 0.0), "ghost": ({"grad_sample_mode": "ghost"}, 0.0), "anisotropic": ({}, 4.0),
-            "elliptical": ({"variant": "elliptical"}, -0.5), "projected": ({"variant": "projected"}, 4.0)}
+# name -> (config changes, alpha, the isotropic variant it is compared with)
+VARIANTS = {"hooks": ({}, 0.0, None), "ghost": ({"grad_sample_mode": "ghost"}, 0.0, None),
+            "anisotropic": ({}, 4.0, "hooks"),
+            "anisotropic-ghost": ({"grad_sample_mode": "ghost"}, 4.0, "ghost"),
+            "elliptical": ({"variant": "elliptical"}, -0.5, "hooks"),
+            "projected": ({"variant": "projected"}, 4.0, "hooks"),
+            "projected-ghost": ({"variant": "projected", "grad_sample_mode": "ghost"}, 4.0, "ghost")}
 
 
-def bench(dataset: str, model: str, args) -> None:
-    base = DPSGDConfig(dataset=dataset, model=model, data_root=args.data_root, batch_size=args.batch, lr=1.0,
+def bench(dataset: str, model: str, batch: int, args) -> None:
+    base = DPSGDConfig(dataset=dataset, model=model, data_root=args.data_root, batch_size=batch, lr=1.0,
                        physical_batch_size=0, sampling="shuffle", subspace_rank=args.rank,
                        public_batch=args.public, refresh_every=args.refresh).validate()
     features = "scattering" if model.startswith("scatter") else "pixels"
@@ -97,28 +107,28 @@ def bench(dataset: str, model: str, args) -> None:
         return
     # evaluation is not part of the step cost: keep one test example
     task = dataclasses.replace(task, x_test=task.x_test[:1], y_test=task.y_test[:1])
-    steps_per_epoch = task.n_private / args.batch
+    steps_per_epoch = task.n_private / batch
     r, n = args.repeats, args.steps
     t = {"non-private": best_of(r, time_non_private, task, base, n)}
-    for name, (changes, alpha) in VARIANTS.items():
+    for name, (changes, alpha, _) in VARIANTS.items():
         t[name] = best_of(r, time_private, task, base.replace(**changes), n, alpha=alpha)
-    print(f"\n{dataset}, {model}: {task.n_private} private examples, batch {args.batch}, best of {r} x {n} timed "
+    print(f"\n{dataset}, {model}: {task.n_private} private examples, batch {batch}, best of {r} x {n} timed "
           f"steps, {torch.get_num_threads()} torch thread(s); s/epoch = s/step x {steps_per_epoch:.1f} steps")
     for name, per_step in t.items():
-        print(f"  {name:12s} {per_step * 1e3:8.1f} ms/step  {per_step * steps_per_epoch:8.1f} s/epoch")
+        print(f"  {name:18s} {per_step * 1e3:8.1f} ms/step  {per_step * steps_per_epoch:8.1f} s/epoch")
     best = min(t["hooks"], t["ghost"])
-    print(f"  private / non-private: hooks {t['hooks'] / t['non-private']:.2f}x, ghost {t['ghost'] / t['non-private']:.2f}x, "
-          f"best {best / t['non-private']:.2f}x")
+    print(f"  private / non-private: hooks {t['hooks'] / t['non-private']:.2f}x, "
+          f"ghost {t['ghost'] / t['non-private']:.2f}x, best {best / t['non-private']:.2f}x")
     print(f"  ghost / hooks: {t['ghost'] / t['hooks']:.2f}x")
-    print("  shaped / isotropic (hooks): " + ", ".join(f"{name} {t[name] / t['hooks']:.2f}x"
-                                                       for name in ("anisotropic", "elliptical", "projected")))
+    print("  shaped / isotropic (same mode): " + ", ".join(
+        f"{name} {t[name] / t[baseline]:.2f}x" for name, (_, _, baseline) in VARIANTS.items() if baseline))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30, help="timed steps per variant (default 30)")
     parser.add_argument("--repeats", type=int, default=3, help="timings per variant; the fastest is kept")
-    parser.add_argument("--batch", type=int, default=256, help="batch size (default 256)")
+    parser.add_argument("--batch", type=int, nargs="+", default=[256], help="batch sizes (default 256)")
     parser.add_argument("--rank", type=int, default=32, help="subspace rank k (default 32)")
     parser.add_argument("--public", type=int, default=256, help="public gradients per refresh (default 256)")
     parser.add_argument("--refresh", type=int, default=20, help="refresh interval R in steps (default 20)")
@@ -130,7 +140,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     for dataset in args.datasets:
         for model in args.models:
-            bench(dataset, model, args)
+            for batch in args.batch:
+                bench(dataset, model, batch, args)
 
 
 if __name__ == "__main__":
