@@ -11,6 +11,7 @@ EMBEDDED_DATASETS = ("synthetic", "digits")
 REAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn")
 AGGREGATORS = ("lnmax", "gnmax", "confident_gnmax")
 STUDENTS = ("supervised", "semi_supervised")
+QUERY_SELECTIONS = ("first", "typical")  # implemented in privengine.pate.selection
 SCATTERING_DATASETS = ("mnist", "fashion_mnist")  # 28 x 28 grey images: ScatterNet J = 2, L = 8 gives 81 x 7 x 7
 
 # Examples in each dataset's private (teacher) split and public split (queries + student test).
@@ -80,6 +81,18 @@ class PateConfig(RunConfig):
                          help="Confident-GNMax: noise of the answer (GNMax step).")
     queries: int = knob(1000, low=1, high=100_000,
                         help="Public examples submitted to the ensemble; the student trains on the answered ones.")
+    query_selection: str = knob("first", choices=QUERY_SELECTIONS,
+                                choice_labels={"first": "the first of the pool (the papers')",
+                                               "typical": "the most typical, spread over clusters"},
+                                help="Which public images to submit. first: the first ones of the pool. typical: "
+                                     "k-means on the pool's (public) features, the most central image of each "
+                                     "cluster first, round-robin: the teachers agree more on them, so fewer answered "
+                                     "labels are wrong and each costs less data-dependent epsilon. Looks at public "
+                                     "features only, never at a vote: no privacy cost.")
+    selection_clusters: int = knob(30, low=2, high=10_000, advanced=True,
+                                   shown_when=("query_selection", ("typical",)),
+                                   help="typical selection: the number of k-means clusters the queries are spread "
+                                        "over.")
     delta: float = knob(1e-5, low=0.0, high=1.0, low_open=True, high_open=True, log=True,
                         help="The delta of the (epsilon, delta) guarantee.")
     moments: int = knob(8, low=1, high=100, shown_when=("aggregator", ("lnmax",)),
@@ -155,3 +168,6 @@ class PateConfig(RunConfig):
         if self.queries > n_public - held_out:
             raise ConfigError("queries", f"must be at most {n_public - held_out} for {self.dataset} ({held_out} public "
                                          f"examples are kept to test the student); got {self.queries}")
+        if self.query_selection == "typical" and self.selection_clusters > n_public - held_out:
+            raise ConfigError("selection_clusters", f"must be at most the pool size {n_public - held_out} for "
+                                                    f"{self.dataset}; got {self.selection_clusters}")

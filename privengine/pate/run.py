@@ -15,6 +15,7 @@ from .data import PateData, TeacherInputs, load_pate_data, load_scattering_input
 from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
 from .privacy import analyse
+from .selection import select_queries
 from .student import FixMatchSettings, train_fixmatch
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
@@ -67,8 +68,10 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         test_preds = _predict(teachers, seen_by_teachers.test_x, reporter.should_stop)
         teacher_acc = (test_preds == data.test_y.to(device)).double().mean(1).cpu().numpy()
         reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
-        queries_x, queries_y = data.pool_x[: config.queries], data.pool_y[: config.queries].to(device)
-        counts = vote_counts(_predict(teachers, seen_by_teachers.pool_x[: config.queries], reporter.should_stop),
+        submitted = select_queries(seen_by_teachers.pool_x, config.queries, rule=config.query_selection,
+                                   clusters=config.selection_clusters, seed=config.seed)
+        queries_x, queries_y = data.pool_x[submitted], data.pool_y[submitted].to(device)
+        counts = vote_counts(_predict(teachers, seen_by_teachers.pool_x[submitted], reporter.should_stop),
                              data.n_classes)
         answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
                             sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
