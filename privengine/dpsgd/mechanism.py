@@ -79,9 +79,10 @@ DPSGD = registry.register(registry.Mechanism(
                Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
         Preset("fmnist-scatter-shaped", "Shaped noise on real data: Fashion-MNIST ScatterNet + linear at ε = 0.5, "
                                         "isotropic DP-SGD against the elliptical variant (α = −0.5, k = 32 public "
-                                        "directions), seeds 1-3. Here the shaping does not pay (measured: 86.97 ± "
-                                        "0.03 % against 86.75 ± 0.17 %): the public subspace holds only about two "
-                                        "thirds of the clipped gradients' energy (docs/results/dpsgd.md). About 8 "
+                                        "directions), seeds 1-3. Here the shaping does not pay: over two such runs "
+                                        "(six seeds) both settings average 87.03 %, the gap of either run (±0.2) "
+                                        "within its seed spread; the public subspace holds only about two thirds "
+                                        "of the clipped gradients' energy (docs/results/dpsgd.md). About 9 "
                                         "minutes on two CPU cores.",
                {**_SCATTER, "dataset": "fashion_mnist", "batch_size": 8192, "lr": 16.0, "ema_decay": 0.9,
                 "target_epsilon": 0.5, "epochs": 10.0, "variant": "elliptical", "alphas": [0.0, -0.5],
