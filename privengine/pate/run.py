@@ -195,9 +195,7 @@ def _train_student(config: PateConfig, make_model, labelled_x: torch.Tensor, lab
     if config.student == "supervised":
         return _train_single(make_model, labelled_x, labelled_y, data.test_x, data.test_y, config.student_epochs,
                              config.student_lr, config, device, shuffle, reporter, "student_accuracy", start, _STUDENT)
-    settings = FixMatchSettings(epochs=config.student_epochs, lr=config.student_lr,
-                                batch_size=config.student_batch_size, unlabelled_ratio=config.unlabelled_ratio,
-                                confidence=config.confidence, unlabelled_weight=config.unlabelled_weight)
+    settings = fixmatch_settings(config)
     accuracy = float("nan")
 
     def on_epoch(epoch: int, test_accuracy: float, loss: float, mask_rate: float) -> None:
@@ -213,6 +211,13 @@ def _train_student(config: PateConfig, make_model, labelled_x: torch.Tensor, lab
                       should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
         raise _Stopped
     return accuracy
+
+
+def fixmatch_settings(config: PateConfig) -> FixMatchSettings:
+    """The semi-supervised student's FixMatch settings from a run's configuration."""
+    return FixMatchSettings(epochs=config.student_epochs, lr=config.student_lr, batch_size=config.student_batch_size,
+                            unlabelled_ratio=config.unlabelled_ratio, confidence=config.confidence,
+                            unlabelled_weight=config.unlabelled_weight)
 
 
 def _student_description(config: PateConfig, pool_size: int) -> str:
