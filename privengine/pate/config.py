@@ -165,9 +165,10 @@ class PateConfig(RunConfig):
             raise ConfigError("student", "semi_supervised augments images: it needs an image dataset (digits, mnist, "
                                          "fashion_mnist, cifar10, cifar100, svhn); got dataset synthetic")
         held_out = student_test_size(n_public)
-        if self.queries > n_public - held_out:
-            raise ConfigError("queries", f"must be at most {n_public - held_out} for {self.dataset} ({held_out} public "
+        pool = n_public - held_out
+        if self.queries > pool:
+            raise ConfigError("queries", f"must be at most {pool} for {self.dataset} ({held_out} public "
                                          f"examples are kept to test the student); got {self.queries}")
-        if self.query_selection == "typical" and self.selection_clusters > n_public - held_out:
-            raise ConfigError("selection_clusters", f"must be at most the pool size {n_public - held_out} for "
-                                                    f"{self.dataset}; got {self.selection_clusters}")
+        if self.query_selection == "typical" and self.selection_clusters > pool:
+            raise ConfigError("selection_clusters", f"must be at most the pool size {pool} for {self.dataset}; "
+                                                    f"got {self.selection_clusters}")
