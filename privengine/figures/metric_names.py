@@ -47,6 +47,10 @@ _PATE = {
     "baseline_accuracy": MetricName("Student test accuracy", "non-private baseline", "epoch", "accuracy"),
     "student_loss": MetricName("Student training loss", "student (noisy labels)", "epoch", "loss"),
     "baseline_loss": MetricName("Student training loss", "non-private baseline", "epoch", "loss"),
+    "student_mask_rate": MetricName("Student: unlabelled images used", "FixMatch (above the confidence)", "epoch",
+                                    "fraction"),
+    "student_pseudo_labelled": MetricName("Student: unlabelled images used", "self-training (pseudo-labelled)",
+                                          "epoch", "fraction"),
     "ensemble_accuracy": MetricName("Ensemble accuracy, no noise", y_title="accuracy"),
     "fraction_answered": MetricName("Queries answered (fraction)", y_title="fraction"),
 }

@@ -10,7 +10,7 @@ from ..errors import ConfigError
 EMBEDDED_DATASETS = ("synthetic", "digits")
 REAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn")
 AGGREGATORS = ("lnmax", "gnmax", "confident_gnmax")
-STUDENTS = ("supervised", "semi_supervised")
+STUDENTS = ("supervised", "semi_supervised", "self_training")  # self_training: privengine.pate.self_training
 QUERY_SELECTIONS = ("first", "typical")  # implemented in privengine.pate.selection
 SCATTERING_DATASETS = ("mnist", "fashion_mnist")  # 28 x 28 grey images: ScatterNet J = 2, L = 8 gives 81 x 7 x 7
 
@@ -124,18 +124,32 @@ class PateConfig(RunConfig):
     teacher_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the teachers.")
     student: str = knob("supervised", choices=STUDENTS,
                         choice_labels={"supervised": "supervised (answered queries only)",
-                                       "semi_supervised": "semi-supervised (FixMatch on the whole public pool)"},
+                                       "semi_supervised": "semi-supervised (FixMatch on the whole public pool)",
+                                       "self_training": "self-training (pseudo-labels on the pool, mixup)"},
                         help="supervised: the student learns from the answered queries only. semi_supervised "
                              "(image datasets): FixMatch, which also learns from every unlabelled image of the "
-                             "public query pool (public, so free of privacy cost; only answered labels are charged).")
+                             "public query pool (public, so free of privacy cost; only answered labels are charged). "
+                             "self_training: the teachers' model on the teachers' inputs (ScatterNet features with "
+                             "scatter_linear), refitted in rounds on the answered labels plus sharpened "
+                             "pseudo-labels of the confident pool images, with mixup; also free of privacy cost.")
     student_epochs: int = knob(30, low=1, high=1000,
                                help="Training epochs of the student (semi-supervised: passes over the unlabelled "
-                                    "pool).")
+                                    "pool; self-training: passes over the pool in every round).")
     student_lr: float = knob(3e-3, low=0.0, high=1.0, low_open=True, log=True, help="Adam learning rate of the student.")
     confidence: float = knob(0.95, low=0.0, high=1.0, low_open=True, advanced=True,
-                             shown_when=("student", ("semi_supervised",)),
+                             shown_when=("student", ("semi_supervised", "self_training")),
                              help="FixMatch: an unlabelled image teaches the student only when its prediction on the "
-                                  "weakly augmented image has at least this probability (tau).")
+                                  "weakly augmented image has at least this probability (tau); self-training: "
+                                  "only when the last round's prediction has at least this probability.")
+    self_training_rounds: int = knob(12, low=1, high=100, advanced=True, shown_when=("student", ("self_training",)),
+                                     help="Self-training: pseudo-labelling rounds after the first fit on the answered "
+                                          "queries (each refits the student from scratch).")
+    mixup_alpha: float = knob(0.4, low=0.0, high=10.0, advanced=True, shown_when=("student", ("self_training",)),
+                              help="Self-training: mixup's Beta(alpha, alpha) parameter (0: no mixup).")
+    align_distribution: bool = knob(True, advanced=True, shown_when=("student", ("self_training",)),
+                                    help="Self-training: rescale the pool's predictions so that their mean is the "
+                                         "uniform class distribution before pseudo-labelling (distribution alignment; "
+                                         "assumes the pool's classes are about balanced).")
     unlabelled_weight: float = knob(1.0, low=0.0, high=100.0, advanced=True,
                                     shown_when=("student", ("semi_supervised",)),
                                     help="FixMatch: weight of the unlabelled loss (lambda_u).")

@@ -5,11 +5,12 @@ from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
 from ..presets import Preset, Published
 from .config import PateConfig
 
-# MNIST with 250 teachers of 240 examples: linear teachers on ScatterNet features and the semi-supervised
-# (FixMatch) student on the public pool of 9 000 images (docs/results/pate.md, "Issue 13").
+# MNIST with 250 teachers of 240 examples: linear teachers on ScatterNet features and the self-training student
+# (the same linear model on the same features, pseudo-labels with mixup) on the public pool of 9 000 images
+# (docs/results/pate.md, "Issue 13").
 _MNIST_250 = {"dataset": "mnist", "architecture": "scatter_linear", "teachers": 250, "teacher_epochs": 15,
-              "student": "semi_supervised", "width": 64, "depth": 2, "student_epochs": 20, "student_lr": 2e-3,
-              "baseline": False}
+              "student": "self_training", "student_epochs": 15, "student_lr": 1e-3, "student_batch_size": 128,
+              "confidence": 0.8, "baseline": False}
 _CONFIDENT_2018 = {"aggregator": "confident_gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
                    "delta": 1e-5}
 
@@ -43,13 +44,13 @@ PATE = register(Mechanism(
                {"teachers": 50, "teacher_epochs": 5, "queries": 300, "threshold": 40.0, "sigma1": 20.0,
                 "sigma2": 10.0, "student_epochs": 40, "baseline": False}),
         Preset("mnist-lnmax", "Papernot et al. 2016 on MNIST: 250 teachers, LNMax with γ = 0.05, 100 queries, "
-                              "δ = 1e-5; here linear teachers on ScatterNet features and a FixMatch student (not "
-                              "the paper's CNN teachers and GAN student).",
+                              "δ = 1e-5; here linear teachers on ScatterNet features and a self-training student "
+                              "(not the paper's CNN teachers and GAN student).",
                {**_MNIST_250, "aggregator": "lnmax", "gamma": 0.05, "queries": 100, "delta": 1e-5},
                Published("student test accuracy", 0.980, 2.04, "Papernot et al., ICLR 2017 (data-dependent ε)")),
         Preset("mnist-confident-gnmax", "Papernot et al. 2018 on MNIST: 250 teachers, Confident-GNMax T = 200, "
                                         "σ1 = 150, σ2 = 40, δ = 1e-5, 1 300 queries submitted (data-dependent ε "
-                                        "about 1.8 with these teachers); ScatterNet teachers, FixMatch student.",
+                                        "about 1.8 with these teachers); ScatterNet teachers, self-training student.",
                {**_MNIST_250, **_CONFIDENT_2018, "queries": 1300},
                Published("student test accuracy", 0.985, 1.97, "Papernot et al., ICLR 2018 (data-dependent ε, 286 "
                                                                "answered)")),

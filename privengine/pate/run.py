@@ -16,6 +16,7 @@ from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
 from .privacy import analyse
 from .selection import select_queries
+from .self_training import SelfTrainingSettings, train_self_training
 from .student import FixMatchSettings, train_fixmatch
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
@@ -48,16 +49,20 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
         teacher_architecture = (config.architecture if config.architecture != "auto"
                                 else ("convnet" if data.is_image else "mlp"))
-        student_architecture = "convnet" if teacher_architecture == "scatter_linear" else teacher_architecture
         seen_by_teachers = _teacher_inputs(config, data, teacher_architecture, reporter)
+        # The self-training student has the teachers' model and inputs; FixMatch augments pixels, so with
+        # ScatterNet teachers it trains a ConvNet on the images.
+        student_architecture = ("convnet" if teacher_architecture == "scatter_linear"
+                                and config.student != "self_training" else teacher_architecture)
+        student_inputs = seen_by_teachers if config.student == "self_training" else data
 
         def make_teacher():
             return build_model(teacher_architecture, tuple(seen_by_teachers.private_x.shape[1:]), data.n_classes,
                                width=config.width, depth=config.depth)
 
         def make_student():
-            return build_model(student_architecture, data.input_shape, data.n_classes, width=config.width,
-                               depth=config.depth)
+            return build_model(student_architecture, tuple(student_inputs.pool_x.shape[1:]), data.n_classes,
+                               width=config.width, depth=config.depth)
 
         checkpoint("training teachers")
         teachers = _train_teachers(config, seen_by_teachers.private_x, data.private_y, make_teacher, device, shuffle,
@@ -70,7 +75,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
         submitted = select_queries(seen_by_teachers.pool_x, config.queries, rule=config.query_selection,
                                    clusters=config.selection_clusters, seed=config.seed)
-        queries_x, queries_y = data.pool_x[submitted], data.pool_y[submitted].to(device)
+        queries_y = data.pool_y[submitted].to(device)
         counts = vote_counts(_predict(teachers, seen_by_teachers.pool_x[submitted], reporter.should_stop),
                              data.n_classes)
         answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
@@ -109,8 +114,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         if config.baseline:
             checkpoint("training the non-private baseline")
             summary["baseline_accuracy"] = _train_single(
-                make_student, data.private_x, data.private_y, data.test_x, data.test_y, config.baseline_epochs,
-                config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
+                make_student, student_inputs.private_x, data.private_y, student_inputs.test_x, data.test_y,
+                config.baseline_epochs, config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
                 _TEACHERS + _VOTES, _BASELINE)
         if n_answered == 0:
             summary["student_accuracy"] = None
@@ -118,8 +123,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         else:
             checkpoint("training the student")
             summary["student_accuracy"] = _train_student(
-                config, make_student, queries_x[answered.cpu()], answers.labels[answered].cpu(), data, device, shuffle,
-                reporter)
+                config, make_student, submitted[answered.cpu()], answers.labels[answered].cpu(), data, student_inputs,
+                device, shuffle, reporter)
         summary["student"] = _student_description(config, len(data.pool_x))
         summary["stage"] = "done"
         reporter.progress(1.0, "done")
@@ -187,14 +192,19 @@ def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, conf
     return accuracy
 
 
-def _train_student(config: PateConfig, make_model, labelled_x: torch.Tensor, labelled_y: torch.Tensor, data: PateData,
-                   device, shuffle, reporter: Reporter) -> float:
-    """Train the student on the answered queries (and, semi-supervised, the whole unlabelled pool); its accuracy
-    on the held-out public test set."""
+def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
+                   data: PateData, inputs: PateData | TeacherInputs, device, shuffle, reporter: Reporter) -> float:
+    """Train the student on the answered queries (rows ``labelled_rows`` of the pool, noisy labels ``labelled_y``)
+    and, semi-supervised or self-training, on the whole unlabelled pool; its accuracy on the held-out public test
+    set. ``inputs`` holds what the student sees of the pool and the test set (pixels or the teachers' features)."""
     start = _TEACHERS + _VOTES + _BASELINE
+    labelled_x = inputs.pool_x[labelled_rows]
     if config.student == "supervised":
-        return _train_single(make_model, labelled_x, labelled_y, data.test_x, data.test_y, config.student_epochs,
+        return _train_single(make_model, labelled_x, labelled_y, inputs.test_x, data.test_y, config.student_epochs,
                              config.student_lr, config, device, shuffle, reporter, "student_accuracy", start, _STUDENT)
+    if config.student == "self_training":
+        return _self_train_student(config, make_model, labelled_rows, labelled_y, data, inputs, device, shuffle,
+                                   reporter, start)
     settings = fixmatch_settings(config)
     accuracy = float("nan")
 
@@ -213,6 +223,38 @@ def _train_student(config: PateConfig, make_model, labelled_x: torch.Tensor, lab
     return accuracy
 
 
+def _self_train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
+                        data: PateData, inputs: TeacherInputs, device, shuffle, reporter: Reporter,
+                        start: float) -> float:
+    """The self-training student (:mod:`.self_training`); its test accuracy is reported after every round at the
+    number of passes over the pool so far."""
+    settings = self_training_settings(config)
+    accuracy = float("nan")
+
+    def on_round(round_: int, test_accuracy: float, pseudo_fraction: float) -> None:
+        nonlocal accuracy
+        accuracy = test_accuracy
+        reporter.metric((round_ + 1) * settings.epochs, student_accuracy=test_accuracy,
+                        student_pseudo_labelled=pseudo_fraction)
+        reporter.progress(start + _STUDENT * (round_ + 1) / (settings.rounds + 1),
+                          f"student (self-training): round {round_}/{settings.rounds}")
+
+    model = train_self_training(lambda: make_model().to(device), inputs.pool_x.to(device), labelled_rows.to(device),
+                                labelled_y.to(device), data.n_classes, inputs.test_x.to(device),
+                                data.test_y.to(device), settings, generator=shuffle, should_stop=reporter.should_stop,
+                                on_round=on_round)
+    if model is None:
+        raise _Stopped
+    return accuracy
+
+
+def self_training_settings(config: PateConfig) -> SelfTrainingSettings:
+    """The self-training student's settings from a run's configuration."""
+    return SelfTrainingSettings(rounds=config.self_training_rounds, epochs=config.student_epochs, lr=config.student_lr,
+                                batch_size=config.student_batch_size, confidence=config.confidence,
+                                mixup_alpha=config.mixup_alpha, align_distribution=config.align_distribution)
+
+
 def fixmatch_settings(config: PateConfig) -> FixMatchSettings:
     """The semi-supervised student's FixMatch settings from a run's configuration."""
     return FixMatchSettings(epochs=config.student_epochs, lr=config.student_lr, batch_size=config.student_batch_size,
@@ -223,6 +265,10 @@ def fixmatch_settings(config: PateConfig) -> FixMatchSettings:
 def _student_description(config: PateConfig, pool_size: int) -> str:
     if config.student == "supervised":
         return "supervised on the answered queries only"
+    if config.student == "self_training":
+        return (f"self-training: the answered queries with their noisy labels, then {config.self_training_rounds} "
+                f"rounds of sharpened pseudo-labels on the confident images of the {pool_size}-image public pool, with "
+                "mixup (public: no privacy cost)")
     return (f"semi-supervised (FixMatch): the answered queries with their noisy labels and all {pool_size} unlabelled "
             "images of the public pool (public: no privacy cost)")
 

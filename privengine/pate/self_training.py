@@ -1,0 +1,154 @@
+"""The self-training PATE student: pseudo-labels on the public pool, mixup and sharpening, in rounds.
+
+A student on the teachers' inputs (on MNIST: ScatterNet features, with the teachers' linear model)
+learns from the answered queries and from the rest of the public pool without augmenting images,
+which makes it cheap where FixMatch must run a ConvNet on two augmented copies of every image:
+
+    round 0:   fit f_0 on the answered queries (one-hot noisy labels)
+    round r:   p = softmax f_{r-1}(pool);   with distribution alignment p_ik <- (p_ik / mean_i p_ik) / (row sum);
+               q = sharpen(p) = p^(1/T) / sum_k p_k^(1/T)
+               targets: the answered queries keep their noisy labels, every other pool image with
+               max_k p_k >= tau gets q, the rest are left out;  fit f_r from scratch on those targets
+
+Every fit minimises the soft-target cross-entropy -sum_k t_k log softmax f(x)_k under mixup
+(Zhang et al. 2018) as MixMatch applies it (Berthelot et al. 2019): x~ = lam x_i + (1 - lam) x_j,
+t~ = lam t_i + (1 - lam) t_j within a batch, lam ~ Beta(alpha, alpha) folded to lam >= 1/2.
+Pseudo-labelling is Lee (2013); the sharpening temperature T = 1/2 is MixMatch's. Distribution
+alignment (ReMixMatch, Berthelot et al. 2020) pulls the pool's mean prediction to the uniform class
+distribution, which stops a class the first fits favour from absorbing its neighbours round after round
+(with 100 answered MNIST labels it lifted five label sets from 95.6 % to 98.2 % on average); it assumes
+the pool's classes are about balanced, so it is a knob.
+
+Privacy: the pool and the test images are public and the pseudo-labels are a function of the public
+pool and of the answered labels, so, as for FixMatch, only the answered queries are charged (by the
+aggregator's accountant); the rounds cost nothing more (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .student import accuracy
+
+SHARPEN_TEMPERATURE = 0.5  # MixMatch's T
+
+
+@dataclass(frozen=True)
+class SelfTrainingSettings:
+    """``rounds`` pseudo-labelling rounds after the first fit; every fit takes ``epochs`` x
+    ceil(pool size / ``batch_size``) Adam steps (learning rate ``lr``, cosine-annealed to zero), so
+    the first fit, on the answered queries alone, runs as many steps as the later ones; ``confidence``
+    is tau; ``mixup_alpha`` the Beta parameter (0: no mixup); ``align_distribution`` turns on
+    distribution alignment to the uniform class distribution."""
+
+    rounds: int
+    epochs: int
+    lr: float
+    batch_size: int
+    confidence: float
+    mixup_alpha: float
+    align_distribution: bool = True
+
+
+def sharpen(p: torch.Tensor, temperature: float = SHARPEN_TEMPERATURE) -> torch.Tensor:
+    """``p`` ``(n, K)`` probabilities -> ``p^(1/T)`` renormalised per row, ``(n, K)``."""
+    powered = p.pow(1.0 / temperature)
+    return powered / powered.sum(1, keepdim=True)
+
+
+def align_to_uniform(p: torch.Tensor) -> torch.Tensor:
+    """Distribution alignment: ``p`` ``(n, K)`` -> ``p_ik / mean_i p_ik``, renormalised per row, ``(n, K)``;
+    the mean prediction over the ``n`` rows moves towards ``1 / K`` per class."""
+    aligned = p / p.mean(0, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
+    return aligned / aligned.sum(1, keepdim=True)
+
+
+def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps: int, settings: SelfTrainingSettings,
+             generator: torch.Generator, should_stop: Callable[[], bool]) -> bool:
+    """Train ``model`` for ``steps`` minibatch steps on ``x`` ``(n, *input)`` and soft ``targets`` ``(n, K)``
+    with mixup; False if stopped."""
+    s = settings
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    mixing = torch.distributions.Beta(s.mixup_alpha, s.mixup_alpha) if s.mixup_alpha > 0 else None
+    batch = min(s.batch_size, len(x))
+    model.train()
+    order, position = torch.randperm(len(x), generator=generator), 0
+    for _ in range(steps):
+        if should_stop():
+            return False
+        if position + batch > len(x):
+            order, position = torch.randperm(len(x), generator=generator), 0
+        rows = order[position:position + batch].to(x.device)
+        position += batch
+        inputs, soft = x[rows], targets[rows]
+        if mixing is not None:
+            lam = mixing.sample((batch,))  # the global torch generator, seeded by the run
+            lam = torch.maximum(lam, 1 - lam).to(x.device)
+            partner = torch.randperm(batch, generator=generator).to(x.device)
+            shape = (batch,) + (1,) * (inputs.ndim - 1)
+            inputs = lam.view(shape) * inputs + (1 - lam.view(shape)) * inputs[partner]
+            soft = lam[:, None] * soft + (1 - lam[:, None]) * soft[partner]
+        loss = -(soft * model(inputs).log_softmax(1)).sum(1).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    model.eval()
+    return True
+
+
+@torch.no_grad()
+def predict_proba(model: nn.Module, x: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+    """``softmax model(x)``, ``(n, K)``, in chunks."""
+    model.eval()
+    return torch.cat([model(x[i:i + chunk]).softmax(1) for i in range(0, len(x), chunk)])
+
+
+def train_self_training(make_model: Callable[[], nn.Module], pool_x: torch.Tensor, labelled_rows: torch.Tensor,
+                        labelled_y: torch.Tensor, n_classes: int, test_x: torch.Tensor, test_y: torch.Tensor,
+                        settings: SelfTrainingSettings, *, generator: torch.Generator,
+                        should_stop: Callable[[], bool] = lambda: False,
+                        on_round: Callable[[int, float, float], None] | None = None) -> nn.Module | None:
+    """Self-train a student; return the last round's model, or None if stopped.
+
+    Args:
+        make_model: a fresh model (on the device of the tensors) mapping ``(n, *input)`` to logits ``(n, K)``.
+        pool_x: ``(n_pool, *input)`` the public pool.
+        labelled_rows: ``(n_l,)`` rows of ``pool_x`` that were answered; ``labelled_y`` ``(n_l,)`` their noisy labels.
+        test_x, test_y: held-out public inputs and true labels, for the per-round accuracy.
+        generator: CPU generator of the batches and mixup partners.
+        on_round: ``on_round(round, test_accuracy, pseudo_labelled_fraction)`` after every fit (round 0: the
+            fit on the answered queries; the fraction is that of the pool given a pseudo-label).
+    """
+    s = settings
+    steps = s.epochs * math.ceil(len(pool_x) / s.batch_size)
+    labelled_targets = F.one_hot(labelled_y, n_classes).to(pool_x.dtype)
+    model = make_model()
+    if not fit_soft(model, pool_x[labelled_rows], labelled_targets, steps=steps, settings=s, generator=generator,
+                    should_stop=should_stop):
+        return None
+    if on_round is not None:
+        on_round(0, accuracy(model, test_x, test_y), 0.0)
+    for round_ in range(1, s.rounds + 1):
+        probabilities = predict_proba(model, pool_x)
+        if s.align_distribution:
+            probabilities = align_to_uniform(probabilities)
+        targets = sharpen(probabilities)
+        keep = probabilities.max(1).values >= s.confidence
+        keep[labelled_rows] = True
+        targets[labelled_rows] = labelled_targets  # the answers override the pseudo-labels of their images
+        pseudo_fraction = float((keep.sum() - len(labelled_rows.unique())) / len(pool_x))
+        model = make_model()
+        if not fit_soft(model, pool_x[keep], targets[keep], steps=steps, settings=s, generator=generator,
+                        should_stop=should_stop):
+            return None
+        if on_round is not None:
+            on_round(round_, accuracy(model, test_x, test_y), pseudo_fraction)
+    return model

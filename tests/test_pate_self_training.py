@@ -1,0 +1,135 @@
+"""PATE issue 13: the self-training student (pseudo-labels on the public pool, sharpening, mixup)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from sklearn.datasets import make_moons
+
+from privengine.errors import ConfigError
+from privengine.jobs import JobManager
+from privengine.pate.config import PateConfig
+from privengine.pate.models import build_model
+from privengine.pate.self_training import (SelfTrainingSettings, align_to_uniform, fit_soft, sharpen,
+                                          train_self_training)
+from privengine.pate.student import accuracy
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _settings(**changes) -> SelfTrainingSettings:
+    base = dict(rounds=6, epochs=10, lr=1e-2, batch_size=64, confidence=0.8, mixup_alpha=0.4)
+    return SelfTrainingSettings(**{**base, **changes})
+
+
+def test_sharpen_is_the_renormalised_power_and_keeps_the_ranking():
+    p = torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]])
+    squared = p ** 2
+    torch.testing.assert_close(sharpen(p, 0.5), squared / squared.sum(1, keepdim=True))
+    torch.testing.assert_close(sharpen(p, 1.0), p)
+    out = sharpen(p)
+    torch.testing.assert_close(out.sum(1), torch.ones(2))
+    assert torch.equal(out.argmax(1), p.argmax(1)) and (out.max(1).values > p.max(1).values).all()
+
+
+def test_alignment_divides_by_the_mean_prediction_and_leaves_a_balanced_pool_alone():
+    p = torch.tensor([[0.8, 0.2], [0.6, 0.4], [0.7, 0.3]])  # mean (0.7, 0.3): class 0 favoured
+    ratio = p / torch.tensor([0.7, 0.3])
+    torch.testing.assert_close(align_to_uniform(p), ratio / ratio.sum(1, keepdim=True))
+    assert (align_to_uniform(p).mean(0) - 0.5).abs().max() < (p.mean(0) - 0.5).abs().max()
+    balanced = torch.tensor([[0.9, 0.1], [0.1, 0.9]])
+    torch.testing.assert_close(align_to_uniform(balanced), balanced)
+
+
+def test_a_soft_fit_without_mixup_learns_the_given_distribution():
+    """Soft cross-entropy is minimised by softmax f(x) = t: a free bias per input learns any target row."""
+    torch.manual_seed(0)
+    x = torch.eye(3)
+    targets = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    model = torch.nn.Linear(3, 3)
+    assert fit_soft(model, x, targets, steps=1500, settings=_settings(lr=5e-2, batch_size=3, mixup_alpha=0.0),
+                    generator=_gen(), should_stop=lambda: False)
+    torch.testing.assert_close(model(x).softmax(1).detach(), targets, atol=2e-2, rtol=0)
+
+
+def _moons(n: int = 700, seed: int = 0):
+    x, y = make_moons(n, noise=0.08, random_state=seed)
+    return torch.tensor(x, dtype=torch.float32), torch.tensor(y)
+
+
+def test_self_training_learns_from_the_pool_what_two_labels_cannot_teach():
+    """One labelled point per moon: the fit on the labels alone draws a poor boundary (about 70 % right); the
+    rounds of pseudo-labels on 500 unlabelled points carry the student along the moons (about 86 %; without
+    mixup the same rounds stay at 70 %: a point far from the labels never becomes confident)."""
+    torch.manual_seed(0)
+    x, y = _moons()
+    pool_x, test_x, test_y = x[:500], x[500:], y[500:]
+    labelled = torch.tensor([int((y[:500] == 0).nonzero()[0]), int((y[:500] == 1).nonzero()[0])])
+    rounds = []
+    model = train_self_training(lambda: build_model("mlp", (2,), 2, width=64, depth=2), pool_x, labelled,
+                                y[labelled], 2, test_x, test_y, _settings(), generator=_gen(),
+                                on_round=lambda r, acc, frac: rounds.append((r, acc, frac)))
+    assert [r for r, _, _ in rounds] == list(range(7))
+    assert rounds[0][2] == 0.0 and all(0.0 < frac <= 1.0 for _, _, frac in rounds[1:])
+    assert accuracy(model, test_x, test_y) == rounds[-1][1]  # the returned model is the one evaluated
+    assert rounds[0][1] < 0.8 and rounds[-1][1] > rounds[0][1] + 0.1, rounds
+
+
+def test_the_answered_labels_override_the_pseudo_labels_of_their_images():
+    """Pool points all near one place, two of them answered with class 1: with confidence above any
+    reachable probability no pseudo-label is kept, so every round fits the answered labels only and
+    the student predicts class 1 there, whatever the previous round said."""
+    torch.manual_seed(0)
+    pool = torch.randn(50, 2) * 0.01
+    rows = torch.tensor([3, 7])
+    rounds = []
+    model = train_self_training(lambda: torch.nn.Linear(2, 2), pool, rows, torch.tensor([1, 1]), 2, pool,
+                                torch.ones(50, dtype=torch.int64), _settings(rounds=2, epochs=200, confidence=1.0),
+                                generator=_gen(), on_round=lambda r, acc, frac: rounds.append(frac))
+    assert rounds == [0.0, 0.0, 0.0]
+    assert (model(pool).argmax(1) == 1).all()
+
+
+def test_self_training_is_reproducible_and_stops_when_asked():
+    x, y = _moons(300)
+    finals = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        model = train_self_training(lambda: build_model("mlp", (2,), 2, width=16, depth=1), x[:200],
+                                    torch.arange(10), y[:10], 2, x[200:], y[200:], _settings(rounds=2, epochs=2),
+                                    generator=_gen(5))
+        finals.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    torch.testing.assert_close(finals[0], finals[1], rtol=0, atol=0)
+    assert train_self_training(lambda: torch.nn.Linear(2, 2), x, torch.arange(4), y[:4], 2, x, y, _settings(),
+                               generator=_gen(), should_stop=lambda: True) is None
+
+
+def test_self_training_knobs_are_checked_with_the_field_named():
+    with pytest.raises(ConfigError, match="`self_training_rounds`"):
+        PateConfig(student="self_training", self_training_rounds=0).validate()
+    with pytest.raises(ConfigError, match="`mixup_alpha`"):
+        PateConfig(student="self_training", mixup_alpha=-0.1).validate()
+    PateConfig(student="self_training").validate()  # tabular data is fine: mixup needs no image
+
+
+def test_a_self_training_run_records_the_student_and_its_rounds(store):
+    manager = JobManager(store)
+    try:
+        run_id = manager.submit("pate", {"teachers": 20, "teacher_epochs": 3, "queries": 200,
+                                         "student": "self_training", "self_training_rounds": 2, "student_epochs": 2,
+                                         "baseline": True, "baseline_epochs": 1, "aggregator": "gnmax",
+                                         "sigma": 2.0})
+        run = manager.wait(run_id, timeout=300)
+    finally:
+        manager.shutdown()
+    assert run.state == "finished", run.traceback
+    assert "self-training" in run.summary["student"] and "2 rounds" in run.summary["student"]
+    assert run.summary["student_architecture"] == run.summary["architecture"] == "mlp"
+    metrics = store.metrics(run_id)
+    student = metrics[metrics["name"] == "student_accuracy"]
+    assert list(student["step"]) == [2, 4, 6]  # after each round, at the passes over the pool so far
+    assert student["value"].iloc[-1] == pytest.approx(run.summary["student_accuracy"])
+    assert set(metrics[metrics["name"] == "student_pseudo_labelled"]["step"]) == {2, 4, 6}
+    assert run.summary["baseline_accuracy"] > 0.5
