@@ -5,7 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import pytest
 
-from privengine.figures.common import finish, log_ticks
+from privengine.figures.common import finish, log_ticks, measures, with_published
+from privengine.presets import Published
 
 
 @pytest.mark.parametrize("low, high, expected", [
@@ -42,3 +43,22 @@ def test_log_axes_of_subplots_are_ticked_from_their_own_traces():
     finish(fig)
     assert list(fig.layout.yaxis2.tickvals) == [0.01, 0.02, 0.05, 0.1, 0.2]
     assert fig.layout.yaxis.tickvals is None and fig.layout.yaxis.title.text is None  # linear: untouched
+
+
+@pytest.mark.parametrize("ys, position, side", [([0.90, 0.95, 0.980, 0.984], "top left", "above"),
+                                                ([0.80, 0.90, 0.91, 0.92], "bottom right", "below")])
+def test_the_published_label_sits_on_the_side_of_the_line_away_from_the_data(ys, position, side):
+    """A curve ending just under (or above) the published value must not run through its label: the label
+    goes to the other side and the axis makes room for it there."""
+    published = Published("test accuracy", 0.985 if side == "above" else 0.897, 3.0, "Someone et al. 2021")
+    fig = measures(go.Figure(go.Scatter(x=list(range(len(ys))), y=ys)), "test accuracy")
+    fig = with_published(fig, published)
+    annotation = fig.layout.annotations[0]
+    assert "published" in annotation.text and f"{annotation.yanchor}" == ("bottom" if side == "above" else "top")
+    assert position.split()[1] in f"{annotation.xanchor}"
+    low, high = fig.layout.yaxis.range
+    assert low <= min(ys) and high >= max(ys)
+    if side == "above":
+        assert high - published.value > 0.2 * (published.value - min(ys))
+    else:
+        assert published.value - low > 0.2 * (max(ys) - published.value)

@@ -89,12 +89,13 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
               if v is not None and math.isfinite(float(v))]
     # The label goes on the side of the line away from most of the data, with room made for it on a linear
     # axis: a run that ends just under the published value would otherwise draw its curve through the label.
+    # Below the line it goes right, where a training curve that ends above the line has left it.
     data_below = bool(values) and sorted(values)[len(values) // 2] <= published.value
     fig.add_hline(y=published.value, name="published", line=dict(color=REFERENCE_COLOUR, dash="longdash", width=2),
                   annotation=dict(text=published.label().replace(" (", "<br>(", 1),
                                   hovertext=f"{published.metric}: {published.source}",
                                   font=dict(size=12, color="#404040"), bgcolor="rgba(255,255,255,0.8)"),
-                  annotation_position="top left" if data_below else "bottom left")
+                  annotation_position="top left" if data_below else "bottom right")
     if values and fig.layout.yaxis.type != "log":
         low, high = min(values + [published.value]), max(values + [published.value])
         room = 0.3 * ((high - low) or abs(published.value) or 1.0)  # two lines of label text
