@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-from privengine.data import ImageData
 from privengine.errors import ConfigError
 from privengine.features.scattering import scatter
 from privengine.jobs import JobManager
@@ -18,6 +17,7 @@ from privengine.pate.config import PateConfig
 from privengine.pate.ensemble import Ensemble, partition, train_ensemble
 from privengine.pate.models import build_model
 from privengine.pate.student import FixMatchSettings, accuracy, train_fixmatch
+from tests.fake_mnist import fake_mnist
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -140,23 +140,9 @@ def test_scatter_teachers_and_semi_supervised_student_refuse_data_they_cannot_us
 
 # ---- the papers' split and the teachers' ScatterNet view ------------------------------------
 
-def _fake_mnist(monkeypatch, n_train: int = 40, n_test: int = 300) -> dict:
-    """Replace torchvision MNIST by small random images (pixels in [0, 1] when not standardised)."""
-    gen = _gen(3)
-    splits = {True: torch.rand(n_train, 1, 28, 28, generator=gen), False: torch.rand(n_test, 1, 28, 28, generator=gen)}
-    labels = {True: torch.arange(n_train) % 10, False: torch.arange(n_test) % 10}
-
-    def fake_load(name, *, train, root=None, download=False, standardize=True):
-        x = splits[train]
-        return ImageData(x=(x - 0.13) / 0.31 if standardize else x, y=labels[train], n_classes=10, name=name)
-
-    monkeypatch.setattr(pate_data, "load_image_dataset", fake_load)
-    return splits
-
-
 def test_image_datasets_use_the_papers_public_split(monkeypatch):
     """The pool is the first public images, the student's test set the last 10 % (MNIST: 9 000 / 1 000)."""
-    splits = _fake_mnist(monkeypatch)
+    splits = fake_mnist(monkeypatch)
     data = pate_data.load_pate_data("mnist")
     pixels = (splits[False] - 0.13) / 0.31
     torch.testing.assert_close(data.pool_x, pixels[:100])   # student_test_size(300) = max(200, 30) = 200
@@ -165,7 +151,7 @@ def test_image_datasets_use_the_papers_public_split(monkeypatch):
 
 
 def test_scattering_inputs_line_up_with_the_pixel_splits(monkeypatch):
-    splits = _fake_mnist(monkeypatch)
+    splits = fake_mnist(monkeypatch)
     data = pate_data.load_pate_data("mnist")
     inputs = pate_data.load_scattering_inputs("mnist")
     public = scatter(splits[False])
