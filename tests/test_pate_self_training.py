@@ -8,11 +8,15 @@ from sklearn.datasets import make_moons
 
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
+from privengine.pate import data as pate_data
+from privengine.pate import run as pate_run
 from privengine.pate.config import PateConfig
 from privengine.pate.models import build_model
-from privengine.pate.self_training import (SelfTrainingSettings, align_to_uniform, fit_soft, sharpen,
+from privengine.pate.self_training import (SelfTrainingSettings, align_to_uniform, fit_soft, round_targets, sharpen,
                                           train_self_training)
 from privengine.pate.student import accuracy
+from tests.fake_mnist import fake_mnist
+from tests.memory_reporter import MemoryReporter
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -77,19 +81,32 @@ def test_self_training_learns_from_the_pool_what_two_labels_cannot_teach():
     assert rounds[0][1] < 0.8 and rounds[-1][1] > rounds[0][1] + 0.1, rounds
 
 
-def test_the_answered_labels_override_the_pseudo_labels_of_their_images():
-    """Pool points all near one place, two of them answered with class 1: with confidence above any
-    reachable probability no pseudo-label is kept, so every round fits the answered labels only and
-    the student predicts class 1 there, whatever the previous round said."""
-    torch.manual_seed(0)
-    pool = torch.randn(50, 2) * 0.01
-    rows = torch.tensor([3, 7])
-    rounds = []
-    model = train_self_training(lambda: torch.nn.Linear(2, 2), pool, rows, torch.tensor([1, 1]), 2, pool,
-                                torch.ones(50, dtype=torch.int64), _settings(rounds=2, epochs=200, confidence=1.0),
-                                generator=_gen(), on_round=lambda r, acc, frac: rounds.append(frac))
-    assert rounds == [0.0, 0.0, 0.0]
-    assert (model(pool).argmax(1) == 1).all()
+def test_the_next_round_keeps_the_answers_and_the_confident_pseudo_labels_only():
+    """Four pool images, K = 2; rows 0 and 1 answered. Row 0's answer (class 1) contradicts a confident
+    prediction (class 0) and must win; row 2 is confident and gets its sharpened prediction; row 3 is
+    below tau and is left out. The pseudo-labelled fraction counts unanswered images only: 1 of 2."""
+    probabilities = torch.tensor([[0.99, 0.01], [0.5, 0.5], [0.9, 0.1], [0.6, 0.4]])
+    answers = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    targets, keep, fraction = round_targets(probabilities, torch.tensor([0, 1]), answers,
+                                            _settings(confidence=0.8, align_distribution=False))
+    assert keep.tolist() == [True, True, True, False]
+    torch.testing.assert_close(targets[:2], answers)
+    torch.testing.assert_close(targets[2], torch.tensor([0.81, 0.01]) / 0.82)  # p^2 renormalised (T = 1/2)
+    assert fraction == 0.5
+
+
+def test_the_confidence_test_reads_the_aligned_predictions():
+    """With alignment on, a pool whose mean prediction favours class 0 has class 0 scaled down before the
+    threshold: a row at p = (0.85, 0.15) passes tau = 0.8 unaligned but not aligned."""
+    probabilities = torch.tensor([[0.85, 0.15], [0.85, 0.15], [0.85, 0.15], [0.05, 0.95]])
+    rows, answers = torch.tensor([3]), torch.tensor([[0.0, 1.0]])
+    _, keep_raw, _ = round_targets(probabilities, rows, answers, _settings(confidence=0.8, align_distribution=False))
+    _, keep_aligned, fraction = round_targets(probabilities, rows, answers,
+                                              _settings(confidence=0.8, align_distribution=True))
+    assert keep_raw.tolist() == [True, True, True, True]
+    aligned = align_to_uniform(probabilities)
+    assert aligned[0, 0] < 0.8  # 0.85 / 0.65 against 0.15 / 0.35, renormalised: about 0.75
+    assert keep_aligned.tolist() == [False, False, False, True] and fraction == 0.0
 
 
 def test_self_training_is_reproducible_and_stops_when_asked():
@@ -133,3 +150,35 @@ def test_a_self_training_run_records_the_student_and_its_rounds(store):
     assert student["value"].iloc[-1] == pytest.approx(run.summary["student_accuracy"])
     assert set(metrics[metrics["name"] == "student_pseudo_labelled"]["step"]) == {2, 4, 6}
     assert run.summary["baseline_accuracy"] > 0.5
+
+
+def test_the_scatter_student_learns_from_the_answered_rows_of_the_pool_features(monkeypatch):
+    """Data flow of a run with ScatterNet teachers and the self-training student (fake MNIST): the student
+    gets the pool's scattering features, exactly the submitted rows that were answered and exactly their
+    noisy labels, and is tested on the test split's features."""
+    fake_mnist(monkeypatch)
+    seen: dict = {}
+
+    def spy(function, name):
+        def wrapper(*args, **kwargs):
+            seen[name] = (args, kwargs, function(*args, **kwargs))
+            return seen[name][2]
+        monkeypatch.setattr(pate_run, function.__name__, wrapper)
+
+    spy(pate_run.select_queries, "select")
+    spy(pate_run.aggregate, "aggregate")
+    spy(pate_run.train_self_training, "student")
+    config = PateConfig(dataset="mnist", architecture="scatter_linear", teachers=4, teacher_epochs=2, queries=60,
+                        query_selection="typical", selection_clusters=5, aggregator="confident_gnmax",
+                        threshold=2.0, sigma1=1.0, sigma2=1.0, student="self_training", self_training_rounds=1,
+                        student_epochs=1, baseline=False)
+    summary = pate_run.run(config, MemoryReporter())
+    submitted, answers = seen["select"][2], seen["aggregate"][2]
+    assert 0 < int(answers.answered.sum()) < 60  # some rows left out, so the indexing is tested
+    (_, pool_x, rows, labels, _, test_x, _, _), _, _ = seen["student"]
+    features = pate_data.load_scattering_inputs("mnist")
+    torch.testing.assert_close(pool_x, features.pool_x)
+    torch.testing.assert_close(test_x, features.test_x)
+    assert rows.tolist() == submitted[answers.answered].tolist()
+    assert labels.tolist() == answers.labels[answers.answered].tolist()
+    assert summary["queries_answered"] == len(rows) and summary["student_architecture"] == "scatter_linear"

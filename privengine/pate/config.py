@@ -55,8 +55,9 @@ class PateConfig(RunConfig):
                              help="Teachers' model. auto: the ConvNet for images, the MLP for tabular data. "
                                   "scatter_linear: GroupNorm and one linear layer on the data-independent ScatterNet "
                                   "features (J = 2, L = 8) of MNIST / Fashion-MNIST, strong on 240 examples; the "
-                                  "features are computed once and cached. The student and the baseline then use "
-                                  "the ConvNet on pixels.")
+                                  "features are computed once and cached. The self-training student and the "
+                                  "baseline use the same model on the same features; the supervised and FixMatch "
+                                  "students use the ConvNet on pixels.")
     width: int = knob(32, low=4, high=512, advanced=True,
                       help="ConvNet channels per layer / MLP hidden units of the teachers, the student and the "
                            "baseline (the seed's ConvNet uses 128).")
@@ -159,7 +160,7 @@ class PateConfig(RunConfig):
     student_batch_size: int = knob(64, low=1, high=4096, advanced=True,
                                    help="Minibatch size of the student and of the baseline.")
     baseline: bool = knob(True, help="Also train one non-private model on all private data (the reference line); "
-                                     "it uses the student's learning rate and batch size.")
+                                     "it uses the student's model, inputs, learning rate and batch size.")
     baseline_epochs: int = knob(5, low=1, high=1000, shown_when=("baseline", (True,)),
                                 help="Training epochs of the non-private baseline.")
 

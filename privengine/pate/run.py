@@ -198,10 +198,10 @@ def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, 
     and, semi-supervised or self-training, on the whole unlabelled pool; its accuracy on the held-out public test
     set. ``inputs`` holds what the student sees of the pool and the test set (pixels or the teachers' features)."""
     start = _TEACHERS + _VOTES + _BASELINE
-    labelled_x = inputs.pool_x[labelled_rows]
     if config.student == "supervised":
-        return _train_single(make_model, labelled_x, labelled_y, inputs.test_x, data.test_y, config.student_epochs,
-                             config.student_lr, config, device, shuffle, reporter, "student_accuracy", start, _STUDENT)
+        return _train_single(make_model, inputs.pool_x[labelled_rows], labelled_y, inputs.test_x, data.test_y,
+                             config.student_epochs, config.student_lr, config, device, shuffle, reporter,
+                             "student_accuracy", start, _STUDENT)
     if config.student == "self_training":
         return _self_train_student(config, make_model, labelled_rows, labelled_y, data, inputs, device, shuffle,
                                    reporter, start)
@@ -216,7 +216,7 @@ def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, 
                           f"student (FixMatch): epoch {epoch + 1}/{config.student_epochs}")
 
     model = make_model().to(device)
-    if train_fixmatch(model, labelled_x.to(device), labelled_y.to(device), data.pool_x.to(device),
+    if train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device), data.pool_x.to(device),
                       data.test_x.to(device), data.test_y.to(device), settings, generator=shuffle,
                       should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
         raise _Stopped

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .student import accuracy
+from .student import accuracy, logits_in_chunks
 
 SHARPEN_TEMPERATURE = 0.5  # MixMatch's T
 
@@ -67,6 +67,31 @@ def align_to_uniform(p: torch.Tensor) -> torch.Tensor:
     the mean prediction over the ``n`` rows moves towards ``1 / K`` per class."""
     aligned = p / p.mean(0, keepdim=True).clamp_min(torch.finfo(p.dtype).tiny)
     return aligned / aligned.sum(1, keepdim=True)
+
+
+def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labelled_targets: torch.Tensor,
+                  settings: SelfTrainingSettings) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """The next round's training set from the last model's pool predictions.
+
+    Args:
+        probabilities: ``(n_pool, K)`` the last model's softmax on the pool.
+        labelled_rows: ``(n_l,)`` the answered rows; ``labelled_targets`` ``(n_l, K)`` their one-hot noisy labels.
+
+    Returns:
+        ``targets`` ``(n_pool, K)``: the answered rows' labels, elsewhere the sharpened (after alignment, if on)
+        predictions; ``keep`` ``(n_pool,)`` bool: the answered rows and the rows whose (aligned) top probability
+        is at least ``confidence``; the fraction of the unanswered pool that got a pseudo-label.
+    """
+    if settings.align_distribution:
+        probabilities = align_to_uniform(probabilities)
+    targets = sharpen(probabilities)
+    confident = probabilities.max(1).values >= settings.confidence
+    answered = torch.zeros_like(confident)
+    answered[labelled_rows] = True
+    targets[labelled_rows] = labelled_targets  # the answers override the pseudo-labels of their images
+    unanswered = int((~answered).sum())
+    pseudo_fraction = float((confident & ~answered).sum()) / unanswered if unanswered else 0.0
+    return targets, confident | answered, pseudo_fraction
 
 
 def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps: int, settings: SelfTrainingSettings,
@@ -104,13 +129,6 @@ def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps:
     return True
 
 
-@torch.no_grad()
-def predict_proba(model: nn.Module, x: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
-    """``softmax model(x)``, ``(n, K)``, in chunks."""
-    model.eval()
-    return torch.cat([model(x[i:i + chunk]).softmax(1) for i in range(0, len(x), chunk)])
-
-
 def train_self_training(make_model: Callable[[], nn.Module], pool_x: torch.Tensor, labelled_rows: torch.Tensor,
                         labelled_y: torch.Tensor, n_classes: int, test_x: torch.Tensor, test_y: torch.Tensor,
                         settings: SelfTrainingSettings, *, generator: torch.Generator,
@@ -125,7 +143,7 @@ def train_self_training(make_model: Callable[[], nn.Module], pool_x: torch.Tenso
         test_x, test_y: held-out public inputs and true labels, for the per-round accuracy.
         generator: CPU generator of the batches and mixup partners.
         on_round: ``on_round(round, test_accuracy, pseudo_labelled_fraction)`` after every fit (round 0: the
-            fit on the answered queries; the fraction is that of the pool given a pseudo-label).
+            fit on the answered queries; the fraction is that of the unanswered pool images given a pseudo-label).
     """
     s = settings
     steps = s.epochs * math.ceil(len(pool_x) / s.batch_size)
@@ -137,14 +155,8 @@ def train_self_training(make_model: Callable[[], nn.Module], pool_x: torch.Tenso
     if on_round is not None:
         on_round(0, accuracy(model, test_x, test_y), 0.0)
     for round_ in range(1, s.rounds + 1):
-        probabilities = predict_proba(model, pool_x)
-        if s.align_distribution:
-            probabilities = align_to_uniform(probabilities)
-        targets = sharpen(probabilities)
-        keep = probabilities.max(1).values >= s.confidence
-        keep[labelled_rows] = True
-        targets[labelled_rows] = labelled_targets  # the answers override the pseudo-labels of their images
-        pseudo_fraction = float((keep.sum() - len(labelled_rows.unique())) / len(pool_x))
+        targets, keep, pseudo_fraction = round_targets(logits_in_chunks(model, pool_x).softmax(1), labelled_rows,
+                                                       labelled_targets, s)
         model = make_model()
         if not fit_soft(model, pool_x[keep], targets[keep], steps=steps, settings=s, generator=generator,
                         should_stop=should_stop):

@@ -47,11 +47,15 @@ class FixMatchSettings:
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 2048) -> float:
-    """Fraction of ``x`` ``(n, *input)`` that ``model`` classifies as ``y`` ``(n,)``."""
+def logits_in_chunks(model: nn.Module, x: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+    """``model(x)`` in evaluation mode, ``(n, K)`` for ``x`` ``(n, *input)``, ``chunk`` rows at a time."""
     model.eval()
-    correct = sum(int((model(x[i:i + chunk]).argmax(1) == y[i:i + chunk]).sum()) for i in range(0, len(x), chunk))
-    return correct / max(len(x), 1)
+    return torch.cat([model(x[i:i + chunk]) for i in range(0, len(x), chunk)]) if len(x) else model(x)
+
+
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Fraction of ``x`` ``(n, *input)`` that ``model`` classifies as ``y`` ``(n,)``."""
+    return float((logits_in_chunks(model, x).argmax(1) == y).double().mean()) if len(x) else 0.0
 
 
 def train_fixmatch(model: nn.Module, labelled_x: torch.Tensor, labelled_y: torch.Tensor, unlabelled_x: torch.Tensor,
