@@ -54,7 +54,7 @@ def test_runs_page_empty_and_with_runs(store):
     assert table["privacy"].tolist() == ["ε = 2.5, δ = 1e-05 [toy]"]
     assert table["accountant"].tolist() == ["Opacus RDP accountant"]
     assert table["settings"].tolist() == ["steps = 1"]  # the knobs changed from the defaults, by their labels
-    assert table.columns.tolist()[:4] == ["run", "mechanism", "state", "privacy"]  # privacy before the details
+    assert table.columns.tolist()[:5] == ["run", "mechanism", "state", "privacy", "result"]  # before the details
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.name != "toy"])

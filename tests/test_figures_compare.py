@@ -6,7 +6,7 @@ from __future__ import annotations
 from privengine.claims import PrivacyClaim
 from privengine.figures.compare import comparison_figures, run_labels, single_values
 from privengine.figures.metric_names import describe
-from privengine.figures.text import privacy_text
+from privengine.figures.text import privacy_text, result_text
 
 
 def _pate_run(store, teachers: int, eps_slope: float) -> str:
@@ -62,6 +62,16 @@ def test_a_run_without_an_epsilon_says_it_is_not_dp_and_what_it_leaks(store):
     assert privacy_text(store.get_run(run_id)) == ""  # nothing known yet
     store.mark_ended(run_id, "finished", summary={"leak_auc": 0.6234, "test_auc": 0.9})
     assert privacy_text(store.get_run(run_id)) == "not DP: leak AUC 0.623"
+
+
+def test_a_run_shows_its_mechanisms_main_utility_with_accuracies_in_percent(store):
+    pate = store.create_run("pate", {})
+    assert result_text(store.get_run(pate)) == ""  # nothing known yet
+    store.mark_ended(pate, "finished", summary={"student_accuracy": 0.9837, "queries_answered": 731})
+    assert result_text(store.get_run(pate)) == "98.37 % student test accuracy"
+    split = store.create_run("split_label", {"protection": "none"})
+    store.mark_ended(split, "finished", summary={"leak_auc": 0.6234, "test_auc": 0.9012})
+    assert result_text(store.get_run(split)) == "0.901 test AUC"  # not an accuracy: three digits
 
 
 def test_runs_with_equal_curves_stay_visible_one_inside_the_other(store):

@@ -12,25 +12,28 @@ from privengine.claims import headline_of
 from privengine.config import RunConfig
 from privengine.errors import PrivengineError
 from privengine.figures.compare import differing_fields, mechanism_name
-from privengine.figures.text import accountant_name, knob_label, privacy_text, settings_text, value_text
+from privengine.figures.text import (accountant_name, knob_label, privacy_text, result_text, settings_text,
+                                     value_text)
 from privengine.store import RunRecord
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 
-COLUMNS = ["run", "mechanism", "state", "privacy", "settings", "created", "elapsed (s)", "device", "source",
-           "accountant"]
+COLUMNS = ["run", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
+           "source", "accountant"]
 
 
 def column_config() -> dict:
     """Widths of the runs tables' long text columns: the privacy claim stays readable beside the others."""
     return {"privacy": st.column_config.TextColumn(width="large"),
+            "result": st.column_config.TextColumn(width="medium"),
             "settings": st.column_config.TextColumn(width="medium")}
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
     """One row per run: id, mechanism, state, privacy (headline claim, or the leakage of a mechanism without one),
-    the settings that differ from the mechanism's defaults, start time, duration, device, origin and the headline's
-    accountant (the run's page has the full statement: neighbouring relation, order, caveats)."""
+    result (the mechanism's main utility, e.g. the student's test accuracy), the settings that differ from the
+    mechanism's defaults, start time, duration, device, origin and the headline's accountant (the run's page has
+    the full statement: neighbouring relation, order, caveats)."""
     rows = []
     for run in runs:
         headline = headline_of(run.summary)
@@ -39,6 +42,7 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
             "mechanism": mechanism_name(run.mechanism),
             "state": run.state,
             "privacy": privacy_text(run),
+            "result": result_text(run),
             "settings": key_settings(run),
             "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_at)),
             "elapsed (s)": None if run.elapsed_s is None else round(run.elapsed_s, 1),
@@ -67,8 +71,9 @@ def _differs(value, default) -> bool:
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
     """The privacy of each of ``runs`` and the knobs whose values differ among the runs of its mechanism, by their
-    form labels (rows: runs; columns: run, mechanism, privacy, then the differing knobs)."""
-    rows = [{"run": r.id, "mechanism": mechanism_name(r.mechanism), "privacy": privacy_text(r)} for r in runs]
+    form labels (rows: runs; columns: run, mechanism, privacy, result, then the differing knobs)."""
+    rows = [{"run": r.id, "mechanism": mechanism_name(r.mechanism), "privacy": privacy_text(r),
+             "result": result_text(r)} for r in runs]
     for mechanism in dict.fromkeys(r.mechanism for r in runs):
         group = [r for r in runs if r.mechanism == mechanism]
         for field in differing_fields(group):

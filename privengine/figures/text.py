@@ -9,7 +9,7 @@ from typing import Any
 from privengine import registry
 from privengine.claims import PrivacyClaim, claim_label, headline_of
 from privengine.errors import PrivengineError
-from privengine.explore.frontier import HEADLINE_EPSILON, run_values
+from privengine.explore.frontier import HEADLINE_EPSILON, TEST_ACCURACY, run_values
 from privengine.store import RunRecord
 
 
@@ -79,6 +79,24 @@ def privacy_text(run: RunRecord) -> str:
         return ""
     value = run_values(run.summary).get(frontier.privacy.name)
     return "" if value is None else f"not DP: {frontier.privacy.label.split(' (')[0]} {number(value, 3)}"
+
+
+def result_text(run: RunRecord) -> str:
+    """What a run's result column says: the first utility of its mechanism's frontier, value first, then that
+    axis' label (``98.37 % student test accuracy``; accuracies in percent); empty while unknown or for a mechanism
+    without a frontier."""
+    try:
+        frontier = registry.get(run.mechanism).frontier
+    except PrivengineError:
+        return ""
+    if frontier is None:
+        return ""
+    axis = frontier.utility[0]
+    value = run_values(run.summary).get(axis.name)
+    if value is None:
+        return ""
+    shown = f"{value * 100:.4g} %" if axis.kind == TEST_ACCURACY else number(value, 3)
+    return f"{shown} {axis.label.split(' (')[0]}"
 
 
 def accountant_name(accountant: str) -> str:
