@@ -122,7 +122,13 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
         help=f"Default {runner.default_workers()}: one per two cores (each run already uses several threads)."))
     st.markdown("**Values every run shares**")
     st.caption("The varied knobs take the values above instead of the ones below; the seed is the first seed.")
-    base, form_errors = config_form(cls, key=f"explore.{name}.base")
+    preset = st.selectbox("Start from a preset", [p.name for p in mech.presets], index=None,
+                          placeholder="the mechanism's defaults", key=f"explore.{name}.preset",
+                          help="Fill the values below with a named preset's (e.g. a published setting), then vary "
+                               "knobs around it.") if mech.presets else None
+    # one widget key per preset: a newly picked preset's values replace what the form showed
+    base, form_errors = config_form(cls, key=f"explore.{name}.base" + (f".{preset}" if preset else ""),
+                                    initial=mech.preset_config(preset).to_dict() if preset else None)
     if errors or form_errors:
         return Launch(None, kind, workers, address)
     # knobs in name order: the store keeps the spec with sorted keys, and the points are numbered from it

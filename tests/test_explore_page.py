@@ -111,6 +111,19 @@ def test_launch_from_the_page_creates_the_runs(store):
     assert {r.state for r in store.sweep_runs(sweep_id)} == {"finished"}
 
 
+def test_a_preset_fills_the_shared_values_and_another_replaces_them(store):
+    at = _page()
+    at.selectbox(key="explore.mechanism").set_value("pate").run()
+    assert at.number_input(key="explore.pate.base.teachers").value == 100  # the defaults
+    at.selectbox(key="explore.pate.preset").set_value("mnist-lnmax").run()
+    _assert_clean(at)
+    assert at.number_input(key="explore.pate.base.mnist-lnmax.teachers").value == 250
+    assert at.number_input(key="explore.pate.base.mnist-lnmax.queries").value == 100
+    at.selectbox(key="explore.pate.preset").set_value("quick-demo").run()
+    assert at.number_input(key="explore.pate.base.quick-demo.teachers").value == 50
+    assert at.number_input(key="explore.pate.base.quick-demo.queries").value == 300
+
+
 def test_ray_missing_disables_ray_and_says_how_to_install(monkeypatch):
     from ui import services
 
