@@ -9,8 +9,8 @@ from .config import PateConfig
 # (the same linear model on the same features, pseudo-labels with mixup) on the public pool of 9 000 images
 # (docs/results/pate.md, "Issue 13").
 _MNIST_250 = {"dataset": "mnist", "architecture": "scatter_linear", "teachers": 250, "teacher_epochs": 15,
-              "student": "self_training", "student_epochs": 15, "student_lr": 1e-3, "student_batch_size": 128,
-              "confidence": 0.8, "baseline": False}
+              "student": "self_training", "student_epochs": 15, "student_lr": 3e-3, "student_batch_size": 128,
+              "confidence": 0.7, "baseline": False}
 _CONFIDENT_2018 = {"aggregator": "confident_gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
                    "delta": 1e-5}
 
