@@ -9,7 +9,7 @@ from typing import Any
 from privengine import registry
 from privengine.claims import PrivacyClaim, claim_label, headline_of
 from privengine.errors import PrivengineError
-from privengine.explore.frontier import HEADLINE_EPSILON, TEST_ACCURACY, run_values
+from privengine.explore.frontier import HEADLINE_EPSILON, TEST_ACCURACY, Axis, Frontier, run_values
 from privengine.store import RunRecord
 
 
@@ -71,24 +71,18 @@ def privacy_text(run: RunRecord) -> str:
     headline = headline_of(run.summary)
     if headline is not None:
         return headline_text(headline)
-    try:
-        frontier = registry.get(run.mechanism).frontier
-    except PrivengineError:
-        return ""
+    frontier = _frontier_of(run)
     if frontier is None or frontier.privacy.name == HEADLINE_EPSILON:
         return ""
     value = run_values(run.summary).get(frontier.privacy.name)
-    return "" if value is None else f"not DP: {frontier.privacy.label.split(' (')[0]} {number(value, 3)}"
+    return "" if value is None else f"not DP: {_short_label(frontier.privacy)} {number(value, 3)}"
 
 
 def result_text(run: RunRecord) -> str:
     """What a run's result column says: the first utility of its mechanism's frontier, value first, then that
     axis' label (``98.37 % student test accuracy``; accuracies in percent); empty while unknown or for a mechanism
     without a frontier."""
-    try:
-        frontier = registry.get(run.mechanism).frontier
-    except PrivengineError:
-        return ""
+    frontier = _frontier_of(run)
     if frontier is None:
         return ""
     axis = frontier.utility[0]
@@ -96,7 +90,20 @@ def result_text(run: RunRecord) -> str:
     if value is None:
         return ""
     shown = f"{value * 100:.4g} %" if axis.kind == TEST_ACCURACY else number(value, 3)
-    return f"{shown} {axis.label.split(' (')[0]}"
+    return f"{shown} {_short_label(axis)}"
+
+
+def _frontier_of(run: RunRecord) -> Frontier | None:
+    """The frontier of ``run``'s mechanism; None for a mechanism without one or no longer registered."""
+    try:
+        return registry.get(run.mechanism).frontier
+    except PrivengineError:
+        return None
+
+
+def _short_label(axis: Axis) -> str:
+    """An axis label without its parenthesis: ``leak AUC (…)`` -> ``leak AUC``."""
+    return axis.label.split(" (")[0]
 
 
 def accountant_name(accountant: str) -> str:
