@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import dp_accounting as dpa
 import pytest
 from dp_accounting import pld as dpa_pld
@@ -13,10 +15,15 @@ from privengine.errors import ConfigError
 
 from privengine.dpsgd.accounting import (
     ACCOUNTANT_NAMES,
+    PRV_EPS_ERROR,
+    PRV_MAX_GRID_POINTS,
+    IntractableAccounting,
     calibrate_noise_multiplier,
+    compose_runs,
     dpsgd_claims,
     epsilon_of,
     merge,
+    prv_grid_points,
 )
 
 
@@ -143,3 +150,58 @@ def test_gdp_undershoots_dp_accounting_pld(sigma, q, steps, delta):
     reference = dpa_pld.PLDAccountant(value_discretization_interval=1e-4)
     reference.compose(_event(sigma, q, steps))
     assert gdp < reference.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("history", [
+    [(1.0, 512 / 50000, 976)],
+    [(2.48, 0.069, 580)],
+    [(8.0, 1.0, 1), (2.5, 0.069, 580)],   # a private-normalisation step, then DP-SGD
+    [(0.3, 0.069, 87)],
+])
+def test_prv_grid_size_is_the_one_opacus_builds(history):
+    """prv_grid_points sizes the grid without building it; Opacus' own domain (private API, read only to check
+    that the two stay in step across Opacus versions) has the same number of points, up to its alignment of the ends to the mesh."""
+    from opacus.accountants import PRVAccountant
+    from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV
+
+    domain = PRVAccountant()._get_domain(prvs=[PoissonSubsampledGaussianPRV(q, s) for s, q, _ in history],
+                                         num_self_compositions=[k for _, _, k in history],
+                                         eps_error=PRV_EPS_ERROR, delta_error=1e-5 / 1000)
+    assert prv_grid_points(history, 1e-5) == pytest.approx(domain.size, rel=1e-3)
+
+
+def test_tiny_noise_is_refused_by_prv_before_it_allocates():
+    """sigma = 0.1, q = 0.069, 580 steps needs 2.4e8 grid points (beyond this machine's 24 GiB, which used to kill
+    the process): a clear error naming the RDP figure instead, and RDP itself still answers."""
+    history = [(0.1, 0.069, 580)]
+    assert prv_grid_points(history, 1e-5) > 10 * PRV_MAX_GRID_POINTS
+    with pytest.warns(UserWarning, match="smallest alpha"):  # Opacus: the bound is loose at such noise
+        rdp, _ = epsilon_of(history, accountant="rdp", delta=1e-5)
+    with pytest.raises(IntractableAccounting, match=re.escape(f"RDP accountant gives epsilon = {rdp:.4g}")):
+        epsilon_of(history, accountant="prv", delta=1e-5)
+
+
+def test_a_run_with_tiny_sigma_fails_at_launch_naming_the_field():
+    from tests.test_dpsgd_run import _run
+
+    with pytest.raises(ConfigError) as err:
+        _run(noise_mode="sigma", noise_multiplier=0.05, epochs=40.0, batch_size=500, accountant="prv")
+    assert err.value.field == "noise_multiplier" and "RDP accountant" in str(err.value)
+    rdp_run, _ = _run(noise_mode="sigma", noise_multiplier=0.05, epochs=0.2, alphas=(0.0,), accountant="rdp")
+    assert rdp_run["models_trained"] == 1
+
+
+def test_a_sweep_composition_too_large_for_prv_falls_back_to_rdp_and_says_so():
+    """Runs whose summaries predate headline claims (no caveats to repeat), each tractable for PRV alone."""
+    record = type("Record", (), {})
+    runs = []
+    for _ in range(10):
+        run = record()
+        run.config = {"accountant": "prv", "delta": 1e-5}
+        run.summary = {"noise_multiplier": 0.4, "sample_rate": 0.069, "models": [{"steps": 580}]}
+        runs.append(run)
+    assert prv_grid_points([(0.4, 0.069, 580)], 1e-5) < PRV_MAX_GRID_POINTS < prv_grid_points(
+        [(0.4, 0.069, 10 * 580)], 1e-5)
+    claim = compose_runs(runs)
+    assert claim.epsilon == epsilon_of([(0.4, 0.069, 10 * 580)], accountant="rdp", delta=1e-5)[0]
+    assert claim.accountant.startswith(ACCOUNTANT_NAMES["rdp"]) and "would not fit in memory" in claim.accountant

@@ -22,7 +22,8 @@ from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 
 from . import metrics as M
-from .accounting import History, calibrate_noise_multiplier, dpsgd_claims, epsilon_of
+from .accounting import (History, IntractableAccounting, calibrate_noise_multiplier, check_prv_tractable,
+                         dpsgd_claims, epsilon_of, merge)
 from .config import DPSGDConfig
 from .data import Task, load_task
 from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
@@ -109,7 +110,23 @@ def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
                                                 f"({exc}); raise it or train for fewer steps") from None
         if sigma is None:
             return None
+    _check_accountable(config, sigma, q, steps)
     return Plan(noise_multiplier=sigma, sample_rate=q, steps=steps, expected_batch_size=config.batch_size)
+
+
+def _check_accountable(config: DPSGDConfig, sigma: float, q: float, steps: int) -> None:
+    """ConfigError before any training if the run's accountant cannot state the epsilon of what it releases
+    (every model, composed): Opacus' PRV grid would exhaust the memory for very small sigma."""
+    if config.accountant != "prv":
+        return
+    models = config.n_seeds * len(config.alphas)
+    try:
+        check_prv_tractable(merge([normalization_history(config) + [(sigma, q, steps)]] * models), config.delta)
+    except IntractableAccounting as exc:
+        field = "noise_multiplier" if config.noise_mode == "sigma" else "accountant"
+        raise ConfigError(field, f"cannot be used here: with sigma = {sigma:.4g}, q = {q:.3g}, {steps} steps and "
+                                 f"{models} model(s), {exc}. Raise sigma, train fewer models, or choose the RDP "
+                                 "accountant") from None
 
 
 def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25) -> float | None:
