@@ -23,6 +23,7 @@ NOISE_MODES = ("target_epsilon", "sigma")
 GRAD_SAMPLE_MODES = ("hooks", "ghost")
 SAMPLINGS = ("poisson", "shuffle")
 NORMALIZATIONS = ("group", "public", "private")  # see privengine.dpsgd.normalization
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class DPSGDConfig(RunConfig):
     lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, label="learning rate",
                      help="SGD learning rate (about 0.1 for linreg, 1-4 for the CNNs with batch 256).")
     momentum: float = knob(0.0, low=0.0, high=0.99, advanced=True, help="SGD momentum.")
+    lr_schedule: str = knob("constant", choices=LR_SCHEDULES, advanced=True, label="learning-rate schedule",
+                            help="constant: the learning rate throughout; cosine: lr_t = lr (1 + cos(pi t / T)) / 2 "
+                                 "after t of the T logical steps (torch's CosineAnnealingLR), down to 0 at the end. "
+                                 "Free: the schedule is fixed before training and looks at no data.")
     ema_decay: float = knob(0.0, low=0.0, high=1.0, high_open=True, advanced=True, label="EMA decay",
                             help="Evaluate (and report) an exponential moving average of the trained parameters, "
                                  "ema <- decay * ema + (1 - decay) * params after every step (0 = off, the last "

@@ -12,7 +12,7 @@ from .config import DPSGDConfig
 # sweep may vary only these, because its bound needs one RDP curve valid for every candidate.
 PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
                                    "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
-                                   "warm_start_epochs", "warm_start_lr", "warm_start_batch", "ema_decay",
+                                   "warm_start_epochs", "warm_start_lr", "warm_start_batch", "ema_decay", "lr_schedule",
                                    "show_gdp"})
 
 # Tramer & Boneh's ScatterNet + linear recipe (REFERENCE 5a), sigma calibrated to eps 3 by PRV. Chosen by test

@@ -158,6 +158,9 @@ class _Training:
         else:
             self.gsm = GradSampleModule(self.model, batch_first=True, loss_reduction="mean")
         sgd = torch.optim.SGD(self.gsm.parameters(), lr=config.lr, momentum=config.momentum)
+        # Stepped once per logical step, after its update: the first step uses lr, step t + 1 uses lr_t.
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=plan.steps) \
+            if config.lr_schedule == "cosine" else None
         self.optimizer = make_optimizer(sgd, grad_sample_mode=config.grad_sample_mode, alpha=alpha,
                                         projected=self.uses_basis and config.variant == "projected",
                                         clipping="elliptical" if config.variant == "elliptical" else "flat",
@@ -208,8 +211,11 @@ class _Training:
                 loss.backward()
                 self.optimizer.step()  # a logical step only after the last physical batch of a logical one
                 self.optimizer.zero_grad()
-                if self.ema is not None and self.steps_done > before:
-                    self.ema.update_parameters(self.model)
+                if self.steps_done > before:
+                    if self.ema is not None:
+                        self.ema.update_parameters(self.model)
+                    if self.scheduler is not None:
+                        self.scheduler.step()
                 if len(xb):
                     self.losses.append(loss.detach())
                 at = self.steps_done
