@@ -16,7 +16,7 @@ from privengine.config import RunConfig, knob
 from privengine.errors import ConfigError
 
 DATASETS = ("linreg", "digits", "mnist", "fashion_mnist", "cifar10")
-MODELS = ("auto", "linear", "mlp", "cnn", "scatter_linear", "scatter_cnn")
+MODELS = ("auto", "linear", "mlp", "cnn", "scatter_linear", "scatter_cnn", "scatter_mlp")
 ACCOUNTANTS = ("prv", "rdp")  # sound accountants only: GDP is offered beside them (show_gdp)
 VARIANTS = ("anisotropic", "projected", "elliptical")
 NOISE_MODES = ("target_epsilon", "sigma")
@@ -34,10 +34,17 @@ class DPSGDConfig(RunConfig):
                              "fashion_mnist, cifar10: torchvision files under the data root.")
     model: str = knob("auto", choices=MODELS,
                       help="auto: linear for linreg, the small GroupNorm CNN for images. linear on images is "
-                           "softmax regression; mlp has one hidden layer. scatter_linear / scatter_cnn train on "
-                           "the images' 2-D scattering (J = 2, L = 8: 81 channels per image channel, computed once "
-                           "and cached; data-independent, so it costs no privacy), opened by a normalisation (see "
-                           "normalization; Tramer & Boneh 2021).")
+                           "softmax regression; mlp has one hidden layer. scatter_linear / scatter_cnn / scatter_mlp "
+                           "train on the images' 2-D scattering (J = 2, L = 8: 81 channels per image channel, "
+                           "computed once and cached; data-independent, so it costs no privacy), opened by a "
+                           "normalisation (see normalization; Tramer & Boneh 2021); scatter_mlp then projects onto "
+                           "the public split's top principal directions (projection_rank, free) and trains a "
+                           "256-unit tanh hidden layer on them.")
+    projection_rank: int = knob(256, low=1, high=100_000, advanced=True, shown_when=("model", ("scatter_mlp",)),
+                                label="public projection rank",
+                                help="r: scatter_mlp maps the normalised scattering features onto the top r principal "
+                                     "directions of the public split's features (fixed, from public data only: "
+                                     "free). At most n_public - 1.")
     normalization: str = knob("group", choices=NORMALIZATIONS,
                               choice_labels={"group": "GroupNorm (per example, free)",
                                              "public": "channel statistics of the public split (free)",

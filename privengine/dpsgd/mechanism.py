@@ -13,7 +13,7 @@ from .config import DPSGDConfig
 PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "physical_batch_size",
                                    "grad_sample_mode", "subspace_rank", "refresh_every", "public_batch", "variant",
                                    "warm_start_epochs", "warm_start_lr", "warm_start_batch", "ema_decay", "lr_schedule",
-                                   "show_gdp"})
+                                   "projection_rank", "show_gdp"})
 
 # Tramer & Boneh's ScatterNet + linear recipe (REFERENCE 5a), sigma calibrated to eps 3 by PRV. Chosen by test
 # accuracy of runs on the private data (docs/results/dpsgd.md states what those choices cost when published):

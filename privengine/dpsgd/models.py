@@ -1,4 +1,5 @@
-"""Models Opacus can compute per-example gradients for: linear, a one-hidden-layer MLP, small GroupNorm CNNs.
+"""Models Opacus can compute per-example gradients for: linear, a one-hidden-layer MLP, small GroupNorm CNNs,
+and heads on scattering features.
 
 Parameters are (re)initialised from an explicit torch generator (PyTorch's
 default schemes), so a run is reproducible from its seed without touching
@@ -14,10 +15,13 @@ from torch import nn
 
 from privengine.features.scattering import GROUPNORM_GROUPS_PER_IMAGE_CHANNEL
 
+from .projection import PublicProjection
+
 
 def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, generator: torch.Generator,
-                regression: bool = False, norm: nn.Module | None = None) -> nn.Module:
-    """``kind`` in ``linear``, ``mlp``, ``cnn``; ``input_shape`` excludes the batch dimension.
+                regression: bool = False, norm: nn.Module | None = None,
+                projection: PublicProjection | None = None) -> nn.Module:
+    """``kind`` in ``linear``, ``mlp``, ``cnn`` or a scattering model; ``input_shape`` excludes the batch dimension.
 
     With ``regression`` the single output is flattened to shape ``(batch,)`` (Opacus'
     ghost clipping needs a per-example loss of shape ``(batch,)``).
@@ -27,8 +31,11 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
     """
     if norm is not None and kind not in SCATTER_MODELS:
         raise ValueError(f"a fixed normalisation opens only the scattering models; got {kind!r}")
+    if (projection is not None) != (kind == "scatter_mlp"):
+        raise ValueError(f"scatter_mlp and only it takes a public projection; got {kind!r} "
+                         f"{'with' if projection is not None else 'without'} one")
     if kind in SCATTER_MODELS:
-        model = _scatter(kind, input_shape, n_outputs, norm)
+        model = _scatter(kind, input_shape, n_outputs, norm, projection)
     elif kind == "linear":
         model = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), n_outputs))
     elif kind == "mlp":
@@ -46,22 +53,35 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
     return model
 
 
-SCATTER_MODELS = ("scatter_linear", "scatter_cnn")
+SCATTER_MODELS = ("scatter_linear", "scatter_cnn", "scatter_mlp")
+MLP_HIDDEN = 256  # scatter_mlp's hidden units (on the r projected coordinates)
 
 
-def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int, norm: nn.Module | None) -> nn.Module:
+def scatter_groupnorm(channels: int) -> nn.GroupNorm:
+    """The per-example GroupNorm that opens a scattering model unless a fixed normalisation is given."""
+    return nn.GroupNorm(GROUPNORM_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+
+
+def _scatter(kind: str, input_shape: tuple[int, ...], n_outputs: int, norm: nn.Module | None,
+             projection: PublicProjection | None) -> nn.Module:
     """Models on scattering features ``(81 C, h, w)`` (Tramer & Boneh 2021), each opened by ``norm`` (a fixed
     per-channel map, see :mod:`.normalization`) or, when None, by a GroupNorm: a per-example
     normalisation, which costs no privacy (no statistic of other examples is used).
 
     ``scatter_linear``: GroupNorm, then one linear layer. ``scatter_cnn``: GroupNorm, two 3x3
     convolutions of 32 channels (the second with stride 2) with tanh, then a linear layer.
+    ``scatter_mlp``: GroupNorm, flatten, the fixed ``projection`` onto r public principal directions
+    (:mod:`.projection`), then r -> 256 -> outputs with tanh.
     """
     channels, h, w = input_shape
     if norm is None:
-        norm = nn.GroupNorm(GROUPNORM_GROUPS_PER_IMAGE_CHANNEL * channels // 81, channels)
+        norm = scatter_groupnorm(channels)
     if kind == "scatter_linear":
         return nn.Sequential(norm, nn.Flatten(), nn.Linear(channels * h * w, n_outputs))
+    if kind == "scatter_mlp":
+        rank = projection.basis.shape[1]
+        return nn.Sequential(norm, nn.Flatten(), projection, nn.Linear(rank, MLP_HIDDEN), nn.Tanh(),
+                             nn.Linear(MLP_HIDDEN, n_outputs))
     out_h, out_w = (h + 1) // 2, (w + 1) // 2
     return nn.Sequential(norm, nn.Conv2d(channels, 32, 3, padding=1), nn.Tanh(),
                          nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.Tanh(),

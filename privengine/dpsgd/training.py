@@ -42,9 +42,10 @@ from . import metrics as M
 from .accounting import History, make_accountant
 from .config import DPSGDConfig
 from .data import Task
-from .models import build_model, num_parameters
+from .models import build_model, num_parameters, scatter_groupnorm
 from .normalization import private_norm, public_norm
 from .optimizer import make_optimizer
+from .projection import PublicProjection, public_projection
 from .subspace import per_example_gradients, top_right_singular_vectors
 
 # Opacus' full backward hooks on the first layer warn on every batch because inputs need no gradient.
@@ -339,14 +340,30 @@ def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: 
 def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None
            ) -> nn.Module:
     kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
+    projection = None
+    if kind == "scatter_mlp":
+        norm = (norm if norm is not None else scatter_groupnorm(task.input_shape[0])).to(device)
+        projection = _public_projection(task, config, norm)
     model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs,
-                        regression=task.regression, generator=derived_generator(seed, STREAM_INIT), norm=norm)
+                        regression=task.regression, generator=derived_generator(seed, STREAM_INIT), norm=norm,
+                        projection=projection)
     if task.regression:  # least squares from the zero predictor, whose excess risk is the 'chance' level
         with torch.no_grad():
             for p in model.parameters():
                 p.zero_()
     ModuleValidator.validate(model, strict=True)
     return model.to(device)
+
+
+def _public_projection(task: Task, config: DPSGDConfig, norm: nn.Module) -> PublicProjection:
+    """scatter_mlp's projection: the top principal directions of the public split's normalised features."""
+    with torch.no_grad():
+        features = norm(task.x_public).flatten(1)
+    most = min(task.n_public - 1, features.shape[1])
+    if config.projection_rank > most:
+        raise ConfigError("projection_rank", f"must be at most min(n_public - 1, features) = {most} (the public "
+                                             f"examples span no more directions); got {config.projection_rank}")
+    return public_projection(features, config.projection_rank)
 
 
 def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
