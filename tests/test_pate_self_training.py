@@ -82,17 +82,26 @@ def test_self_training_learns_from_the_pool_what_two_labels_cannot_teach():
 
 
 def test_the_next_round_keeps_the_answers_and_the_confident_pseudo_labels_only():
-    """Four pool images, K = 2; rows 0 and 1 answered. Row 0's answer (class 1) contradicts a confident
-    prediction (class 0) and must win; row 2 is confident and gets its sharpened prediction; row 3 is
+    """Four pool images, K = 2; rows 2 and 0 answered, in that order. Row 0's answer (class 1) contradicts a
+    confident prediction (class 0) and must win; row 1 is confident and gets its sharpened prediction; row 3 is
     below tau and is left out. The pseudo-labelled fraction counts unanswered images only: 1 of 2."""
-    probabilities = torch.tensor([[0.99, 0.01], [0.5, 0.5], [0.9, 0.1], [0.6, 0.4]])
-    answers = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
-    targets, keep, fraction = round_targets(probabilities, torch.tensor([0, 1]), answers,
+    probabilities = torch.tensor([[0.99, 0.01], [0.9, 0.1], [0.5, 0.5], [0.6, 0.4]])
+    rows, answers = torch.tensor([2, 0]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    targets, keep, fraction = round_targets(probabilities, rows, answers,
                                             _settings(confidence=0.8, align_distribution=False))
     assert keep.tolist() == [True, True, True, False]
-    torch.testing.assert_close(targets[:2], answers)
-    torch.testing.assert_close(targets[2], torch.tensor([0.81, 0.01]) / 0.82)  # p^2 renormalised (T = 1/2)
+    torch.testing.assert_close(targets[rows], answers)  # each answer on its own row, whatever the order
+    torch.testing.assert_close(targets[1], torch.tensor([0.81, 0.01]) / 0.82)  # p^2 renormalised (T = 1/2)
     assert fraction == 0.5
+
+
+def test_a_fully_answered_pool_has_no_pseudo_labels():
+    probabilities = torch.tensor([[0.99, 0.01], [0.3, 0.7]])
+    answers = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    targets, keep, fraction = round_targets(probabilities, torch.tensor([1, 0]), answers,
+                                            _settings(confidence=0.8, align_distribution=False))
+    assert keep.all() and fraction == 0.0
+    torch.testing.assert_close(targets, answers)
 
 
 def test_the_confidence_test_reads_the_aligned_predictions():

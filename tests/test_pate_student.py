@@ -16,7 +16,7 @@ from privengine.pate import data as pate_data
 from privengine.pate.config import PateConfig
 from privengine.pate.ensemble import Ensemble, partition, train_ensemble
 from privengine.pate.models import build_model
-from privengine.pate.student import FixMatchSettings, accuracy, train_fixmatch
+from privengine.pate.student import FixMatchSettings, accuracy, logits_in_chunks, train_fixmatch
 from tests.fake_mnist import fake_mnist
 
 
@@ -189,3 +189,14 @@ def test_a_semi_supervised_run_records_the_student_and_its_mask_rate(store):
     assert "FixMatch" in run.summary["student"] and "300 unlabelled" in run.summary["student"]
     metrics = store.metrics(run_id)
     assert set(metrics[metrics["name"] == "student_mask_rate"]["step"]) == {1, 2}
+
+
+def test_logits_in_chunks_is_the_eval_mode_forward_in_row_order():
+    """Chunks of 3 over 10 rows (the last one short) give model(x) in eval mode: dropout off, rows in order."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 3))
+    x = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
+    logits = logits_in_chunks(model, x, chunk=3)
+    assert not model.training  # left in eval mode: callers that train again call model.train()
+    with torch.no_grad():
+        torch.testing.assert_close(logits, model(x))
+    assert not logits.requires_grad

@@ -55,9 +55,9 @@ class PateConfig(RunConfig):
                              help="Teachers' model. auto: the ConvNet for images, the MLP for tabular data. "
                                   "scatter_linear: GroupNorm and one linear layer on the data-independent ScatterNet "
                                   "features (J = 2, L = 8) of MNIST / Fashion-MNIST, strong on 240 examples; the "
-                                  "features are computed once and cached. The self-training student and the "
-                                  "baseline use the same model on the same features; the supervised and FixMatch "
-                                  "students use the ConvNet on pixels.")
+                                  "features are computed once and cached. The self-training student uses the same model "
+                                  "on the same features, the supervised and FixMatch students the ConvNet on pixels; "
+                                  "the baseline follows the student.")
     width: int = knob(32, low=4, high=512, advanced=True,
                       help="ConvNet channels per layer / MLP hidden units of the teachers, the student and the "
                            "baseline (the seed's ConvNet uses 128).")
@@ -141,7 +141,8 @@ class PateConfig(RunConfig):
                              shown_when=("student", ("semi_supervised", "self_training")),
                              help="FixMatch: an unlabelled image teaches the student only when its prediction on the "
                                   "weakly augmented image has at least this probability (tau); self-training: "
-                                  "only when the last round's prediction has at least this probability.")
+                                  "only when the last round's prediction (after distribution alignment, if on) has at "
+                                  "least this probability.")
     self_training_rounds: int = knob(12, low=1, high=100, advanced=True, shown_when=("student", ("self_training",)),
                                      help="Self-training: pseudo-labelling rounds after the first fit on the answered "
                                           "queries (each refits the student from scratch).")

@@ -7,7 +7,8 @@ from .config import PateConfig
 
 # MNIST with 250 teachers of 240 examples: linear teachers on ScatterNet features and the self-training student
 # (the same linear model on the same features, pseudo-labels with mixup) on the public pool of 9 000 images
-# (docs/results/pate.md, "Issue 13").
+# (docs/results/pate.md, "Issue 13"). The student's confidence and lr were chosen on the pool's true labels:
+# public (no privacy cost) but not something a PATE student is assumed to have; the docs say so.
 _MNIST_250 = {"dataset": "mnist", "architecture": "scatter_linear", "teachers": 250, "teacher_epochs": 15,
               "student": "self_training", "student_epochs": 15, "student_lr": 3e-3, "student_batch_size": 128,
               "confidence": 0.7, "baseline": False}

@@ -215,7 +215,7 @@ def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, 
         reporter.progress(start + _STUDENT * (epoch + 1) / config.student_epochs,
                           f"student (FixMatch): epoch {epoch + 1}/{config.student_epochs}")
 
-    model = make_model().to(device)
+    model = make_model().to(device)  # FixMatch augments images: it reads the pixels (data), never features
     if train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device), data.pool_x.to(device),
                       data.test_x.to(device), data.test_y.to(device), settings, generator=shuffle,
                       should_stop=reporter.should_stop, on_epoch=on_epoch) is None:

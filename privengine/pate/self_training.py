@@ -75,7 +75,8 @@ def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labe
 
     Args:
         probabilities: ``(n_pool, K)`` the last model's softmax on the pool.
-        labelled_rows: ``(n_l,)`` the answered rows; ``labelled_targets`` ``(n_l, K)`` their one-hot noisy labels.
+        labelled_rows: ``(n_l,)`` the answered rows, each once, in any order; ``labelled_targets`` ``(n_l, K)``
+            their one-hot noisy labels, in the same order.
 
     Returns:
         ``targets`` ``(n_pool, K)``: the answered rows' labels, elsewhere the sharpened (after alignment, if on)

@@ -48,7 +48,8 @@ class FixMatchSettings:
 
 @torch.no_grad()
 def logits_in_chunks(model: nn.Module, x: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
-    """``model(x)`` in evaluation mode, ``(n, K)`` for ``x`` ``(n, *input)``, ``chunk`` rows at a time."""
+    """``model(x)`` in evaluation mode, ``(n, K)`` for ``x`` ``(n, *input)``, ``chunk`` rows at a time; the model
+    is left in evaluation mode (training code calls ``model.train()`` again)."""
     model.eval()
     return torch.cat([model(x[i:i + chunk]) for i in range(0, len(x), chunk)]) if len(x) else model(x)
 
