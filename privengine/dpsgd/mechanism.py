@@ -20,7 +20,9 @@ PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "
 # Fashion-MNIST lr among 2 / 4 / 8 / 16 (87.65 / 88.89 / 89.51 / 89.69 %), then the EMA of the iterates among
 # off / 0.97 / 0.9 (89.69 / 89.66 / 90.11 %); MNIST batch 4096 with lr 8 (T&B's) over 8192 with lr 4 (98.75 against
 # 98.43 %), EMA 0.9 did not help there (98.64 %). The physical batch is left to auto sizing
-# (privengine.dpsgd.training.physical_batch_size: 128 on a CPU here).
+# (privengine.dpsgd.training.physical_batch_size: 128 on a CPU here). MNIST with scatter_mlp (ours; chosen on a
+# prototype, seed 0): lr 4 over 8 (98.80 / 98.70 %, 40 epochs), then 60 epochs over 40 (98.95 / 98.80 %); the
+# 17 earlier MNIST candidates and these are composed in docs/results/dpsgd.md (the cost of publishing the choice).
 _SCATTER = {"model": "scatter_linear", "alphas": [0.0], "n_seeds": 1, "target_epsilon": 3.0, "delta": 1e-5,
             "epochs": 40.0, "momentum": 0.9, "max_grad_norm": 0.1, "public_fraction": 0.01}
 
@@ -77,6 +79,13 @@ DPSGD = registry.register(registry.Mechanism(
                                      "(about 5 minutes on two CPU cores).",
                {**_SCATTER, "dataset": "mnist", "batch_size": 4096, "lr": 8.0},
                Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
+        Preset("mnist-scatter-mlp-eps3", "MNIST at ε = 3, δ = 1e-5, past Tramer & Boneh: the ScatterNet features "
+                                         "projected onto the public part's top 256 principal directions (free), "
+                                         "then a 256-unit tanh layer; batch 4096, lr 4, 60 epochs, ghost "
+                                         "clipping; one model (about 4 minutes on two CPU cores).",
+               {**_SCATTER, "dataset": "mnist", "model": "scatter_mlp", "projection_rank": 256, "batch_size": 4096,
+                "lr": 4.0, "epochs": 60.0, "grad_sample_mode": "ghost"},
+               Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear or + CNN)")),
         Preset("fmnist-scatter-shaped", "Shaped noise on real data: Fashion-MNIST ScatterNet + linear at ε = 0.5, "
                                         "isotropic DP-SGD against the elliptical variant (α = −0.5, k = 32 public "
                                         "directions), seeds 1-3. Here the shaping does not pay: over two such runs "
