@@ -306,3 +306,15 @@ def test_dp_bayes_methods_are_offered_by_name():
     _assert_clean(split)
     assert split.selectbox(key="form.split_label.protection").options == [
         "no protection", "isotropic noise", "max norm alignment", "Marvell (optimal noise for a sumKL budget)"]
+
+
+def test_a_stored_run_with_a_choice_this_version_lacks_opens_with_a_field_error(store):
+    """A run stored by another version (here model 'scatter_resnet', which this one lacks) opens: the form shows
+    the stored value and names the field and its allowed values, instead of a traceback."""
+    run_id = run_from_published_preset(store)
+    config = dict(store.get_run(run_id).config) | {"model": "scatter_resnet"}
+    other = store.create_run("dpsgd", config, source="another version")
+    at = _page("pages/dpsgd.py", run=other)
+    _assert_clean(at)
+    assert at.selectbox(key="form.dpsgd.model").value == "scatter_resnet"
+    assert any("**Model** must be one of" in e.value and "scatter_resnet" in e.value for e in at.error)

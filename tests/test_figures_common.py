@@ -62,3 +62,17 @@ def test_the_published_label_sits_on_the_side_of_the_line_away_from_the_data(ys,
         assert high - published.value > 0.2 * (published.value - min(ys))
     else:
         assert published.value - low > 0.2 * (max(ys) - published.value)
+
+
+def test_dpsgd_comparison_axis_frames_a_lone_accuracy_closely():
+    """One setting, one seed at 98.9 %: the axis frames the point (plotly alone shows it on 0-1.5); with several
+    settings the error bars stay inside the window."""
+    from privengine.figures.dpsgd import comparison
+
+    lone = comparison([{"metric": "test_acc", "setting": "isotropic", "mean": 0.989, "std": 0.0, "values": [0.989]}])
+    low, high = lone.layout.yaxis.range
+    assert low < 0.989 < high and high - low < 0.01
+    rows = [{"metric": "test_acc", "setting": "isotropic", "mean": 0.87, "std": 0.01, "values": [0.86, 0.88]},
+            {"metric": "test_acc", "setting": "α = -0.5", "mean": 0.872, "std": 0.002, "values": [0.87, 0.874]}]
+    low, high = comparison(rows).layout.yaxis.range
+    assert low < 0.86 and high > 0.88 and high - low < 0.05

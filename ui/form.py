@@ -120,6 +120,8 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None) -
         return spec.check(st.toggle(label, value=bool(initial), key=key, help=help_text))
     if spec.knob.choices is not None:
         choices = list(spec.knob.choices)
+        if initial not in choices:  # e.g. a run stored by another version: shown, then refused by the check below
+            choices.append(initial)
         choice = st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
                               format_func=lambda c: spec.knob.choice_label(c) + _absence(c, data_root))
         if _absence(choice, data_root):
