@@ -268,7 +268,7 @@ def _run_target(home: Path) -> tuple[str, Callable]:
     def expect(pg):
         pg.locator("h1", has_text="Anisotropic DP-SGD").wait_for(timeout=60_000)
         pg.get_by_text(f"Run {run_id}").first.wait_for(timeout=20_000)
-        pg.get_by_text("Preset fmnist-scatter-eps3 reproduces test accuracy", exact=False).wait_for(timeout=20_000)
+        pg.get_by_text("Preset fmnist-scatter-eps3 · published test accuracy", exact=False).wait_for(timeout=20_000)
         # the published figure as a labelled line on the test-accuracy chart (plotly draws it as svg text)
         pg.locator(".annotation-text", has_text="published: 89.7 % at ε = 3").wait_for(timeout=60_000)
     return f"/dpsgd?run={run_id}", expect

@@ -81,7 +81,7 @@ def published_beside_own(snapshot: RunSnapshot) -> None:
         here = f"**{published.value_text(own)}**" + (" so far" if snapshot.run.active else "")
     changed = changed_from_preset(snapshot.run, preset)
     with st.container(border=True):
-        st.markdown(f":material/menu_book: Preset **{preset.name}** reproduces {published.metric} "
+        st.markdown(f":material/menu_book: Preset **{preset.name}** · published {published.metric} "
                     f"**{published.value_text()}**{at} ({short_source(published.source)}) · this run: {here}")
         note = (f" This run changed {', '.join(changed)} from the preset, so it is not the published setting."
                 if changed else "")
