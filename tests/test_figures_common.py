@@ -76,3 +76,19 @@ def test_dpsgd_comparison_axis_frames_a_lone_accuracy_closely():
             {"metric": "test_acc", "setting": "α = -0.5", "mean": 0.872, "std": 0.002, "values": [0.87, 0.874]}]
     low, high = comparison(rows).layout.yaxis.range
     assert low < 0.86 and high > 0.88 and high - low < 0.05
+
+
+def test_a_long_title_keeps_its_detail_in_lines_a_half_width_chart_fits():
+    """The PATE ε chart's title: its parenthesised detail went past a half-width chart's edge at 1280 px in one
+    60-character line; it now wraps at DETAIL_WIDTH characters, and the top margin grows with every line."""
+    import plotly.graph_objects as go
+
+    from privengine.figures.common import DETAIL_WIDTH, wrap_title
+
+    title = "ε against queries answered (δ = 1e-05, Rényi DP accountant of Papernot et al. 2018, data-dependent)"
+    fig = wrap_title(go.Figure(layout=dict(title=title, margin=dict(t=40))))
+    first, *detail = fig.layout.title.text.split("<br>")
+    assert first == "ε against queries answered" and len(detail) >= 2
+    lines = [line.removeprefix("<span style='font-size:12px'>").removesuffix("</span>") for line in detail]
+    assert all(len(line) <= DETAIL_WIDTH for line in lines) and " ".join(lines) == title[len(first) + 1:]
+    assert fig.layout.margin.t == 40 + 23 * len(detail)

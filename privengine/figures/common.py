@@ -20,6 +20,9 @@ from privengine.presets import Published
 LEGEND = dict(orientation="h", yref="container", y=0, yanchor="bottom")
 LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), height=300, legend=LEGEND)
 TITLE_WIDTH = 40  # characters per title line: a half-width chart on a 1280-1400 px screen fits about this many
+# characters per line of a title's smaller detail part: at 1280 px a half-width chart cut "(δ = 1e-05, Rényi DP
+# accountant of Papernot et al" (48 characters) at its edge; 60 (1.5 x TITLE_WIDTH) was too many
+DETAIL_WIDTH = 45
 REFERENCE_COLOUR = "#7f7f7f"
 
 
@@ -112,7 +115,8 @@ def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
         return fig
     first, rest, detail = _split_title(title, width)
     if detail:
-        more = [f"<span style='font-size:12px'>{line}</span>" for line in textwrap.wrap(rest, int(width * 1.5))]
+        more = [f"<span style='font-size:12px'>{line}</span>"
+                for line in textwrap.wrap(rest, round(width * DETAIL_WIDTH / TITLE_WIDTH))]
     else:
         more = textwrap.wrap(rest, width)
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 40
