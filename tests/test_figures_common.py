@@ -60,8 +60,10 @@ def test_the_published_label_sits_on_the_side_of_the_line_away_from_the_data(ys,
     assert low <= min(ys) and high >= max(ys)
     if side == "above":
         assert high - published.value > 0.2 * (published.value - min(ys))
+        assert min(ys) - low >= 0.05 * (high - low)  # the far side keeps room for a whole marker
     else:
         assert published.value - low > 0.2 * (max(ys) - published.value)
+        assert high - max(ys) >= 0.05 * (high - low)
 
 
 def test_dpsgd_comparison_axis_frames_a_lone_accuracy_closely():

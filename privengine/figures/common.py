@@ -102,7 +102,8 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
     if values and fig.layout.yaxis.type != "log":
         low, high = min(values + [published.value]), max(values + [published.value])
         room = 0.3 * ((high - low) or abs(published.value) or 1.0)  # two lines of label text
-        fig.update_yaxes(range=[low - 0.05 * room, high + room] if data_below else [low - room, high + 0.05 * room])
+        pad = 0.25 * room  # on the data's far side: markers at the extreme stay whole
+        fig.update_yaxes(range=[low - pad, high + room] if data_below else [low - room, high + pad])
     return fig
 
 
