@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from privengine.claims import claims_of
 from privengine.dpsgd.models import build_model, scatter_groupnorm
 from privengine.dpsgd.projection import public_projection
 from privengine.errors import ConfigError
@@ -69,10 +70,15 @@ def test_scatter_mlp_trains_privately_and_leaves_the_projection_fixed(private_ho
         return projection
 
     monkeypatch.setattr(training, "_public_projection", remember)
-    summary, _ = _run(dataset="digits", model="scatter_mlp", projection_rank=32, epochs=3.0, batch_size=64,
+    summary, reporter = _run(dataset="digits", model="scatter_mlp", projection_rank=32, epochs=3.0, batch_size=64,
                       lr=1.0, alphas=(0.0,), noise_mode="target_epsilon", target_epsilon=3.0)
     assert summary["best_test_acc"] > 0.6  # chance: 0.1
     (projection, basis_before, x_public), = built
+    assert summary["models"][0]["projection_captured"] == projection.captured
+    assert any(f"keeps {100 * projection.captured:.1f} % of the public features' variance" in line
+               for line in reporter.logs)
+    assert any("Public data (the principal directions of the model's fixed projection)" in caveat
+               for caveat in claims_of(summary)[0].caveats)  # the claim says what the public examples were used for
     assert torch.equal(projection.basis, basis_before)
     assert not any(p is projection.basis for p in projection.parameters())
     with torch.no_grad():

@@ -59,8 +59,10 @@ def run(config: DPSGDConfig, reporter) -> dict:
             result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
                                  should_stop=reporter.should_stop, on_eval=on_eval)
             results.append(result)
+            kept = "" if result.projection_captured is None else \
+                f"; its projection keeps {100 * result.projection_captured:.1f} % of the public features' variance"
             reporter.log(f"{label}, seed {seed}: {_final_text(result, task)} after {result.steps_done} steps "
-                         f"in {result.seconds:.1f} s" + (" (stopped)" if result.stopped else ""))
+                         f"in {result.seconds:.1f} s" + (" (stopped)" if result.stopped else "") + kept)
             reporter.artifact("comparison", comparison(results, task, config))
             if result.stopped:
                 summary = summarise(results, task, config, plan, stopped=True)
@@ -216,12 +218,15 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
     summary["models"] = [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
                           "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
                           "captured_energy": None if math.isnan(r.energy_mean) else r.energy_mean}
+                         | ({} if r.projection_captured is None else {"projection_captured": r.projection_captured})
                          for r in results]
     uses = [use for use, on in (("the subspace U", config.uses_subspace),
                                 ("the warm start", config.warm_start_epochs > 0),
                                 ("the normalisation statistics", config.normalization == "public"),
                                 ("the clip of the private normalisation statistics",
-                                 config.normalization == "private")) if on]
+                                 config.normalization == "private"),
+                                ("the principal directions of the model's fixed projection",
+                                 config.model == "scatter_mlp")) if on]
     public_note = (f"Public data ({', '.join(uses) if uses else 'unused by this run'}): {task.n_public} training "
                    f"examples (a seeded random {100 * config.public_fraction:.3g} % of the training split, the same "
                    "for every model) are declared public; they are never in the private training and are not "

@@ -84,6 +84,7 @@ class ModelResult:
     energy_mean: float
     seconds: float
     stopped: bool
+    projection_captured: float | None = None  # scatter_mlp: share of the public features' variance it keeps
 
 
 class _TensorBatches(Dataset):
@@ -139,6 +140,8 @@ class _Training:
         self.index = index
         norm = _normalizer(task, config, seed, index, device)
         self.model = _model(task, config, seed, device, norm)
+        self.projection_captured = next((m.captured for m in self.model.modules() if isinstance(m, PublicProjection)),
+                                        None)
         if config.warm_start_epochs > 0:
             warm_start(self.model, task, config, derived_generator(seed, STREAM_WARM_START))
         self.uses_basis = alpha != 0
@@ -232,7 +235,7 @@ class _Training:
         return ModelResult(setting=M.setting_label(self.alpha, self.config.variant), alpha=self.alpha,
                            seed=self.seed, steps_done=self.steps_done, history=list(self.accountant.history),
                            final=self.final, energy_mean=energy, seconds=time.perf_counter() - t0,
-                           stopped=stopped)
+                           stopped=stopped, projection_captured=self.projection_captured)
 
     def _evaluate(self, should_stop, on_eval) -> bool:
         """Evaluate, report, and reset the windows; False if a stop came meanwhile."""
