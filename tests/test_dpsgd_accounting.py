@@ -160,7 +160,8 @@ def test_gdp_undershoots_dp_accounting_pld(sigma, q, steps, delta):
 ])
 def test_prv_grid_size_is_the_one_opacus_builds(history):
     """prv_grid_points sizes the grid without building it; Opacus' own domain (private API, read only to check
-    that the two stay in step across Opacus versions) has the same number of points, up to its alignment of the ends to the mesh."""
+    that the two stay in step across Opacus versions) has the same number of points, up to its alignment of the
+    ends to the mesh."""
     from opacus.accountants import PRVAccountant
     from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV
 

@@ -183,9 +183,11 @@ def compose_runs(runs) -> PrivacyClaim:
     accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
     delta = _smallest_delta(runs)
     released, fallback = merge(histories), ""
-    if accountant == "prv" and prv_grid_points(released, delta) > PRV_MAX_GRID_POINTS:
+    try:
+        eps, order = epsilon_of(released, accountant=accountant, delta=delta)
+    except IntractableAccounting:  # PRV only; RDP is always computable and a valid (looser) bound
         accountant, fallback = "rdp", " (PRV's grid for this composition would not fit in memory; RDP bounds it)"
-    eps, order = epsilon_of(released, accountant=accountant, delta=delta)
+        eps, order = epsilon_of(released, accountant=accountant, delta=delta)
     return PrivacyClaim(
         label=f"selecting among all {len(runs)} runs of the sweep ({len(histories)} models composed)",
         epsilon=eps, delta=delta,
