@@ -16,7 +16,9 @@ from privengine.errors import ConfigError
 from privengine.dpsgd.accounting import (
     ACCOUNTANT_NAMES,
     PRV_EPS_ERROR,
-    PRV_MAX_GRID_POINTS,
+    PRV_BYTES_PER_POINT,
+    PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY,
+    PRV_MAX_BYTES,
     IntractableAccounting,
     calibrate_noise_multiplier,
     compose_runs,
@@ -24,6 +26,7 @@ from privengine.dpsgd.accounting import (
     epsilon_of,
     merge,
     prv_grid_points,
+    prv_memory_bytes,
 )
 
 
@@ -175,7 +178,7 @@ def test_tiny_noise_is_refused_by_prv_before_it_allocates():
     """sigma = 0.1, q = 0.069, 580 steps needs 2.4e8 grid points (beyond this machine's 24 GiB, which used to kill
     the process): a clear error naming the RDP figure instead, and RDP itself still answers."""
     history = [(0.1, 0.069, 580)]
-    assert prv_grid_points(history, 1e-5) > 10 * PRV_MAX_GRID_POINTS
+    assert prv_memory_bytes(history, 1e-5) > 10 * PRV_MAX_BYTES
     with pytest.warns(UserWarning, match="smallest alpha"):  # Opacus: the bound is loose at such noise
         rdp, _ = epsilon_of(history, accountant="rdp", delta=1e-5)
     with pytest.raises(IntractableAccounting, match=re.escape(f"RDP accountant gives epsilon = {rdp:.4g}")):
@@ -201,8 +204,45 @@ def test_a_sweep_composition_too_large_for_prv_falls_back_to_rdp_and_says_so():
         run.config = {"accountant": "prv", "delta": 1e-5}
         run.summary = {"noise_multiplier": 0.4, "sample_rate": 0.069, "models": [{"steps": 580}]}
         runs.append(run)
-    assert prv_grid_points([(0.4, 0.069, 580)], 1e-5) < PRV_MAX_GRID_POINTS < prv_grid_points(
+    assert prv_memory_bytes([(0.4, 0.069, 580)], 1e-5) < PRV_MAX_BYTES < prv_memory_bytes(
         [(0.4, 0.069, 10 * 580)], 1e-5)
     claim = compose_runs(runs)
     assert claim.epsilon == epsilon_of([(0.4, 0.069, 10 * 580)], accountant="rdp", delta=1e-5)[0]
-    assert claim.accountant.startswith(ACCOUNTANT_NAMES["rdp"]) and "would not fit in memory" in claim.accountant
+    assert claim.accountant.startswith(ACCOUNTANT_NAMES["rdp"]) and "would need too much memory" in claim.accountant
+
+
+def test_prv_memory_grows_with_the_distinct_entries_of_a_history():
+    """Opacus keeps full-size arrays per (sigma, q) entry: a sweep of runs with different sigmas costs more per
+    grid point than one merged entry."""
+    one = [(2.48, 0.069, 580)]
+    three = [(2.48, 0.069, 580), (2.6, 0.069, 580), (2.7, 0.069, 580)]
+    assert prv_memory_bytes(one, 1e-5) == prv_grid_points(one, 1e-5) * PRV_BYTES_PER_POINT
+    assert prv_memory_bytes(three, 1e-5) == prv_grid_points(three, 1e-5) * (
+        PRV_BYTES_PER_POINT + 2 * PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY)
+    assert prv_memory_bytes([(2.48, 0.069, 0)], 1e-5) == 0.0
+
+
+def test_calibration_is_opacus_search_and_steps_around_what_prv_cannot_account(monkeypatch):
+    """Without a prefix the sigma is exactly Opacus' get_noise_multiplier's. With a memory limit that the search's
+    probe at sigma = 0.625 exceeds (lowered here, at a delta no other test caches, so that a small case shows what
+    a huge one does), the search steps around that probe and still ends on a sigma whose PRV epsilon was computed
+    and meets the target."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    import privengine.dpsgd.accounting as accounting
+
+    for target, q, steps in ((3.0, 4096 / 59400, 580), (1.0, 8192 / 59400, 290)):
+        assert calibrate_noise_multiplier(target_epsilon=target, delta=1e-5, sample_rate=q, steps=steps,
+                                          accountant="prv") == get_noise_multiplier(
+            target_epsilon=target, target_delta=1e-5, sample_rate=q, steps=steps, accountant="prv")
+    delta, q, steps = 2e-5, 0.069, 580
+    monkeypatch.setattr(accounting, "PRV_MAX_BYTES", 4.5e7)
+    assert prv_memory_bytes([(0.625, q, steps)], delta) > accounting.PRV_MAX_BYTES
+    sigma = calibrate_noise_multiplier(target_epsilon=20.0, delta=delta, sample_rate=q, steps=steps, accountant="prv")
+    assert sigma > 0.625
+    assert 20.0 - 0.01 <= epsilon_of([(sigma, q, steps)], accountant="prv", delta=delta)[0] <= 20.0
+    # target 30 needs a sigma PRV cannot account under this limit: the smallest accountable sigma, not a hang
+    sigma = calibrate_noise_multiplier(target_epsilon=30.0, delta=delta, sample_rate=q, steps=steps, accountant="prv")
+    assert prv_memory_bytes([(sigma, q, steps)], delta) <= accounting.PRV_MAX_BYTES
+    assert prv_memory_bytes([(sigma * (1 - 1e-6), q, steps)], delta) > accounting.PRV_MAX_BYTES
+    assert epsilon_of([(sigma, q, steps)], accountant="prv", delta=delta)[0] < 30.0 - 0.01

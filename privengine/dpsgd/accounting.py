@@ -20,15 +20,16 @@ of ``(sigma, q, steps)`` and turn it into epsilon at a given delta:
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 
 import numpy as np
 from opacus.accountants import create_accountant
 from opacus.accountants.accountant import IAccountant
 from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
-from opacus.accountants.utils import get_noise_multiplier
+from opacus.accountants.utils import MAX_SIGMA
 
-from privengine.claims import PrivacyClaim, delta_caveat, headline_of, union_caveats
+from privengine.claims import PrivacyClaim, claims_of, delta_caveat, headline_of, union_caveats
 
 History = list[tuple[float, float, int]]  # (noise multiplier, sample rate, steps), Opacus' format
 
@@ -42,16 +43,20 @@ GDP_CAVEAT = ("Not a bound: the GDP accountant is a central-limit approximation 
               "(independent PLD accounting gives 2-10 % more on typical DP-SGD histories). Shown for comparison "
               "only; the headline claim is the one to rely on.")
 NEIGHBOURING = "add or remove one private training example (Poisson-subsampled batches)"
-# Opacus' PRV accountant discretises the privacy loss on a grid whose size explodes for small noise multipliers
-# (sigma = 0.1, q = 0.07, 580 steps: 2.4e8 points, more than 24 GiB: the process is killed). Measured here: about
-# 80 bytes and 2 microseconds per point (2.2e6 points: 0.9 GB peak, 5 s). Histories needing more than this are
-# refused before Opacus allocates anything.
-PRV_MAX_GRID_POINTS = 10_000_000
+# Opacus' PRV accountant discretises the privacy loss on a grid whose size explodes for small noise multipliers or
+# long histories (sigma = 0.1, q = 0.07, 580 steps: 2.4e8 points, more than 24 GiB: the process was killed), and
+# keeps several full-size arrays per distinct (sigma, q) entry. Measured with tracemalloc: about 67 bytes per grid
+# point for one entry and 24 more per further entry (2 entries: 96, 8: 232, 20: 497). Histories whose estimate
+# exceeds PRV_MAX_BYTES are refused before Opacus allocates anything.
+PRV_BYTES_PER_POINT = 67
+PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY = 24
+PRV_MAX_BYTES = 1e9
 PRV_EPS_ERROR = 0.01  # Opacus' default eps_error of PRVAccountant.get_epsilon, which epsilon_of uses
+CALIBRATION_TOLERANCE = 0.01  # Opacus' default epsilon_tolerance of get_noise_multiplier
 
 
 class IntractableAccounting(ValueError):
-    """The PRV accountant's grid for a history would not fit in memory (see :func:`prv_grid_points`)."""
+    """The PRV accountant would need too much memory for a history (see :func:`prv_memory_bytes`)."""
 
 
 def make_accountant(name: str) -> IAccountant:
@@ -75,7 +80,7 @@ def epsilon_of(history: History, *, accountant: str, delta: float) -> tuple[floa
 
     An empty history (no step taken) spends nothing: ``(0.0, None)``. Results are
     cached (PRV takes up to a second on long histories). IntractableAccounting for a PRV
-    history whose grid would not fit in memory (tiny noise multipliers).
+    history that would need too much memory (tiny noise multipliers, very long histories).
     """
     return _epsilon(tuple(map(tuple, history)), accountant, delta)
 
@@ -102,17 +107,28 @@ def prv_grid_points(history: History, delta: float) -> float:
     return float(2 * half_width / mesh)
 
 
+def prv_memory_bytes(history: History, delta: float) -> float:
+    """Estimated peak memory of Opacus' PRV accountant on ``history``: grid points x bytes per point, the latter
+    growing with the number of (sigma, q) entries (see PRV_BYTES_PER_POINT)."""
+    entries = sum(1 for _, _, steps in history if steps > 0)
+    if not entries:
+        return 0.0
+    per_point = PRV_BYTES_PER_POINT + PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY * (entries - 1)
+    return prv_grid_points(history, delta) * per_point
+
+
 def check_prv_tractable(history: History, delta: float) -> None:
-    """IntractableAccounting (naming the RDP accountant's epsilon instead) if PRV's grid would be too large."""
-    points = prv_grid_points(history, delta)
-    if points > PRV_MAX_GRID_POINTS:
+    """IntractableAccounting (naming the RDP accountant's epsilon instead) if PRV would need too much memory."""
+    needed = prv_memory_bytes(history, delta)
+    if needed > PRV_MAX_BYTES:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "optimal order is the smallest alpha": expected at such noise
             rdp_eps, _ = epsilon_of(history, accountant="rdp", delta=delta)
         raise IntractableAccounting(
-            f"the PRV accountant would need a grid of {points:.2g} points (at most {PRV_MAX_GRID_POINTS:.0e} "
-            f"fit in memory; the noise is too small for it); the RDP accountant gives epsilon = {rdp_eps:.4g} "
-            f"at delta = {delta:g}")
+            f"the PRV accountant would need about {needed / 1e9:.2g} GB of memory (a grid of "
+            f"{prv_grid_points(history, delta):.2g} points; at most {PRV_MAX_BYTES / 1e9:g} GB is allowed): too many "
+            f"steps or models, or too little noise; the RDP accountant gives epsilon = {rdp_eps:.4g} at "
+            f"delta = {delta:g}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -138,36 +154,42 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_ra
                                accountant: str, prefix: History = ()) -> float:
     """The sigma whose epsilon after ``prefix`` then ``steps`` steps at ``sample_rate`` is within 0.01 below the target.
 
-    Without a prefix, Opacus' ``get_noise_multiplier``. With one (e.g. private normalisation statistics,
-    charged before the first step), the same bisection written here over :func:`epsilon_of` of the
-    whole history, since Opacus calibrates a single mechanism only. ValueError if the prefix alone
-    spends the target.
+    The search of Opacus' ``get_noise_multiplier``, step for step (sigma_high doubled from 10 until epsilon <=
+    target, then bisection from sigma_low = 0 until target - epsilon <= 0.01; the last sigma_high is returned),
+    so without a prefix it returns Opacus' sigma. Written here over :func:`epsilon_of` because Opacus calibrates
+    a single mechanism only (a prefix such as private normalisation statistics, charged before the first step,
+    must compose) and because Opacus' PRV probes are unguarded: a probe that PRV would need too much memory for
+    (IntractableAccounting) counts as above the target, which only moves the search to more noise; the sigma
+    returned always has a computed epsilon (below the target by more than the tolerance when the sigmas that
+    would come closer are all ones PRV cannot account: then the smallest accountable one). ValueError if the
+    prefix alone spends the target or no sigma up to Opacus' MAX_SIGMA reaches it.
     """
-    if not prefix:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta,
-                                              sample_rate=sample_rate, steps=steps, accountant=accountant))
     prefix = list(prefix)
 
     def eps(sigma: float) -> float:
-        return epsilon_of(prefix + [(sigma, sample_rate, steps)], accountant=accountant, delta=delta)[0]
+        try:
+            return epsilon_of(prefix + [(sigma, sample_rate, steps)], accountant=accountant, delta=delta)[0]
+        except IntractableAccounting:
+            return math.inf
 
-    if epsilon_of(prefix, accountant=accountant, delta=delta)[0] >= target_epsilon:
+    if prefix and epsilon_of(prefix, accountant=accountant, delta=delta)[0] >= target_epsilon:
         raise ValueError("the steps before training alone spend the target epsilon")
-    low, high = 0.0, 10.0
-    while eps(high) > target_epsilon:
-        low, high = high, 2 * high
-        if high > 1e4:
-            raise ValueError("no noise multiplier below 1e4 reaches the target epsilon")
-    while True:  # invariant: eps(high) <= target < eps(low)
-        mid = (low + high) / 2
-        if eps(mid) > target_epsilon:
-            low = mid
+    sigma_low, sigma_high, eps_high = 0.0, 10.0, math.inf
+    while eps_high > target_epsilon:
+        sigma_high *= 2
+        eps_high = eps(sigma_high)
+        if sigma_high > MAX_SIGMA:
+            raise ValueError("The privacy budget is too low.")
+    while target_epsilon - eps_high > CALIBRATION_TOLERANCE:
+        if sigma_high - sigma_low <= 1e-9 * sigma_high:  # every sigma below sigma_high is one PRV cannot account
+            break
+        sigma = (sigma_low + sigma_high) / 2
+        eps_sigma = eps(sigma)
+        if eps_sigma < target_epsilon:
+            sigma_high, eps_high = sigma, eps_sigma
         else:
-            high = mid
-            if target_epsilon - eps(high) < 0.01:
-                return high
+            sigma_low = sigma
+    return sigma_high
 
 
 def compose_runs(runs) -> PrivacyClaim:
@@ -176,7 +198,7 @@ def compose_runs(runs) -> PrivacyClaim:
     Each run's models are independent subsampled Gaussian mechanisms with the run's (sigma, q) for
     the steps each took (``summary["models"]``), so all of them compose as one history, accounted
     with the strictest accountant and the smallest delta the runs used (PRV if any run used it, RDP where
-    PRV's grid for the composition would not fit in memory: a valid, looser bound, named in the claim).
+    PRV would need too much memory for the composition: a valid, looser bound, named in the claim).
     """
     histories = [_norm_steps(r.summary) + [(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
                  for r in runs for m in r.summary.get("models", [])]
@@ -186,7 +208,7 @@ def compose_runs(runs) -> PrivacyClaim:
     try:
         eps, order = epsilon_of(released, accountant=accountant, delta=delta)
     except IntractableAccounting:  # PRV only; RDP is always computable and a valid (looser) bound
-        accountant, fallback = "rdp", " (PRV's grid for this composition would not fit in memory; RDP bounds it)"
+        accountant, fallback = "rdp", " (PRV would need too much memory for this composition; RDP bounds it)"
         eps, order = epsilon_of(released, accountant=accountant, delta=delta)
     return PrivacyClaim(
         label=f"selecting among all {len(runs)} runs of the sweep ({len(histories)} models composed)",
@@ -208,9 +230,13 @@ def _smallest_delta(runs) -> float:
 
 
 def _headline_caveats(runs) -> tuple[str, ...]:
-    """The caveats of the runs' headline claims, each once: a claim composing the runs repeats them (runs
-    stored before claims were marked have no headline to repeat)."""
-    return union_caveats([claim for claim in map(headline_of, (r.summary for r in runs)) if claim is not None])
+    """The caveats of the runs' headline claims, each once: a claim composing the runs repeats them. A run stored
+    before claims were marked has no headline: every claim it states lends its caveats instead."""
+    claims = []
+    for run in runs:
+        headline = headline_of(run.summary)
+        claims.extend([headline] if headline is not None else claims_of(run.summary))
+    return union_caveats(claims)
 
 
 def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:

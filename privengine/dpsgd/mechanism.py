@@ -34,7 +34,8 @@ DPSGD = registry.register(registry.Mechanism(
     protects=(
         "Each example of the private training split. Every trained model, and all of its noisy updates, is "
         "(ε, δ)-differentially private with respect to adding or removing one private example, against anyone "
-        "who sees them. The examples declared public (used to find the gradient subspace) and the test split "
+        "who sees them. The examples declared public (used for the gradient subspace, the public normalisation, "
+        "the warm start or scatter_mlp's projection, as each run's claim says) and the test split "
         "are not protected; the training-loss and captured-energy curves are unprotected diagnostics."),
     description=(
         "DP-SGD on Opacus: per-example gradients clipped to norm C, Poisson-sampled batches, Gaussian noise. "

@@ -118,17 +118,18 @@ def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
 
 def _check_accountable(config: DPSGDConfig, sigma: float, q: float, steps: int) -> None:
     """ConfigError before any training if the run's accountant cannot state the epsilon of what it releases
-    (every model, composed): Opacus' PRV grid would exhaust the memory for very small sigma."""
+    (every model, composed): Opacus' PRV accountant would exhaust the memory (very small sigma, very long runs)."""
     if config.accountant != "prv":
         return
     models = config.n_seeds * len(config.alphas)
     try:
         check_prv_tractable(merge([normalization_history(config) + [(sigma, q, steps)]] * models), config.delta)
     except IntractableAccounting as exc:
-        field = "noise_multiplier" if config.noise_mode == "sigma" else "accountant"
+        field, remedy = (("noise_multiplier", "raise sigma") if config.noise_mode == "sigma"
+                         else ("target_epsilon", "lower the target epsilon"))
         raise ConfigError(field, f"cannot be used here: with sigma = {sigma:.4g}, q = {q:.3g}, {steps} steps and "
-                                 f"{models} model(s), {exc}. Raise sigma, train fewer models, or choose the RDP "
-                                 "accountant") from None
+                                 f"{models} model(s), {exc}. {remedy.capitalize()}, train fewer models or steps, or "
+                                 "choose the RDP accountant") from None
 
 
 def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25) -> float | None:
