@@ -105,8 +105,9 @@ def bench(dataset: str, model: str, batch: int, args) -> None:
     except DatasetNotFoundError as exc:
         print(f"{dataset}: skipped ({exc})")
         return
-    # evaluation is not part of the step cost: keep one test example
-    task = dataclasses.replace(task, x_test=task.x_test[:1], y_test=task.y_test[:1])
+    # evaluation is not part of the step cost: keep one test and one validation example
+    task = dataclasses.replace(task, x_test=task.x_test[:1], y_test=task.y_test[:1], x_val=task.x_val[:1],
+                               y_val=task.y_val[:1])
     steps_per_epoch = task.n_private / batch
     r, n = args.repeats, args.steps
     t = {"non-private": best_of(r, time_non_private, task, base, n)}

@@ -53,7 +53,8 @@ def test_dpsgd_classification_summary_has_its_declared_utility(manager):
     run_id = manager.submit("dpsgd", dict(registry.get("dpsgd").smoke) | {"dataset": "digits", "epochs": 0.5})
     run = manager.wait(run_id, timeout=600)
     assert run.state == "finished", run.traceback
-    assert {"headline_epsilon", "best_test_acc"} <= set(run_values(run.summary))
+    assert {"headline_epsilon", "best_test_acc", "best_val_acc"} <= set(run_values(run.summary))
+    assert run.summary["selected_on"].startswith("validation (") and run.summary["reported_on"].startswith("test (")
 
 
 @pytest.mark.parametrize("name", [m for m in MECHANISMS if m != "toy"])

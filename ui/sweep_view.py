@@ -21,8 +21,8 @@ from privengine.claims import PrivacyClaim
 from privengine.errors import ConfigError
 from privengine.explore import runner
 from privengine.explore.cli import points_csv
-from privengine.figures.sweep import (axis_title, drawn, frontier_figure, headline_accountants, pareto_trace,
-                                      point_seeds, points_frame, points_trace, sweep_label, with_axes)
+from privengine.figures.sweep import (axis_title, best_run_text, drawn, frontier_figure, headline_accountants,
+                                      pareto_trace, point_seeds, points_frame, points_trace, sweep_label, with_axes)
 from privengine.figures.common import finish
 from privengine.figures.text import settings_text
 
@@ -81,6 +81,8 @@ def _claims(res: runner.SweepResult) -> None:
         privacy_claim(res.selection)
     elif res.selection:
         st.caption(f"Publishing only the best run (random repetition): no claim, because {res.selection}.")
+    if res.best is not None:
+        st.caption(best_run_text(res.best))
 
 
 def _header(res: runner.SweepResult, stop_executor: Any, resume_executor: Callable[[], Any]) -> None:

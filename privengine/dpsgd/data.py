@@ -1,4 +1,4 @@
-"""Data of a DP-SGD run: the private / public / test splits, on the run's device.
+"""Data of a DP-SGD run: the private / public / validation / test splits, on the run's device.
 
 - ``linreg`` (embedded default, generated here): x = A s + tau e with A a random
   ``(D, R)`` orthonormal matrix, s ~ N(0, I_R), e ~ N(0, I_D); y = x^T w* + N(0, NOISE^2)
@@ -13,6 +13,14 @@
 A seeded ``public_fraction`` of the training split is declared public (used only
 for the subspace). The splits depend on the config's ``data_seed`` only, not on the
 run's seed, so every model and every run of a sweep protects the same private set.
+
+The held-out split (digits' 20 %, the image datasets' test files) is divided once, by a
+seeded permutation drawn after the training splits (so those are unchanged), into a
+**validation** part (the first ``floor(n / 2)``; MNIST: 5 000 of 10 000) and a **test** part
+(the other half): the best setting of a run, and a sweep's choice among runs, are chosen on the
+validation part, and every reported accuracy is on the test part (see
+:func:`privengine.dpsgd.run.summarise` for why even a single-setting run reports on the half).
+``linreg`` has no held-out sample: its excess risk is the exact population value.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from privengine.errors import ConfigError
 from privengine.features.scattering import dataset_scattering
 
 LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
+VALIDATION_SHARE = 0.5  # of the held-out split: floor(share * n) examples validate, the rest test
 DIGITS_TEST_FRACTION = 0.2
 
 
@@ -52,7 +61,11 @@ class Population:
 
 @dataclass(frozen=True)
 class Task:
-    """The splits of one run. ``y`` is float ``(n,)`` for regression, int64 ``(n,)`` class labels otherwise."""
+    """The splits of one run. ``y`` is float ``(n,)`` for regression, int64 ``(n,)`` class labels otherwise.
+
+    ``x_test`` / ``y_test``: the test part of the held-out split (what is reported); ``x_val`` / ``y_val``:
+    its validation part (what selects); all None for the regression.
+    """
 
     name: str
     x_private: torch.Tensor
@@ -63,10 +76,20 @@ class Task:
     y_test: torch.Tensor | None
     n_outputs: int
     population: Population | None = None
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
 
     @property
     def regression(self) -> bool:
         return self.population is not None
+
+    @property
+    def n_val(self) -> int:
+        return 0 if self.x_val is None else len(self.x_val)
+
+    @property
+    def n_test(self) -> int:
+        return 0 if self.x_test is None else len(self.x_test)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -129,6 +152,15 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         raise ConfigError("public_fraction", f"leaves fewer than 2 private examples of {len(x_train)}")
     perm = torch.randperm(len(x_train), generator=gen)
     pub, priv = perm[:n_public], perm[n_public:]
+    x_val = y_val = None
+    if x_test is not None:  # drawn last, so the private, public and (digits) held-out splits stay as they were
+        held_out = torch.randperm(len(x_test), generator=gen)
+        n_val = math.floor(VALIDATION_SHARE * len(x_test))
+        if n_val < 1 or len(x_test) - n_val < 1:
+            raise ConfigError("dataset", f"has too few held-out examples ({len(x_test)}) for a validation and a "
+                                         "test part")
+        val, test = held_out[:n_val], held_out[n_val:]
+        x_val, y_val, x_test, y_test = x_test[val], y_test[val], x_test[test], y_test[test]
 
     def put(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.to(device)
@@ -136,7 +168,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     if population is not None:
         population = Population(put(population.basis), put(population.w_star), population.tau)
     return Task(dataset, put(x_train[priv]), put(y_train[priv]), put(x_train[pub]), put(y_train[pub]),
-                put(x_test), put(y_test), n_outputs, population)
+                put(x_test), put(y_test), n_outputs, population, x_val=put(x_val), y_val=put(y_val))
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:

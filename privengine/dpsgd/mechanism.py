@@ -49,8 +49,9 @@ DPSGD = registry.register(registry.Mechanism(
     smoke={"epochs": 1.0, "n_seeds": 1, "noise_mode": "sigma"},
     frontier=Frontier(
         privacy=EPSILON_AXIS,
-        utility=(Axis("best_test_acc", "test accuracy (best setting of the run, mean over its seeds)", "higher",
-                      kind=TEST_ACCURACY),
+        utility=(Axis("best_test_acc", "test accuracy (test half of the held-out split; the run's setting, and "
+                                       "the sweep's choice, by the validation half; mean over seeds)", "higher",
+                      kind=TEST_ACCURACY, select_by="best_val_acc"),
                  Axis("best_excess_risk", "excess risk (best setting of the run, mean over its seeds)", "lower")),
         compose="privengine.dpsgd.accounting:compose_runs",
         repeat_and_select="privengine.dpsgd.accounting:repeat_and_select",

@@ -18,7 +18,8 @@ run (same sigma, sample rate and steps) and is stored once as ``"epsilon_each_mo
 from __future__ import annotations
 
 TRAIN_LOSS = "train_loss"        # mean loss of the private physical batches since the last report
-TEST_ACC = "test_acc"            # classification: accuracy on the test split
+TEST_ACC = "test_acc"            # classification: accuracy on the test part of the held-out split (reported)
+VAL_ACC = "val_acc"              # classification: accuracy on its validation part (final step only; selects)
 EXCESS_RISK = "excess_risk"      # linreg: population excess risk (w - w*)^T Sigma (w - w*)
 ENERGY = "captured_energy"       # ||U^T g||^2 / ||g||^2 for the summed clipped private gradient g
 EPSILON = "epsilon_each_model"   # epsilon spent so far by one model alone (the same for every model of a run)

@@ -53,7 +53,7 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing when gra
                         category=UserWarning)
 
 EVAL_POINTS = 20      # evaluations per trained model
-EVAL_SUBSET = 2000    # test examples of the intermediate evaluations (the last one uses the whole test split)
+EVAL_SUBSET = 2000    # test examples of the intermediate evaluations (the last one uses the whole test part)
 EVAL_CHUNK = 2048     # test examples per forward pass
 
 
@@ -238,12 +238,22 @@ class _Training:
                            stopped=stopped, projection_captured=self.projection_captured)
 
     def _evaluate(self, should_stop, on_eval) -> bool:
-        """Evaluate, report, and reset the windows; False if a stop came meanwhile."""
+        """Evaluate, report, and reset the windows; False if a stop came meanwhile.
+
+        The curves are on the test part (reporting only: nothing selects on them). The last evaluation also
+        measures the validation part, into ``final`` only (not a curve): the run selects its best setting by it.
+        """
         full = self.steps_done == self.plan.steps
         evaluated = self.model if self.ema is None else self.ema.module
         value = _evaluate(evaluated, self.task, should_stop, limit=None if full else EVAL_SUBSET)
         if value is None:
             return False
+        selecting = {}
+        if full and not self.task.regression and self.task.x_val is not None:
+            validation = _evaluate(evaluated, self.task, should_stop, limit=None, part="validation")
+            if validation is None:
+                return False
+            selecting[M.VAL_ACC] = validation
         values = {M.EXCESS_RISK if self.task.regression else M.TEST_ACC: value}
         if self.losses:
             values[M.TRAIN_LOSS] = _mean(self.losses)
@@ -251,7 +261,7 @@ class _Training:
             values[M.ENERGY] = energy
         self.losses.clear()
         self.energies.clear()
-        self.final = {**self.final, **values}
+        self.final = {**self.final, **values, **selecting}
         on_eval(self.steps_done, values, list(self.accountant.history))
         return True
 
@@ -382,21 +392,24 @@ def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) 
     return DataLoader(data, batch_sampler=sampler, collate_fn=_as_is)
 
 
-def _evaluate(model: nn.Module, task: Task, should_stop: Callable[[], bool], *, limit: int | None) -> float | None:
-    """Accuracy on the first ``limit`` test examples (None: all), or the linreg excess risk.
+def _evaluate(model: nn.Module, task: Task, should_stop: Callable[[], bool], *, limit: int | None,
+              part: str = "test") -> float | None:
+    """Accuracy on the first ``limit`` examples (None: all) of the held-out split's ``part`` (``"test"``: what is
+    reported, ``"validation"``: what selects), or the linreg excess risk.
 
     None if a stop was requested meanwhile.
     """
     if task.regression:
         linear = next(m for m in model.modules() if isinstance(m, nn.Linear))
         return task.population.excess_risk(linear.weight.detach().reshape(-1), linear.bias.detach())
-    n = len(task.x_test) if limit is None else min(limit, len(task.x_test))
+    x, y = {"test": (task.x_test, task.y_test), "validation": (task.x_val, task.y_val)}[part]
+    n = len(x) if limit is None else min(limit, len(x))
     correct = 0
     with torch.no_grad():
         for start in range(0, n, EVAL_CHUNK):
             if should_stop():
                 return None
             stop = min(start + EVAL_CHUNK, n)
-            out = model(task.x_test[start:stop])
-            correct += int((out.argmax(dim=1) == task.y_test[start:stop]).sum())
+            out = model(x[start:stop])
+            correct += int((out.argmax(dim=1) == y[start:stop]).sum())
     return correct / n

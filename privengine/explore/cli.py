@@ -211,11 +211,13 @@ def points_csv(res: runner.SweepResult) -> str:
     fields = res.spec.varied
     writer = csv.writer(buffer)
     u = res.utility_axis.name if res.utility_axis else "utility"
+    chooser = res.utility_axis.select_by if res.utility_axis else ""  # the number the frontier is chosen by
     writer.writerow(["point", *fields, "seeds", res.privacy_axis.name, f"{res.privacy_axis.name}_sd", u, f"{u}_sd",
-                     "on_frontier", "runs", "states"])
+                     *([chooser] if chooser else []), "on_frontier", "runs", "states"])
     for p in res.points:
         writer.writerow([p.index, *(p.settings.get(f) for f in fields), p.seeds, p.privacy, p.privacy_sd,
-                         p.utility, p.utility_sd, p.index in res.frontier, " ".join(p.runs), " ".join(p.states)])
+                         p.utility, p.utility_sd, *([p.selection] if chooser else []), p.index in res.frontier,
+                         " ".join(p.runs), " ".join(p.states)])
     return buffer.getvalue()
 
 
@@ -231,9 +233,15 @@ def _text(res: runner.SweepResult) -> str:
         lines.append(f"{star} {p.index:3d}  {settings:40s} privacy {p.privacy:.4g} ± {p.privacy_sd:.2g}  "
                      f"utility {p.utility:.4g} ± {p.utility_sd:.2g}  ({p.seeds} seed(s); {', '.join(p.states)})")
         lines.extend(f"      error: {e}" for e in p.errors)
-    lines.append("* = on the Pareto frontier")
+    chooser = res.utility_axis.select_by if res.utility_axis else ""
+    lines.append("* = on the Pareto frontier"
+                 + (f" (chosen by {chooser}, not by the utility shown)" if chooser else ""))
     lines.append(f"sweep privacy: {res.claim.text()}" if res.claim else
                  "sweep privacy: no run states an (ε, δ) claim (see each run's own guarantee)")
     if res.selection is not None:
         lines.append(f"best run only: {res.selection.text() if hasattr(res.selection, 'text') else res.selection}")
+    if res.best is not None:
+        b = res.best
+        lines.append(f"best run (by {b['selected_by']} = {b['selection']:.4g}): {b['run']} at point {b['point']}, "
+                     f"{b['utility']} = " + ("-" if b["value"] is None else f"{b['value']:.4g}"))
     return "\n".join(lines)

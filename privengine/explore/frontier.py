@@ -31,6 +31,10 @@ class Axis:
     (default: the name itself). ``covered``: whether the value is computed from the released
     outputs and public data only, so that choosing a run by it is covered by the sweep's claim
     (False for errors measured against a posterior computed from the private data).
+    ``select_by``: the summary number runs are *chosen* by wherever this axis decides (the Pareto set, the best
+    run of a random-repetition sweep), when it is not the reported number itself: DP-SGD reports
+    ``best_test_acc`` (test part of its held-out split) and chooses by ``best_val_acc`` (the validation part), so
+    the number shown was not used to pick the run it belongs to. Empty: the axis itself (:attr:`selector`).
     """
 
     name: str
@@ -38,6 +42,7 @@ class Axis:
     better: str
     kind: str = ""
     covered: bool = True
+    select_by: str = ""
 
     def __post_init__(self) -> None:
         if self.better not in DIRECTIONS:
@@ -45,9 +50,14 @@ class Axis:
         if not self.kind:
             object.__setattr__(self, "kind", self.name)
 
+    @property
+    def selector(self) -> str:
+        """The run-summary number runs are chosen by on this axis (``select_by``, else the axis' own)."""
+        return self.select_by or self.name
+
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind,
-                "covered": self.covered}
+                "covered": self.covered} | ({"select_by": self.select_by} if self.select_by else {})
 
     def comparable(self, other: "Axis") -> bool:
         """Whether two axes measure the same thing the same way (so their sweeps may share a chart)."""

@@ -109,7 +109,11 @@ def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = 
 
 @dataclass(frozen=True)
 class PointResult:
-    """One point of a sweep: its settings, its runs, and mean / sd over the seeds that finished."""
+    """One point of a sweep: its settings, its runs, and mean / sd over the seeds that finished.
+
+    ``selection``: the mean of the utility axis' ``selector`` (e.g. DP-SGD's validation accuracy), which the
+    Pareto set is chosen by; ``utility`` is the reported number (equal to it for axes without ``select_by``).
+    """
 
     index: int
     settings: dict[str, Any]
@@ -121,12 +125,13 @@ class PointResult:
     privacy_sd: float
     utility: float
     utility_sd: float
+    selection: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "settings": self.settings, "runs": self.runs, "states": self.states,
                 "errors": self.errors, "seeds": self.seeds, "privacy": _json_float(self.privacy),
                 "privacy_sd": _json_float(self.privacy_sd), "utility": _json_float(self.utility),
-                "utility_sd": _json_float(self.utility_sd)}
+                "utility_sd": _json_float(self.utility_sd), "selection": _json_float(self.selection)}
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class SweepResult:
     runs_by_state: dict[str, int]
     selection: PrivacyClaim | str | None = None  # random repetition: the best-only claim, or why there is none
     attempts: int = 0  # runs stored, resumed attempts included (runs_total counts the latest attempt of each)
+    best: dict[str, Any] | None = None  # random repetition: the run it publishes (:func:`best_run`)
 
     @property
     def failed(self) -> bool:
@@ -164,6 +170,7 @@ class SweepResult:
             "runs_total": self.runs_total, "runs_by_state": self.runs_by_state, "attempts": self.attempts,
             "privacy_best_only": self.selection.to_dict() if isinstance(self.selection, PrivacyClaim) else None,
             "privacy_best_only_note": self.selection if isinstance(self.selection, str) else None,
+            "best_run": self.best,
         }
 
 
@@ -191,9 +198,12 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
         done = [r for r in mine if r.id in values]
         pv = [values[r.id].get(privacy_axis.name, math.nan) for r in done]
         uv = [values[r.id].get(utility_axis.name, math.nan) if utility_axis else math.nan for r in done]
+        sv = [values[r.id].get(utility_axis.selector, math.nan) if utility_axis else math.nan for r in done]
         points.append(PointResult(index, settings[index], [r.id for r in mine], [r.state for r in mine],
-                                  [r.error for r in mine if r.error], len(done), *_mean_sd(pv), *_mean_sd(uv)))
-    front = pareto([(p.privacy, p.utility) for p in points], privacy_better=privacy_axis.better,
+                                  [r.error for r in mine if r.error], len(done), *_mean_sd(pv), *_mean_sd(uv),
+                                  _mean_sd(sv)[0]))
+    # chosen by the selection number (e.g. validation accuracy), never by the reported one it plots
+    front = pareto([(p.privacy, p.selection) for p in points], privacy_better=privacy_axis.better,
                    utility_better=utility_axis.better if utility_axis else "higher")
     by_state = state_counts(latest)
     finished = [r for r in latest if r.id in values]
@@ -201,7 +211,24 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
                        _state(by_state, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
                        [points[i].index for i in front], sweep_claim(record.mechanism, runs, utility_axis),
                        len(latest), by_state,
-                       selection_claim(spec, finished, utility_axis) if spec.repeat else None, len(runs))
+                       selection_claim(spec, finished, utility_axis) if spec.repeat else None,
+                       len(runs),
+                       best_run(finished, values, utility_axis) if spec.repeat else None)
+
+
+def best_run(finished: list[RunRecord], values: dict[str, dict[str, float]], axis: Axis | None
+             ) -> dict[str, Any] | None:
+    """The run a random-repetition sweep publishes: the finished run best by the utility axis' ``selector`` (e.g.
+    DP-SGD's validation accuracy), with its reported number (the test accuracy) beside; None if no run has one."""
+    if axis is None:
+        return None
+    scored = [(values[r.id][axis.selector], r) for r in finished
+              if not math.isnan(values.get(r.id, {}).get(axis.selector, math.nan))]
+    if not scored:
+        return None
+    chosen, run = (max if axis.better == "higher" else min)(scored, key=lambda pair: pair[0])
+    return {"run": run.id, "point": run.sweep_point, "selected_by": axis.selector, "selection": chosen,
+            "utility": axis.name, "value": _json_float(values[run.id].get(axis.name, math.nan))}
 
 
 def latest_attempts(runs: list[RunRecord]) -> list[RunRecord]:

@@ -54,13 +54,22 @@ def headline_accountants(store: RunStore, res: runner.SweepResult) -> list[str]:
 
 def _hover(res: runner.SweepResult, p: runner.PointResult, seeds: list) -> str:
     utility = res.utility_axis.label if res.utility_axis else "utility"
+    chooser = res.utility_axis.select_by if res.utility_axis else ""
     return "<br>".join([
         f"<b>{settings_text(res.mechanism, p.settings, '<br>')}</b>",
         f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} ({p.seeds} finished)",
         f"{res.privacy_axis.label}: {mean_sd(p.privacy, p.privacy_sd, p.seeds)}",
         f"{utility}: {mean_sd(p.utility, p.utility_sd, p.seeds)}",
+        *([f"{chooser} (the frontier is chosen by it): {number(p.selection, 4)}"] if chooser else []),
         *(["on the Pareto frontier"] if p.index in res.frontier else []),
     ])
+
+
+def best_run_text(best: dict) -> str:
+    """One line naming the run a random-repetition sweep publishes (:func:`privengine.explore.runner.best_run`)."""
+    value = "-" if best["value"] is None else number(best["value"], 4)
+    return (f"The best run (the one the random-repetition claim covers publishing), chosen by {best['selected_by']} "
+            f"= {number(best['selection'], 4)}: {best['run']} (point {best['point']}), {best['utility']} = {value}.")
 
 
 def points_trace(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list],

@@ -24,7 +24,7 @@ from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError, U
 from privengine.explore import runner
 from privengine.figures import run_figures, run_tables
 from privengine.figures.compare import comparison_figures, single_values
-from privengine.figures.sweep import frontier_figure, point_seeds, points_frame
+from privengine.figures.sweep import best_run_text, frontier_figure, point_seeds, points_frame
 from privengine.figures.text import headline_text, summary_values, value_text
 from privengine.store import RunRecord, RunStore
 
@@ -136,6 +136,8 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
             doc.paragraph(f"Publishing only the best run (random repetition): no claim, because {res.selection}.")
         else:
             doc.claim(res.selection)
+    if res.best is not None:
+        doc.paragraph(best_run_text(res.best))
     doc.heading("Configuration")
     varied = {**{k: ", ".join(value_text(res.mechanism, k, v) for v in vs) for k, vs in res.spec.axes.items()},
               **{k: f"at random in [{value_text(res.mechanism, k, lo)}, {value_text(res.mechanism, k, hi)}]"
