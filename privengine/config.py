@@ -326,5 +326,7 @@ class RunConfig(BaseConfig):
                              "reruns an unfinished run as its next replica, so no noise is ever reused).")
     secure_noise: bool = knob(False, label="secure noise (OS entropy)",
                               help="Draw the privacy noise from OS entropy that is never recorded. Off (exploration): "
-                                   "the noise is derived from the seed, so runs replay exactly but anyone with the "
-                                   "run's record can regenerate the noise. Turn it on for anything you publish.")
+                                   "the noise is derived from the seed, the configuration and a fingerprint of the "
+                                   "private data, so runs on the same data replay exactly (a neighbouring data set "
+                                   "gets independent noise) but anyone with the run's record and the data can "
+                                   "regenerate the noise. Turn it on for anything you publish.")

@@ -66,13 +66,15 @@ def test_two_models_of_a_run_share_neither_batches_nor_noise():
 
 
 def test_seeded_noise_replays_per_configuration_and_secure_noise_never_does():
-    """Same config and seed: the same noise (a replay releases nothing new). A different knob (two points
-    of a sweep, or two runs a user compares): independent noise, so releasing both composes. Secure mode:
-    fresh OS entropy every time."""
-    from privengine.randomness import derived_seed, noise_generator
+    """Same config, seed and private data: the same noise (a replay releases nothing new). A different knob (two
+    points of a sweep, or two runs a user compares) or other private data: independent noise, so releasing both
+    composes. Secure mode: fresh OS entropy every time."""
+    from privengine.randomness import data_fingerprint, derived_seed, noise_generator
 
-    def draw(config: DPSGDConfig) -> torch.Tensor:
-        return torch.randn(4, generator=noise_generator(config, 0, 1, 2))
+    private = data_fingerprint(torch.arange(6.0))
+
+    def draw(config: DPSGDConfig, data: tuple[int, ...] = private) -> torch.Tensor:
+        return torch.randn(4, generator=noise_generator(config, 0, 1, 2, data=data))
 
     base = DPSGDConfig(alphas=(0.0, 4.0))
     assert torch.equal(draw(base), draw(DPSGDConfig(alphas=(0.0, 4.0))))
@@ -80,10 +82,12 @@ def test_seeded_noise_replays_per_configuration_and_secure_noise_never_does():
     # noise-free difference of two slightly different gradient sums (a helper review's finding)
     for how in (base.replace(device="cpu"), base.replace(physical_batch_size=32, grad_sample_mode="ghost")):
         assert not torch.equal(draw(base), draw(how))
-    on_cuda = torch.randn(4, generator=noise_generator(base, 0, 1, 2, device="cuda", on="cpu"))
+    on_cuda = torch.randn(4, generator=noise_generator(base, 0, 1, 2, data=private, device="cuda", on="cpu"))
     assert not torch.equal(draw(base), on_cuda)  # CPU and CUDA runs never share a stream (their noise differs)
     for other in (base.replace(alphas=(0.0, 1.0)), base.replace(max_grad_norm=2.0), base.replace(seed=1)):
         assert not torch.equal(draw(base), draw(other))
+    neighbour = data_fingerprint(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 9.0]))  # the last record replaced
+    assert not torch.equal(draw(base), draw(base, neighbour))
     secure = base.replace(secure_noise=True)
     assert not torch.equal(draw(secure), draw(secure))
     assert derived_seed(5) != derived_seed(5, 0) != derived_seed(5, 0, 0)  # SeedSequence alone equates these

@@ -18,6 +18,7 @@ from privengine.pate.data import load_pate_data
 from privengine.pate.ensemble import Ensemble, partition, train_ensemble
 from privengine.pate.models import build_model
 from privengine.pate.privacy import analyse
+from privengine.randomness import data_fingerprint
 from tests.conftest import SHARED_DATA
 
 CPU = torch.device("cpu")
@@ -130,8 +131,11 @@ def _votes(n=60, teachers=250, seed=0):
     return votes
 
 
+TEACHER_DATA = data_fingerprint(np.arange(10))  # stands for the fingerprint of the teachers' private data
+
+
 def _analyse(votes, answered, config, n_private=60_000):
-    return analyse(votes, answered, config, n_private=n_private)
+    return analyse(votes, answered, config, n_private=n_private, data=TEACHER_DATA)
 
 
 def _kinds(claims) -> dict:

@@ -34,9 +34,11 @@ from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
 from privengine.pate.privacy import (SS_BETA_TIMES_ORDER, analyse, draw_standard_normal, sanitize_order,
                                      sanitize_sigma, sanitized_epsilon)
+from privengine.randomness import data_fingerprint
 from tests.test_pate_smooth_sensitivity import (_gauss_renyi, _gnmax_rdp_of, _histograms, _threshold_rdp_of)
 
 LOG_INV_DELTA = math.log(1e5)
+TEACHER_DATA = data_fingerprint(np.arange(10))  # stands for the fingerprint of the teachers' private data
 
 
 def _votes(n=40, teachers=50, m=4, seed=0, concentration=0.3):
@@ -211,7 +213,7 @@ def test_auto_sigma_keeps_the_release_cost_a_fixed_share_of_the_conversion_term(
 def test_headline_composes_the_release_cost_at_every_order(aggregator):
     votes = _votes()
     config = (_confident() if aggregator == "confident_gnmax" else PateConfig(aggregator="gnmax", sigma=6.0))
-    report = analyse(votes, np.ones(len(votes), bool), config, n_private=60_000)
+    report = analyse(votes, np.ones(len(votes), bool), config, n_private=60_000, data=TEACHER_DATA)
     (headline,) = [c for c in report.claims if c.headline]
     s = report.sanitized
     sigma_eff = shifted_gnss_sigma(s.beta, s.sigma, s.shift)
@@ -221,7 +223,7 @@ def test_headline_composes_the_release_cost_at_every_order(aggregator):
                for i, lam in enumerate(GNMAX_ORDERS) if 2 * s.beta * lam < 1)
     assert headline.epsilon == pytest.approx(best, rel=1e-12)
     assert "and the sanitized data-dependent ε release" in headline.label and "GNSS" in headline.accountant
-    off = analyse(votes, np.ones(len(votes), bool), config.replace(sanitize=False), n_private=60_000)
+    off = analyse(votes, np.ones(len(votes), bool), config.replace(sanitize=False), n_private=60_000, data=TEACHER_DATA)
     assert [c for c in off.claims if c.headline][0].epsilon < headline.epsilon and off.sanitized is None
     assert np.all(np.isinf(gnss_rdp_at_orders(s.beta, sigma_eff, GNMAX_ORDERS)[2 * s.beta * GNMAX_ORDERS >= 1]))
 
@@ -236,16 +238,20 @@ def test_same_seed_replays_the_sanitized_figure_and_other_seeds_do_not():
                         ss_sigma=2.0)
 
     def figure(**kw) -> float:
-        s = analyse(votes, answered, config.replace(**kw), n_private=60_000).sanitized
+        s = analyse(votes, answered, config.replace(**kw), n_private=60_000, data=TEACHER_DATA).sanitized
         assert 0 < s.released_rdp < s.order * (len(votes) / (2 * 30.0**2) + answered.sum() / 15.0**2)
         return s.epsilon
 
     assert figure(seed=0) == figure(seed=0)
     assert len({figure(seed=0), figure(seed=1), figure(seed=2)}) == 3
-    assert draw_standard_normal(_confident(seed=3)) == draw_standard_normal(_confident(seed=3))
-    # keyed by the run's device type like every stream, and by every knob
-    assert draw_standard_normal(_confident(seed=3)) != draw_standard_normal(_confident(seed=3), device="cuda")
-    assert draw_standard_normal(_confident(seed=3)) != draw_standard_normal(_confident(seed=3, ss_sigma=9.0))
+    def draw(config, device="cpu", data=TEACHER_DATA) -> float:
+        return draw_standard_normal(config, device, data=data)
+
+    assert draw(_confident(seed=3)) == draw(_confident(seed=3))
+    # keyed by the run's device type like every stream, by every knob, and by the teachers' private data
+    assert draw(_confident(seed=3)) != draw(_confident(seed=3), device="cuda")
+    assert draw(_confident(seed=3)) != draw(_confident(seed=3, ss_sigma=9.0))
+    assert draw(_confident(seed=3)) != draw(_confident(seed=3), data=data_fingerprint(np.arange(11)))
     assert figure(secure_noise=True) != figure(secure_noise=True)
 
 
@@ -253,7 +259,8 @@ def test_same_seed_replays_the_sanitized_figure_and_other_seeds_do_not():
 def test_claims_show_the_raw_and_the_sanitized_figure_with_clear_labels(aggregator):
     votes = _votes()
     config = _confident() if aggregator == "confident_gnmax" else PateConfig(aggregator="gnmax", sigma=6.0)
-    report = analyse(votes, np.ones(len(votes), bool), config, n_private=60_000, extra_caveats=("Noise source: x",))
+    report = analyse(votes, np.ones(len(votes), bool), config, n_private=60_000, data=TEACHER_DATA,
+                     extra_caveats=("Noise source: x",))
     by_label = {c.label: c for c in report.claims}
     raw = by_label["data-dependent (not publishable)"]
     sanitized = by_label["data-dependent, sanitized through smooth sensitivity (publishable)"]
@@ -267,7 +274,8 @@ def test_claims_show_the_raw_and_the_sanitized_figure_with_clear_labels(aggregat
         assert needle in text, needle
     assert "optimal order" not in text  # its order is fixed, not optimised
     assert "sanitized data-dependent figure" in " ".join(raw.caveats)
-    median = analyse(votes, np.ones(len(votes), bool), config.replace(ss_confidence=0.5), n_private=60_000)
+    median = analyse(votes, np.ones(len(votes), bool), config.replace(ss_confidence=0.5), n_private=60_000,
+                     data=TEACHER_DATA)
     assert [c for c in median.claims if "sanitized" in c.label and not c.headline][0].condition == (
         "a median-unbiased estimate of the exact figure")
 
@@ -275,7 +283,8 @@ def test_claims_show_the_raw_and_the_sanitized_figure_with_clear_labels(aggregat
 def test_a_sanitized_figure_above_the_headline_says_to_rely_on_the_headline():
     rng = np.random.default_rng(0)
     votes = np.stack([rng.multinomial(10, np.full(10, 0.1)) for _ in range(30)]).astype(float)  # no consensus
-    report = analyse(votes, np.ones(30, bool), PateConfig(aggregator="gnmax", sigma=2.0), n_private=60_000)
+    report = analyse(votes, np.ones(30, bool), PateConfig(aggregator="gnmax", sigma=2.0), n_private=60_000,
+                     data=TEACHER_DATA)
     (headline,) = [c for c in report.claims if c.headline]
     sanitized = [c for c in report.claims if "sanitized" in c.label and not c.headline][0]
     assert sanitized.epsilon >= headline.epsilon
@@ -283,7 +292,7 @@ def test_a_sanitized_figure_above_the_headline_says_to_rely_on_the_headline():
 
 
 def test_lnmax_publishes_no_sanitized_figure():
-    report = analyse(_votes(), np.ones(40, bool), PateConfig(aggregator="lnmax"), n_private=60_000)
+    report = analyse(_votes(), np.ones(40, bool), PateConfig(aggregator="lnmax"), n_private=60_000, data=TEACHER_DATA)
     assert report.sanitized is None and not any("sanitized" in c.label for c in report.claims)
 
 

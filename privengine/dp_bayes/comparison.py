@@ -22,7 +22,7 @@ import numpy as np
 
 from privengine.claims import PrivacyClaim
 from privengine.dpsgd.accounting import epsilon_of, merge
-from privengine.randomness import noise_caveat, noise_generator
+from privengine.randomness import data_fingerprint, noise_caveat, noise_generator
 
 from . import releases as R
 from .config import DpBayesConfig
@@ -75,12 +75,20 @@ def intervals_table(names, truth, reference: ReferencePosterior, released: Relea
                          "upper": released.upper.tolist()}}
 
 
+def data_key(data: list[Records]) -> tuple[int, ...]:
+    """The data key of a method's noise stream, which draws the releases of every data set in ``data``: the
+    fingerprint of their fingerprints (:attr:`~.data.Records.fingerprint`), so a change to any record of any of
+    them (data set 0's above all, the released one) gives the stream independent noise."""
+    return data_fingerprint(np.array([records.fingerprint for records in data], dtype=np.uint32))
+
+
 def _method_releases(config, method, data, problems, reporter, stage):
     stop = reporter.should_stop
+    key = data_key(data)
     if method == "ssp":
         reporter.progress(0.0, f"{stage}: SSP release and noise-aware posterior")
-        return R.ssp_releases(config, data, problems, noise_generator(config, SSP_STREAM), should_stop=stop)
-    return R.dpvi_releases(config, data, problems, noise_generator(config, DPVI_STREAM), should_stop=stop,
+        return R.ssp_releases(config, data, problems, noise_generator(config, SSP_STREAM, data=key), should_stop=stop)
+    return R.dpvi_releases(config, data, problems, noise_generator(config, DPVI_STREAM, data=key), should_stop=stop,
                            on_progress=lambda f, text: reporter.progress(f, f"{stage}: {text}"))
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
+
+from privengine.randomness import data_fingerprint
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,12 @@ class Records:
     @property
     def n(self) -> int:
         return self.x.shape[0]
+
+    @cached_property
+    def fingerprint(self) -> tuple[int, ...]:
+        """:func:`~privengine.randomness.data_fingerprint` of ``(x, y)``: the data key of the noise of a release
+        of these records (computed once per data set)."""
+        return data_fingerprint(self.x, self.y)
 
     def replace_record(self, i: int, x_new: torch.Tensor, y_new: float) -> "Records":
         """A neighbouring data set (replace-one relation): record ``i`` replaced by (x_new, y_new)."""

@@ -167,8 +167,9 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     if reporter.stop_was_requested:
         return {"stopped_in": "warm-up", "vi": vi_scores.summary()}
 
-    # SGLD on exp(c U): its injected noise and Monte Carlo samples are the mechanism's randomness
-    noise = noise_generator(config, NOISE_STREAM, device=device)
+    # SGLD on exp(c U): its injected noise and Monte Carlo samples are the mechanism's randomness, keyed by the
+    # private records too (privengine.randomness)
+    noise = noise_generator(config, NOISE_STREAM, data=records.fingerprint, device=device)
     sampler, c = chains.sgld_sampler(config, utility, z_star, eps_chain, noise=noise)
     transform = sampler.transform
     n_chains = config.chains

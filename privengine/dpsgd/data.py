@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -34,6 +35,7 @@ import torch
 from privengine.data import load_image_dataset
 from privengine.errors import ConfigError
 from privengine.features.scattering import dataset_scattering
+from privengine.randomness import data_fingerprint
 
 LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
 VALIDATION_SHARE = 0.5  # of the held-out split: floor(share * n) examples validate, the rest test
@@ -98,6 +100,12 @@ class Task:
     @property
     def n_private(self) -> int:
         return len(self.x_private)
+
+    @cached_property
+    def private_fingerprint(self) -> tuple[int, ...]:
+        """:func:`~privengine.randomness.data_fingerprint` of the private split (``x_private``, ``y_private``):
+        the data key of every noise and sampling stream of the run (computed once per loaded task)."""
+        return data_fingerprint(self.x_private, self.y_private)
 
     @property
     def n_public(self) -> int:

@@ -110,7 +110,8 @@ def _as_is(batch):
 
 # Stream keys of a model's generators (see privengine.randomness). Initialisation and the public
 # subspace are shared by the settings of one seed (a paired comparison; neither depends on private
-# data); the Poisson batches and the noise are keyed by the model, so no two models share them.
+# data); the Poisson batches and the noise are keyed by the model, so no two models share them, and by
+# the private split's fingerprint, so no run on other private data shares them.
 STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD, STREAM_WARM_START, STREAM_NORM = range(7)
 
 
@@ -120,9 +121,10 @@ def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, se
     """Train one model privately; call ``on_eval(step, values, history)`` at each evaluation.
 
     ``index`` numbers the model within its run: its Poisson batches and its noise come from
-    streams keyed by the run's config, ``seed`` and ``index`` (from OS entropy with
-    ``config.secure_noise``), so the models of a run, and the runs of different configurations,
-    are independent mechanisms and releasing them together composes.
+    streams keyed by the run's config, the private split's fingerprint (``task.private_fingerprint``),
+    ``seed`` and ``index`` (from OS entropy with ``config.secure_noise``), so the models of a run, and
+    the runs of different configurations or on different private data (a neighbouring data set), are
+    independent mechanisms and releasing them together composes.
 
     ``should_stop()`` is asked before every physical batch and evaluation chunk;
     when it says yes the model's partial result is returned with ``stopped=True``.
@@ -171,7 +173,7 @@ class _Training:
                                         noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
                                         expected_batch_size=plan.expected_batch_size,
                                         generator=noise_generator(config, seed, index, STREAM_NOISE,
-                                                                  device=device))
+                                                                  data=task.private_fingerprint, device=device))
         self.accountant = make_accountant(config.accountant)
         self.accountant.history.extend(normalization_history(config))  # charged before the first step
         self._account = self.accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate)
@@ -345,7 +347,8 @@ def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: 
         return public_norm(task.x_public)
     if config.normalization == "private":
         norm, _ = private_norm(task.x_private, task.x_public, noise_multiplier=config.norm_noise_multiplier,
-                               generator=noise_generator(config, seed, index, STREAM_NORM, device=device))
+                               generator=noise_generator(config, seed, index, STREAM_NORM,
+                                                         data=task.private_fingerprint, device=device))
         return norm
     return None
 
@@ -382,7 +385,8 @@ def _public_projection(task: Task, config: DPSGDConfig, norm: nn.Module) -> Publ
 def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
     """The private batches of model ``index``: secret subsampling, so its generator is a noise stream."""
     data = _TensorBatches(task.x_private, task.y_private)
-    gen = noise_generator(config, seed, index, STREAM_SAMPLING, device=task.x_private.device, on="cpu")
+    gen = noise_generator(config, seed, index, STREAM_SAMPLING, data=task.private_fingerprint,
+                          device=task.x_private.device, on="cpu")
     if config.sampling == "poisson":
         sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
                                                 generator=gen, steps=plan.steps)

@@ -14,12 +14,14 @@ split's statistics, image datasets with fixed per-dataset constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
 from ..data import load_image_dataset
 from ..features.scattering import dataset_scattering
+from ..randomness import data_fingerprint
 from .config import REAL_DATASETS, SPLIT_SIZES, student_test_size
 
 DATA_SEED = 1234  # the embedded datasets and the public split are fixed; the run seed drives training and noise
@@ -41,6 +43,13 @@ class PateData:
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.private_x.shape[1:])
+
+    @cached_property
+    def private_fingerprint(self) -> tuple[int, ...]:
+        """:func:`~privengine.randomness.data_fingerprint` of the teachers' private training set (``private_x``,
+        ``private_y``; the records themselves, whatever features the teachers see of them): the data key of the
+        run's noise streams (computed once per loaded data set)."""
+        return data_fingerprint(self.private_x, self.private_y)
 
 
 def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> PateData:

@@ -225,17 +225,18 @@ def sanitized_epsilon(votes: np.ndarray, answered: np.ndarray, config: PateConfi
                             config.delta, rdp, ss)
 
 
-def draw_standard_normal(config: PateConfig, device: torch.device | str = "cpu") -> float:
+def draw_standard_normal(config: PateConfig, device: torch.device | str = "cpu", *, data: tuple[int, ...]) -> float:
     """One N(0, 1) draw from the run's stream :data:`SANITIZE_STREAM` (seeded, or OS entropy with secure noise).
 
-    Drawn on the CPU, keyed by the run's device type like every noise stream
+    Drawn on the CPU, keyed by the run's device type and by ``data``, the fingerprint of the teachers'
+    private data (:attr:`~privengine.pate.data.PateData.private_fingerprint`), like every noise stream
     (:func:`privengine.randomness.noise_generator`).
     """
-    generator = noise_generator(config, SANITIZE_STREAM, device=device, on="cpu")
+    generator = noise_generator(config, SANITIZE_STREAM, data=data, device=device, on="cpu")
     return float(torch.randn((), generator=generator, dtype=torch.float64))
 
 
-def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_private: int,
+def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_private: int, data: tuple[int, ...],
             extra_caveats: tuple[str, ...] = (), device: torch.device | str = "cpu") -> PrivacyReport:
     """Privacy cost of answering ``votes[answered]`` (``votes``: ``(N, C)`` counts of every submitted query).
 
@@ -244,9 +245,9 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
     charges the threshold check on every submitted query and the GNMax answer on the
     answered ones (adaptive composition); its headline charges every submitted query.
     GNMax and Confident-GNMax with ``config.sanitize`` also publish the sanitized figure
-    (its noise drawn by :func:`draw_standard_normal` on ``device``'s stream), and the
-    headline then composes its cost. ``n_private`` (records the teachers learn from)
-    decides whether delta is small enough.
+    (its noise drawn by :func:`draw_standard_normal` on ``device``'s stream, keyed by ``data``:
+    the fingerprint of the teachers' private data), and the headline then composes its cost.
+    ``n_private`` (records the teachers learn from) decides whether delta is small enough.
     """
     answered = np.asarray(answered, dtype=bool)
     common = (UNPROTECTED_CAVEAT,) + delta_caveat(config.delta, n_private) + tuple(extra_caveats)
@@ -274,7 +275,7 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
         what = f"Confident-GNMax, T = {config.threshold:g}, sigma1 = {config.sigma1:g}, sigma2 = {config.sigma2:g}"
     accountant = (f"Renyi DP of {what} (Papernot et al. 2018, Thm 6 for the data-dependent bound), "
                   "orders 2..500, converted with eps = RDP(lam) + ln(1/delta)/(lam-1)")
-    sanitized = (sanitized_epsilon(votes, answered, config, draw_standard_normal(config, device))
+    sanitized = (sanitized_epsilon(votes, answered, config, draw_standard_normal(config, device, data=data))
                  if config.sanitize else None)
     data_dependent = PrivacyClaim("data-dependent (not publishable)", a.eps, config.delta, accountant, NEIGHBOURING,
                                   a.order, (DATA_DEPENDENT_CAVEAT,) + _warning(a.warning) + common)

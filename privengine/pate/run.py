@@ -36,7 +36,6 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     device = torch.device(reporter.device)
     torch.manual_seed(config.seed)
     shuffle = torch.Generator().manual_seed(config.seed)
-    noise = noise_generator(config, NOISE_STREAM, device=device)
     summary: dict = {"stage": "loading data"}
 
     def checkpoint(stage: str) -> None:
@@ -47,6 +46,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     try:
         reporter.progress(0.0, "loading data")
         data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
+        # the aggregator's noise is keyed by the teachers' private data too (privengine.randomness)
+        noise = noise_generator(config, NOISE_STREAM, data=data.private_fingerprint, device=device)
         teacher_architecture = (config.architecture if config.architecture != "auto"
                                 else ("convnet" if data.is_image else "mlp"))
         seen_by_teachers = _teacher_inputs(config, data, teacher_architecture, reporter)
@@ -99,7 +100,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         )
 
         report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
-                         extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device)
+                         extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
+                         data=data.private_fingerprint)
         _report_eps_curves(report.analysis, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["data_dependent_order"] = report.analysis.order

@@ -14,12 +14,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
 from privengine.data import load_image_dataset
 from privengine.errors import ConfigError
+from privengine.randomness import data_fingerprint
 
 TROUSER = 1  # Fashion-MNIST class index of "Trouser"
 
@@ -43,6 +45,13 @@ class BinaryData:
     @property
     def n_features(self) -> int:
         return self.x_train.shape[1]
+
+    @cached_property
+    def private_fingerprint(self) -> tuple[int, ...]:
+        """:func:`~privengine.randomness.data_fingerprint` of the training split (``x_train``, ``y_train``: the
+        protected labels and the features their gradients depend on): the data key of the protections' noise
+        (computed once per loaded data set)."""
+        return data_fingerprint(self.x_train, self.y_train)
 
     def to(self, device: torch.device) -> "BinaryData":
         return BinaryData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),

@@ -187,11 +187,12 @@ class _Training:
 
     def __init__(self, setting: Setting, data: datasets.BinaryData, data_cpu: datasets.BinaryData,
                  config: SplitLabelConfig, device: torch.device, *, index: int):
-        """``index``: the setting's position in the run; its protection noise has its own stream."""
+        """``index``: the setting's position in the run; its protection noise has its own stream, keyed by the
+        training split's fingerprint too (``data_cpu.private_fingerprint``)."""
         self.setting, self.data, self.config = setting, data, config
         self.y_train_cpu, self.y_test_cpu = data_cpu.y_train, data_cpu.y_test
         self.order = torch.Generator().manual_seed(config.seed)  # model init, then batch order
-        self.noise = noise_generator(config, NOISE_STREAM, index, device=device)
+        self.noise = noise_generator(config, NOISE_STREAM, index, data=data_cpu.private_fingerprint, device=device)
         self.references = np.random.default_rng([config.seed, 2])
         self.passive = PassiveParty(data.n_features, config.bottom_widths, lr=config.lr, init_std=config.init_std,
                                     device=device, generator=self.order)
