@@ -3,7 +3,8 @@
 ``JobManager.submit(mechanism, config)`` validates the config, records a queued
 run and returns its id at once. At most ``max_concurrent`` runs execute at a
 time, each in its own thread; the others wait in FIFO order. A run function that
-raises marks its run *failed* with the message and traceback; nothing it does can
+raises marks its run *failed* with the message and traceback, and with the summary
+whose claims cover what it stored before failing (``reporter.charge``); nothing it does can
 take the caller (the dashboard or the CLI) down. Stops are cooperative: the run
 sees ``reporter.should_stop()`` turn true and returns.
 
@@ -15,14 +16,13 @@ from __future__ import annotations
 import collections
 import sqlite3
 import threading
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import registry
 from .config import BaseConfig
 from .device import configure_torch_threads, resolve_device
-from .reporter import Reporter
+from .reporter import Reporter, failure_record
 from .store import RunRecord, RunStore
 
 
@@ -174,6 +174,10 @@ class JobManager(RunQueue):
         job.stop_event.set()
 
     def _execute(self, job: _Job) -> None:
+        """Run the job; a run that raises is recorded *failed* with its error, traceback and the summary its
+        reporter was charged with (:class:`~privengine.reporter.ReleaseCharge`: the claims covering what it
+        stored before failing). Anything raised, ``BaseException`` included (e.g. ``SystemExit`` in the run's
+        thread), takes that path: what the run stored is never left without its charge while the process lives."""
         store = self.store
         try:
             store.mark_running(job.run_id, device=job.device_name)
@@ -183,10 +187,11 @@ class JobManager(RunQueue):
                 reporter.flush()
                 state = "stopped" if reporter.stop_was_requested else "finished"
                 store.mark_ended(job.run_id, state, summary=summary)
-            except Exception as exc:  # a run's failure is recorded, never propagated: the app must live on
+            except BaseException as exc:  # a run's failure is recorded, never propagated: the app must live on
                 _flush_quietly(reporter)
-                store.mark_ended(job.run_id, "failed", error=f"{type(exc).__name__}: {exc}",
-                                 traceback=traceback.format_exc())
+                store.mark_ended(job.run_id, "failed", **failure_record(reporter, exc))
+                if not isinstance(exc, Exception):
+                    raise
         finally:
             store.close()
             self._ended(job.run_id)

@@ -5,21 +5,89 @@ A run function calls ``reporter.metric(step, loss=..., acc=...)`` for curves,
 ``reporter.log(text)``, ``reporter.progress(fraction, text)``, and returns early
 when ``reporter.should_stop()`` says so (it must ask at least once a second).
 Everything goes straight to the run store, so any page, tab or process sees it.
+
+A run that can fail after storing outputs also declares, as it goes, the summary whose privacy
+claims cover what it has released so far: ``reporter.charge(summary_fn)`` (:class:`ReleaseCharge`).
+The executor stores that summary with the failed run (:func:`failure_record`), so the run is charged
+in its own claim and in any sweep that composes its runs.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+import traceback
+from typing import Any, Callable
 
+from .claims import headline_of
 from .store import RunStore
 
 METRIC_FLUSH_S = 0.25  # metric points are written in batches at most this old
 STOP_POLL_S = 0.5      # how often the store's stop flag (set by another process) is read
 
 
-class Reporter:
+class ReleaseCharge:
+    """What a run has released so far, charged: the summary stored with the run if it fails.
+
+    A run function returns its summary, whose ``"privacy"`` claims cover everything it published; a run
+    that raises returns nothing, yet the curves, tables and logs it stored before the error stay in the
+    store, and a sweep choosing among its runs has seen them. So a run declares, before its first output
+    that a claim must cover and whenever what it has released grows, ``charge(summary)``: a summary dict,
+    or a function returning one (called only if the run fails, so an expensive accountant runs once, at
+    the end; None: nothing needs a claim yet). Its claims must cover every output stored up to that point
+    and up to the failure, whenever it comes (a declaration made before an output may charge it in
+    advance; the stored claim may over-charge, never under-charge). The executor stores it with the
+    failed run (:func:`failure_record`), marked ``"failed": true``; a run that returns stores what it
+    returned and the declaration is dropped.
+
+    One capability for every executor: the job manager's :class:`Reporter` and the Ray workers'
+    reporter both mix it in, and test doubles may too. A run ended by the death of its process (state
+    *interrupted*) cannot store a declaration made in memory.
+    """
+
+    _charge: "dict | Callable[[], dict | None] | None" = None
+
+    def charge(self, summary: "dict | Callable[[], dict | None] | None") -> None:
+        """Declare the summary (or a function computing it) that covers everything released so far; it
+        replaces the previous declaration."""
+        self._charge = summary
+
+    def charged_summary(self) -> dict | None:
+        """The declared summary, computed now (None if none was declared, or the run declared that nothing
+        needs a claim). Raises whatever the declaration raises, and ValueError if it does not mark at most one
+        headline claim."""
+        charge = self._charge
+        summary = charge() if callable(charge) else charge
+        if summary is None:
+            return None
+        if not isinstance(summary, dict):
+            raise ValueError(f"a charged summary must be a dict; got {type(summary).__name__}")
+        headline_of(summary)  # ValueError on several headlines: such a summary would mislead every view
+        return {**summary, "failed": True}
+
+
+def failure_record(reporter: ReleaseCharge | None, exc: BaseException) -> dict[str, Any]:
+    """How a run that raised ``exc`` is recorded: ``{"error", "traceback", "summary"}``, the summary being
+    the reporter's declared charge (:class:`ReleaseCharge`). Call it inside the ``except`` block (it formats
+    the traceback being handled).
+
+    If the charge cannot be computed the run is still recorded as failed, without a summary, and its error
+    says that no claim covers what it stored (never a silent gap: a sweep then lists it among the runs
+    that stated no claim).
+    """
+    error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    summary = None
+    if reporter is not None:
+        try:
+            summary = reporter.charged_summary()
+        except Exception as charge_exc:  # noqa: BLE001  (the run's own error must still be recorded)
+            error += (f" [and its privacy claim could not be computed ({type(charge_exc).__name__}: {charge_exc}): "
+                      "what it stored is covered by no claim]")
+            trace += "\nWhile computing the charged claim:\n" + traceback.format_exc()
+    return {"error": error, "traceback": trace, "summary": summary}
+
+
+class Reporter(ReleaseCharge):
     """Writes one run's outputs to the store; thread-confined to the run's thread.
 
     Attributes:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from privengine.reporter import ReleaseCharge
 
-class MemoryReporter:
-    """The reporter interface, kept in memory (a test double of privengine.reporter.Reporter)."""
+
+class MemoryReporter(ReleaseCharge):
+    """The reporter interface, kept in memory (a test double of privengine.reporter.Reporter); what a run
+    charges is read with ``charged_summary()``."""
 
     def __init__(self, device: str = "cpu", stop_after_metrics: int | None = None):
         self.device = device

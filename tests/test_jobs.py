@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from privengine.claims import headline_of
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
 from privengine.reporter import Reporter
@@ -123,3 +124,70 @@ def test_reporter_flushes_buffered_points_when_polled(store):
     time.sleep(0.3)
     reporter.should_stop()
     assert len(store.metrics(run_id)) == 2
+
+
+# ---- a failed run stores the claims it was charged with (issue 24, item 3) ----------------------------
+
+def _toy_with(monkeypatch, run_function) -> None:
+    """Swap the toy's run function for this test (the registry entry is restored afterwards)."""
+    import dataclasses
+
+    from privengine import registry
+
+    monkeypatch.setitem(registry._mechanisms, "toy", dataclasses.replace(registry.get("toy"), run=run_function))
+
+
+def _claim(epsilon: float) -> dict:
+    from privengine.claims import PrivacyClaim
+
+    return PrivacyClaim("what the toy released", epsilon, 1e-5, "none (test only)", "add/remove one example",
+                        headline=True).to_dict()
+
+
+def test_a_failed_run_stores_the_summary_it_was_charged_with(manager, store, monkeypatch):
+    def run(config, reporter):
+        computed = []
+        reporter.charge(lambda: computed.append(1) or {"steps_done": len(computed), "privacy": [_claim(0.5)]})
+        reporter.metric(0, loss=1.0)
+        raise RuntimeError("failed after releasing a point")
+
+    _toy_with(monkeypatch, run)
+    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    assert failed.state == "failed" and failed.error == "RuntimeError: failed after releasing a point"
+    assert failed.summary["steps_done"] == 1 and failed.summary["failed"]  # computed once, when the run failed
+    assert headline_of(failed.summary).epsilon == 0.5
+    assert "Traceback" in failed.traceback and not store.metrics(failed.id).empty
+
+
+def test_a_run_that_returns_stores_what_it_returned_not_its_charge(manager, monkeypatch):
+    def run(config, reporter):
+        reporter.charge({"privacy": [_claim(0.5)]})
+        return {"steps_done": 1, "privacy": [_claim(0.7)]}
+
+    _toy_with(monkeypatch, run)
+    finished = manager.wait(manager.submit("toy", {}), timeout=10)
+    assert finished.state == "finished" and "failed" not in finished.summary
+    assert headline_of(finished.summary).epsilon == 0.7
+
+
+def test_a_charge_that_cannot_be_computed_is_said_in_the_error(manager, monkeypatch):
+    def run(config, reporter):
+        reporter.charge(lambda: 1 / 0)
+        raise RuntimeError("the run's own error")
+
+    _toy_with(monkeypatch, run)
+    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    assert failed.state == "failed" and failed.summary is None
+    assert failed.error.startswith("RuntimeError: the run's own error [and its privacy claim could not be computed "
+                                   "(ZeroDivisionError: division by zero): what it stored is covered by no claim]")
+    assert "While computing the charged claim" in failed.traceback
+
+
+def test_a_charge_with_two_headlines_is_refused(manager, monkeypatch):
+    def run(config, reporter):
+        reporter.charge({"privacy": [_claim(0.5), _claim(0.6)]})
+        raise RuntimeError("failed")
+
+    _toy_with(monkeypatch, run)
+    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    assert failed.summary is None and "exactly one headline claim" in failed.error

@@ -136,14 +136,17 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
     rows = [{"method": method, "epsilon": config.epsilon, "repeat": k,
              **evaluate(r, refs[k], truth, coefficient_count=coefs)} for k, r in enumerate(released)]
     own = rows[0]
+    claim = _claims(config, method, info, [config.epsilon], headline=True, sweep=False)
+    if config.coverage_repeats:
+        claim = replace(claim, caveats=claim.caveats + (EVALUATION_NOTE,))
+    # the release is stored from here on: a failure from now on stores this claim (reporter.charge)
+    reporter.charge({"method": method, "model": config.model, "privacy": [claim.to_dict()],
+                     "failed_during": "after the release"})
     reporter.artifact("intervals", intervals_table(names, truth, refs[0], released[0], method))
     reporter.artifact("scores", {"names": list(names), "reference_mean": refs[0].mean, "reference_sd": refs[0].sd,
                                  "private": [{"mean_error_sd": (np.abs(released[0].mean - refs[0].mean)
                                                                 / refs[0].sd).tolist(),
                                               "log_sd_ratio": (released[0].log_sd - np.log(refs[0].sd)).tolist()}]})
-    claim = _claims(config, method, info, [config.epsilon], headline=True, sweep=False)
-    if config.coverage_repeats:
-        claim = replace(claim, caveats=claim.caveats + (EVALUATION_NOTE,))
     summary = {
         "method": method, "model": config.model, "reference": refs[0].method, "neighbouring": config.neighbouring,
         "epsilon": config.epsilon, "delta": config.delta,
@@ -168,8 +171,8 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
     try:
         refs = references(config, data, reporter.should_stop)
         results = {m: _method_releases(config, m, data, problems, reporter, f"sweep {m}") for m in methods}
-    except StopRequested:
-        return {"stopped_in": "sweep"}
+    except StopRequested:  # the exponential draws (method "all") are stored: their claim stays with the run
+        return {**(exponential or {}), "stopped_in": "sweep"}
     coefs = coefficient_count(config)
     rows = [{"method": REFERENCE_METHOD, "epsilon": None, "repeat": k,
              **evaluate(reference_release(r), r, truth, coefficient_count=coefs)} for k, r in enumerate(refs)]
@@ -182,6 +185,9 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
     if exponential is not None:
         claims = [PrivacyClaim.from_dict({**c, "headline": False}) for c in exponential["privacy"]] + claims
     claims, headline = sweep_headline(config, claims)
+    reporter.charge({**(exponential or {}), "method": config.method, "model": config.model,
+                     "privacy": [headline.to_dict()] + [c.to_dict() for c in claims if len(claims) > 1],
+                     "failed_during": "after the sweep's releases"})
     coverage = coverage_by(rows)
     private = [c for c in coverage if c["method"] != REFERENCE_METHOD]
     reference_row = next(c for c in coverage if c["method"] == REFERENCE_METHOD)

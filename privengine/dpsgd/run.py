@@ -6,6 +6,11 @@ the models differ in the noise shape (alpha, variant) and the seed, and each
 draws its own Poisson batches and noise (keyed by its index in the run), so the
 run's headline claim composes all of them. Seeds are the outer loop, so a
 stopped sweep still holds every setting.
+
+Every check of the configuration against the data (:func:`check_models`, :func:`make_plan`) runs
+before the first model trains, so a bad configuration fails before anything is released. A run that
+fails later anyway (an out-of-memory error, a bug) has released curves: it is charged through
+``reporter.charge`` (:func:`charged_summary`), and stores that claim with its failure.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from opacus.validators import ModuleValidator
 
 from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
@@ -26,6 +32,9 @@ from .accounting import (History, IntractableAccounting, calibrate_noise_multipl
                          dpsgd_claims, epsilon_of, merge)
 from .config import DPSGDConfig
 from .data import Task, load_task
+from .models import build_model, num_parameters
+from .normalization import ChannelNorm
+from .projection import PublicProjection
 from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
@@ -42,6 +51,7 @@ def run(config: DPSGDConfig, reporter) -> dict:
                      should_stop=reporter.should_stop, progress=lambda text: reporter.progress(0.0, text))
     if task is None:
         return {"dataset": config.dataset, "models_trained": 0, "stopped": True, "stopped_during": "scattering"}
+    check_models(task, config)
     plan = make_plan(config, task.n_private, reporter)
     if plan is None:
         return {"dataset": task.name, "models_trained": 0, "stopped": True, "stopped_during": "calibrating sigma"}
@@ -51,14 +61,20 @@ def run(config: DPSGDConfig, reporter) -> dict:
                  f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
                  f"{total} models")
     results: list[ModelResult] = []
+    under_way: dict = {}  # the model in training: its setting, and the last step it reported (None: none yet)
+    # From here on every output is covered should the run fail (see charged_summary); computed only then.
+    reporter.charge(functools.partial(charged_summary, results, under_way, task, config, plan))
     for seed in seeds:
         for alpha in config.alphas:
             label = M.setting_label(alpha, config.variant)
             index = len(results)
-            on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total)
+            under_way.update(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
+            on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total,
+                                     under_way=under_way)
             result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
                                  should_stop=reporter.should_stop, on_eval=on_eval)
             results.append(result)
+            under_way.clear()  # charged by its own history from now on
             kept = "" if result.projection_captured is None else \
                 f"; its projection keeps {100 * result.projection_captured:.1f} % of the public features' variance"
             reporter.log(f"{label}, seed {seed}: {_final_text(result, task)} after {result.steps_done} steps "
@@ -72,11 +88,17 @@ def run(config: DPSGDConfig, reporter) -> dict:
     return summarise(results, task, config, plan, stopped=False)
 
 
-def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int):
-    """The ``on_eval`` callback of model ``index``: its curves, progress, and (first model only) epsilon."""
+def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int,
+                   under_way: dict | None = None):
+    """The ``on_eval`` callback of model ``index``: its curves, progress, and (first model only) epsilon.
+
+    Before anything is reported it records the step in ``under_way["reported"]``: the model has released
+    output, so a failure from then on charges it (:func:`charged_summary`)."""
     eps_every = plan.eval_every * max(1, round(EVAL_POINTS / EPSILON_POINTS))
 
     def on_eval(step: int, values: dict[str, float], history: History) -> None:
+        if under_way is not None:
+            under_way["reported"] = step
         reporter.metric(step, **{M.metric_key(k, label, seed): v for k, v in values.items()})
         if index == 0 and (step % eps_every == 0 or step == plan.steps):  # the same curve for every model
             reporter.metric(step, **{M.EPSILON: epsilon_of(history, accountant=config.accountant,
@@ -84,6 +106,122 @@ def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, see
         reporter.progress((index + step / plan.steps) / total, f"{label}, seed {seed}: step {step} of {plan.steps}")
 
     return on_eval
+
+
+def charged_summary(results: list[ModelResult], under_way: dict, task: Task, config: DPSGDConfig,
+                    plan: Plan) -> dict | None:
+    """What a run that fails stores (its ``reporter.charge``): the summary of what it released, with claims
+    covering all of it; None if no model reported anything (nothing released, no claim needed).
+
+    Charged, each as an independent mechanism composed into the headline as in a successful run:
+
+    - every model that returned (finished, or stopped): its own accountant history, as :func:`summarise`
+      charges it in a run that ends normally;
+    - the model in training when the run failed, if it had reported any evaluation (its curves are stored):
+      its whole planned history (the private-normalisation step if any, then ``plan.steps`` steps), not the
+      steps up to its last reported evaluation. The plan bounds every step it took, the ones after its last
+      evaluation included (what the job cannot observe once the training loop has raised); it does not depend
+      on when the failure came, which may itself depend on the private data (a non-finite loss on a private
+      batch, say), so the claim never rests on a data-dependent stopping point; and it is what the model would
+      have cost had it finished, so a failed run's claim never exceeds the one its configuration states when it
+      succeeds. Its row in ``models`` says ``failed``, ``steps`` (charged) and ``steps_reported``;
+    - a model in training that had reported nothing, and the models never started: nothing (nothing released).
+
+    The summary is :func:`summarise`'s over the charged models (the failed model has no final values, so it
+    adds no comparison row); should that fail too, a bare accounting summary (:func:`_accounting_summary`).
+    """
+    charged = list(results)
+    failed = under_way.get("reported") is not None
+    if failed:
+        charged.append(ModelResult(setting=under_way["label"], alpha=under_way["alpha"], seed=under_way["seed"],
+                                   steps_done=plan.steps, history=planned_history(config, plan), final={},
+                                   energy_mean=math.nan, seconds=0.0, stopped=False))
+    if not charged:
+        return None
+    try:
+        summary = summarise(charged, task, config, plan, stopped=False)
+    except Exception as exc:  # noqa: BLE001  (the claim must not depend on the reporting code that may have failed)
+        summary = _accounting_summary(charged, task, config, plan)
+        summary["summary_error"] = f"{type(exc).__name__}: {exc}"
+    if failed:
+        row = summary["models"][-1]
+        row.update(failed=True, steps=plan.steps, steps_reported=under_way["reported"],
+                   charged="its whole planned history: the steps it took are unknown after the failure")
+        during = (f"{under_way['label']}, seed {under_way['seed']} (model {under_way['index'] + 1} of "
+                  f"{under_way['total']}) after reporting step {under_way['reported']} of {plan.steps}")
+    else:
+        during = f"after model {len(results)}" + (f", before model {len(results) + 1} reported anything"
+                                                  if under_way else "")
+    return summary | {"stopped": False, "failed": True, "failed_during": during, "models_trained": len(results),
+                      "models_charged": len(charged)}
+
+
+def planned_history(config: DPSGDConfig, plan: Plan) -> History:
+    """The accountant history of one model that takes every planned step: what ``train_model``'s accountant holds
+    at the end of a model that finishes (the private-normalisation step, then ``plan.steps`` steps)."""
+    return normalization_history(config) + [(plan.noise_multiplier, plan.sample_rate, plan.steps)]
+
+
+def _accounting_summary(charged: list[ModelResult], task: Task, config: DPSGDConfig, plan: Plan) -> dict:
+    """The fields a claim and a sweep's composition (``accounting.compose_runs``) read, and the claims: the
+    fallback of :func:`charged_summary` when :func:`summarise` itself fails."""
+    public_note = (f"Public data: {task.n_public} training examples (a seeded random "
+                   f"{100 * config.public_fraction:.3g} % of the training split) are declared public; they are "
+                   "not protected by this guarantee.")
+    claims = dpsgd_claims(histories=[r.history for r in charged], accountant=config.accountant, delta=config.delta,
+                          n_private=task.n_private, public_note=public_note, sampling=config.sampling,
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
+    summary = {"dataset": task.name, "n_private": task.n_private, "n_public": task.n_public,
+               "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
+               "steps_per_model": plan.steps, "normalization": config.normalization,
+               "models": [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
+                           "stopped": r.stopped} for r in charged],
+               "privacy": [c.to_dict() for c in claims]}
+    if config.normalization == "private":
+        summary["norm_noise_multiplier"] = config.norm_noise_multiplier
+    return summary
+
+
+def check_models(task: Task, config: DPSGDConfig) -> None:
+    """Every ConfigError that building a model of this run would raise, raised now, before anything is trained
+    (a run must not release its first models and then fail on a later one): the model exists for the data
+    (``model``), ``scatter_mlp``'s ``projection_rank`` is at most min(n_public - 1, features), and, when some
+    setting uses the public subspace, ``subspace_rank`` is at most min(d, n_public), d the number of trainable
+    parameters (:func:`model_dimension`). ``train_model`` keeps its own checks as a backstop.
+    """
+    d = model_dimension(task, config)
+    if config.uses_subspace and config.subspace_rank > min(d, task.n_public):
+        raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
+                                           f"got {config.subspace_rank}")
+
+
+def model_dimension(task: Task, config: DPSGDConfig) -> int:
+    """d, the trainable parameters of the run's model, from shapes and the config only.
+
+    Builds the architecture ``training._model`` builds, with stand-ins for what is computed from data: the fixed
+    normalisation maps and scatter_mlp's projection are buffers, not parameters, so their values change neither
+    d nor any check (and the private normalisation estimate, which would spend privacy, is never computed here).
+    ConfigError where ``training._model`` would fail: the projection rank (same message), a model that does not
+    exist for the data or that Opacus cannot train.
+    """
+    kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
+    channels = task.input_shape[0]
+    norm = ChannelNorm(torch.zeros(channels), torch.ones(channels)) if config.normalization != "group" else None
+    projection = None
+    if kind == "scatter_mlp":
+        features = math.prod(task.input_shape)
+        most = min(task.n_public - 1, features)
+        if config.projection_rank > most:
+            raise ConfigError("projection_rank", f"must be at most min(n_public - 1, features) = {most} (the public "
+                                                 f"examples span no more directions); got {config.projection_rank}")
+        projection = PublicProjection(torch.zeros(features), torch.zeros(features, config.projection_rank), 1.0)
+    try:
+        model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs, regression=task.regression,
+                            generator=torch.Generator(), norm=norm, projection=projection)
+        ModuleValidator.validate(model, strict=True)
+    except ValueError as exc:  # "no CNN for 12x12 images", Opacus' unsupported layers, ...
+        raise ConfigError("model", f"cannot be trained on {task.name}: {exc}") from None
+    return num_parameters(model)
 
 
 def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:

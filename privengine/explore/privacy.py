@@ -5,13 +5,18 @@ so a sweep states, beside each run's own claim, the composition of every run tha
 one: with the mechanism's own accountant where it composes (``Frontier.compose``, e.g.
 Opacus over every DP-SGD step of every model), basic composition of the headline claims
 otherwise (eps = sum eps_i, delta = sum delta_i; Dwork et al. 2006).
+
+Every run that stated a claim is composed, whatever its state: finished, stopped (its claim
+covers the steps it took) or failed (a run that fails after storing outputs stores the claim it
+was charged with, ``reporter.charge``): its curves were seen too. The claim says how many of each
+it composed, and which runs it could not (no claim: nothing released, or lost with its process).
 """
 
 from __future__ import annotations
 
 from privengine import registry
 from privengine.claims import PrivacyClaim, headline_of, union_caveats
-from privengine.store import RunRecord
+from privengine.store import STATES, RunRecord
 
 SELECTION_CAVEAT = ("Choosing the best of several trained models by their results releases information from all "
                     "of them: picking a point of this sweep's frontier is covered only by this composed claim, "
@@ -19,15 +24,26 @@ SELECTION_CAVEAT = ("Choosing the best of several trained models by their result
 
 
 def claimed_runs(runs: list[RunRecord]) -> list[RunRecord]:
-    """The runs that stated a headline claim (finished, or stopped with a partial claim)."""
+    """The runs that stated a headline claim: finished, stopped with a partial claim, or failed with the claim
+    it was charged with."""
     return [r for r in runs if headline_of(r.summary) is not None]
 
 
-def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyClaim | None:
-    """The composed claim of every run (every attempt) of a sweep that stated one; None if none did.
+def _by_state(runs: list[RunRecord]) -> str:
+    """``"2 finished, 1 failed"``: how many of ``runs`` are in each state, in the store's order of states."""
+    counts = {state: sum(r.state == state for r in runs) for state in STATES}
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n)
 
-    ``utility``: the axis points are chosen by; if it is computed from the private data the claim says
-    that choosing by it is not covered.
+
+def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyClaim | None:
+    """The composed claim of every run (every attempt) of a sweep that stated one, whatever its state; None if
+    none did.
+
+    Its caveats say how many runs of each state it composes, and how many it leaves out: runs still queued or
+    running (not yet), and ended runs that stated no claim (a run states none when it released nothing; one
+    whose process died, or a failed run stored before failures were charged, may have stored curves that no
+    claim covers). ``utility``: the axis points are chosen by; if it is computed from the private data the
+    claim says that choosing by it is not covered.
     """
     claimed = claimed_runs(runs)
     if not claimed:
@@ -37,25 +53,53 @@ def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyC
         claim = registry.load_callable(frontier.compose)(claimed)
     else:
         claim = basic_composition(claimed)
-    left_out = len(runs) - len(claimed)
-    caveats = (SELECTION_CAVEAT,)
+    composed = {r.id for r in claimed}
+    unclaimed = [r for r in runs if r.id not in composed]
+    active = [r for r in unclaimed if r.active]
+    ended = [r for r in unclaimed if not r.active]
+    caveats = (SELECTION_CAVEAT,
+               f"Composes the claims of {len(claimed)} run(s): {_by_state(claimed)}"
+               + ("" if all(r.state == "finished" for r in claimed) else
+                  " (a stopped or failed run is charged for what it released before it ended)") + ".")
     if utility is not None and not utility.covered:
         caveats += (f"The utility axis ({utility.label}) is computed from the private data, not only from the "
                     "released outputs: choosing a run by it is NOT covered by this or any claim here.",)
-    if left_out:
-        caveats += (f"{left_out} run(s) of the sweep stated no claim (failed, or stopped before any step): they "
-                    "are not in this composition, and the curves they stored are not covered.",)
+    if ended:
+        caveats += (f"{len(ended)} run(s) of the sweep stated no claim ({_by_state(ended)}): they are not in this "
+                    "composition. A run states none when it released nothing (cancelled, stopped before its first "
+                    "step, failed before training); one whose process died (interrupted), or that failed before "
+                    "failures were charged, may have stored curves that no claim covers.",)
+    if active:
+        caveats += (f"{len(active)} run(s) are still queued or running: not in this composition yet.",)
     return PrivacyClaim(**{**claim.to_dict(), "caveats": caveats + claim.caveats, "headline": True})
 
 
-def selection_claim(spec, finished: list[RunRecord], utility=None) -> PrivacyClaim | str:
-    """Random-repetition sweeps: the Papernot & Steinke claim of publishing only the best finished run, or why
-    there is none (the sweep's spec was checked at launch: the mechanism reports RDP, only neutral knobs vary)."""
+def selection_claim(spec, finished: list[RunRecord], utility=None, *,
+                    attempts: list[RunRecord] | None = None) -> PrivacyClaim | str:
+    """Random-repetition sweeps: what covers publishing only the best run, or why nothing does (a string).
+
+    ``finished``: the finished runs among the latest attempts; ``attempts``: every run the sweep stored,
+    resumed attempts included (default: ``finished``). The sweep's spec was checked at launch (the mechanism
+    reports RDP, only neutral knobs vary).
+
+    The Papernot & Steinke bound covers exactly this: K ~ the declared law runs were drawn, each ran to the end,
+    and only the best is published. So it is stated only when every one of the K drawn runs finished and the
+    sweep stored no other attempt. A stopped, failed or still running run breaks the first (the bound's K would
+    be the number that happened to complete, which depends on the runs; and a run that ended early has released
+    curves too); an earlier attempt of a resumed run breaks the second (it released outputs the bound does not
+    count). Otherwise publishing the best run is covered by what covers every run that ran: the sweep's composed
+    claim (:func:`sweep_claim`), restated here with a caveat saying why.
+    """
     frontier = registry.get(spec.mechanism).frontier
     if utility is not None and not utility.covered:
         return (f"the best run is chosen by {utility.label}, computed from the private data: the random-repetition "
                 "bound does not cover that choice")
+    attempts = list(finished) if attempts is None else list(attempts)
+    drawn = len(spec.plan or ())
     claimed = claimed_runs(finished)
+    complete = len(claimed) == len(finished) == drawn and len(attempts) == drawn
+    if not complete:
+        return _composed_instead(spec, finished, attempts, drawn, utility)
     if not claimed:
         return "no run has finished yet"
     outcome = registry.load_callable(frontier.repeat_and_select)(claimed, spec.repeat["shape"],
@@ -63,12 +107,34 @@ def selection_claim(spec, finished: list[RunRecord], utility=None) -> PrivacyCla
     if isinstance(outcome, str):
         return outcome
     caveat = (f"Covers publishing only the single best run (by the utility axis) of this randomly repeated sweep "
-              f"(K ~ {spec.repeat['shape']} with mean {spec.repeat['mean']:g}; K = {len(spec.plan)} drawn), not the "
-              "whole frontier shown (the composed claim covers that). K and each run's setting were drawn at launch "
-              "and are recorded with the sweep (needed to resume it): the bound assumes the adversary does not know "
-              "them, so keep the sweep's record private (without secure noise they are a function of the recorded "
-              "draw seed).")
+              f"(K ~ {spec.repeat['shape']} with mean {spec.repeat['mean']:g}; K = {drawn} drawn, all of them "
+              "finished), not the whole frontier shown (the composed claim covers that). K and each run's setting "
+              "were drawn at launch and are recorded with the sweep (needed to resume it): the bound assumes the "
+              "adversary does not know them, so keep the sweep's record private (without secure noise they are a "
+              "function of the recorded draw seed).")
     return PrivacyClaim(**{**outcome.to_dict(), "caveats": (caveat,) + outcome.caveats, "headline": False})
+
+
+def _composed_instead(spec, finished: list[RunRecord], attempts: list[RunRecord], drawn: int,
+                      utility) -> PrivacyClaim | str:
+    """:func:`selection_claim` when the random-repetition bound does not apply: the composition of every run
+    that ran, with the reason first among its caveats (or, if no run states a claim, the reason alone)."""
+    done = {r.id for r in finished}
+    others = [r for r in attempts if r.id not in done]
+    earlier = len(attempts) - len({(r.sweep_point, r.config.get("seed")) for r in attempts})  # resumed attempts
+    reason = f"{len(finished)} of {drawn} drawn runs finished"
+    if others:
+        reason += f" (the sweep's other stored runs: {_by_state(others)})"
+    if earlier:
+        reason += f"; {earlier} earlier attempt(s) of resumed runs are stored too"
+    composed = sweep_claim(spec.mechanism, attempts, utility)
+    if composed is None:
+        return f"{reason}, and no run that ran states a claim"
+    caveat = (f"{reason}: the random-repetition (best-only) bound needs every drawn run to complete, with no other "
+              "attempt, so publishing only the best run is covered here by composing every run that ran (the "
+              "sweep's composed claim).")
+    return PrivacyClaim(**{**composed.to_dict(), "label": f"publishing only the best run: {composed.label}",
+                           "caveats": (caveat,) + composed.caveats, "headline": False})
 
 
 def basic_composition(runs: list[RunRecord]) -> PrivacyClaim:

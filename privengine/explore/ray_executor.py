@@ -31,6 +31,7 @@ from typing import Any
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
 from privengine.jobs import RunQueue
+from privengine.reporter import ReleaseCharge, failure_record
 from privengine.store import RunStore
 
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
@@ -69,8 +70,10 @@ class _Hub:
         return run_id in self.stops
 
 
-class _WorkerReporter:
-    """The Reporter contract inside a Ray worker: events are batched to the hub, never to a store."""
+class _WorkerReporter(ReleaseCharge):
+    """The Reporter contract inside a Ray worker: events are batched to the hub, never to a store. Its charge
+    (:class:`~privengine.reporter.ReleaseCharge`) is computed in the worker when the run fails and travels with
+    the outcome."""
 
     def __init__(self, hub, run_id: str, device: str):
         self.hub, self.run_id, self.device = hub, run_id, device
@@ -136,10 +139,10 @@ def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
         summary = mech.load_run()(cfg, reporter)
         reporter.flush(wait=True)
         return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": summary}
-    except Exception as exc:  # recorded by the driver as a failed run, never lost
+    except Exception as exc:  # recorded by the driver as a failed run (with its charged claims), never lost
         if reporter is not None:
             reporter.flush(wait=True)
-        return {"state": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        return {"state": "failed", **failure_record(reporter, exc)}
 
 
 def _outcome(ray, ref) -> dict:
@@ -280,8 +283,9 @@ class RayExecutor(RunQueue):
     def _finish(self, job: _Job, outcome: dict, *, drain: bool = True) -> None:
         if drain:
             self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
-        if outcome["state"] == "failed":
-            self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"])
+        if outcome["state"] == "failed":  # a dead task has no summary; a run that raised has its charged one
+            self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"],
+                                  summary=outcome.get("summary"))
         else:
             self.store.mark_ended(job.run_id, outcome["state"], summary=outcome["summary"])
         self._ended(job.run_id)

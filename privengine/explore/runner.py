@@ -211,7 +211,7 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
                        _state(by_state, spec.run_count, record.stop_requested), privacy_axis, utility_axis, points,
                        [points[i].index for i in front], sweep_claim(record.mechanism, runs, utility_axis),
                        len(latest), by_state,
-                       selection_claim(spec, finished, utility_axis) if spec.repeat else None,
+                       selection_claim(spec, finished, utility_axis, attempts=runs) if spec.repeat else None,
                        len(runs),
                        best_run(finished, values, utility_axis) if spec.repeat else None)
 

@@ -102,6 +102,12 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
                          extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
                          data=data.private_fingerprint)
+        # The noisy answers are released from here on (the eps curves against the queries answered, then the
+        # student trained on them): a failure from now on stores the summary with these claims, which cover every
+        # answer (reporter.charge). What came before (teacher losses and accuracies, vote margins) is no part of
+        # any claim (privacy.UNPROTECTED_CAVEAT).
+        claims = [c.to_dict() for c in report.claims]
+        reporter.charge(lambda: {**summary, "privacy": claims, "failed_during": summary["stage"]})
         _report_eps_curves(report.analysis, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["data_dependent_order"] = report.analysis.order
