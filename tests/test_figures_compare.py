@@ -26,10 +26,10 @@ def test_runs_are_compared_chart_by_chart_with_the_pages_names_and_single_values
 
     assert run_labels(runs) == {ids[0]: f"{ids[0]} · teachers = 50", ids[1]: f"{ids[1]} · teachers = 80"}
     (fig,) = comparison_figures(runs, metrics)  # the fraction answered is a single value: no chart of lone dots
-    assert fig.layout.title.text == "ε against queries answered (Rényi DP of GNMax)"  # the accountant named
-    assert fig.layout.xaxis.title.text == "queries answered"
+    assert fig.layout.title.text == "ε against queries charged (Rényi DP of GNMax)"  # the accountant named
+    assert fig.layout.xaxis.title.text == "queries answered (Confident-GNMax: submitted)"
     assert [t.legendgrouptitle.text for t in fig.data] == list(run_labels(runs).values())
-    assert {t.name for t in fig.data} == {"data-independent"}
+    assert {t.name for t in fig.data} == {"data-independent (a priori)"}
     assert fig.data[0].line.color != fig.data[1].line.color  # one colour per run
 
     table = single_values(runs, metrics)
@@ -45,7 +45,7 @@ def test_runs_of_several_mechanisms_are_named_with_their_mechanism(store):
     labels = run_labels(runs)
     assert labels[pate.id] == f"{pate.id} · PATE" and labels[split] == f"{split} · Split learning"
     titles = [f.layout.title.text for f in comparison_figures(runs, {r.id: store.metrics(r.id) for r in runs})]
-    assert "Split learning: Test AUC" in titles and any(t.startswith("PATE: ε against queries answered") for t in titles)
+    assert "Split learning: Test AUC" in titles and any(t.startswith("PATE: ε against queries charged") for t in titles)
 
 
 def test_stored_metric_keys_are_named_like_the_page_charts():

@@ -172,11 +172,11 @@ def test_sanitized_epsilon_composes_release_and_mechanism_by_formula(config):
     if config.aggregator == "gnmax":
         a = gnmax_analysis(votes, config.sigma, 1e-5, orders=[lam])
         bounds = sum(gnmax_local_sensitivity_bounds(v, config.sigma, lam) for v in votes)
-    else:
+    else:  # both steps of every submitted query, whatever was answered (the realised mask is not a bound)
         a = confident_gnmax_analysis(votes, config.threshold, config.sigma1, config.sigma2, 1e-5,
-                                     answered=answered, orders=[lam])
+                                     answered=np.ones(len(votes), bool), orders=[lam])
         bounds = (sum(threshold_local_sensitivity_bounds(v, config.threshold, config.sigma1, lam) for v in votes)
-                  + sum(gnmax_local_sensitivity_bounds(v, config.sigma2, lam) for v in votes[answered]))
+                  + sum(gnmax_local_sensitivity_bounds(v, config.sigma2, lam) for v in votes))
     ss = max(math.exp(-beta * d) * bounds[d] for d in range(len(bounds)))
     released = min(max(a.cost[0] + ss * sigma * (shift + z), 0.0), a.data_independent_cost[0])
     cost = gnss_rdp(beta, sigma / (1 + shift * sigma * math.expm1(beta)), lam)

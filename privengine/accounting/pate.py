@@ -36,9 +36,19 @@ the second term used only where ``mu1 > lam``, ``mu2 > 1``, ``-log q > eps2`` an
 ``log q <= (mu2-1) eps2 - mu2 (log(1+1/(mu1-1)) + log(1+1/(mu2-1)))``; ``q = 0``
 costs 0. Confident-GNMax first checks ``max_j n_j + N(0, sigma1^2) >= T``; that
 step is a GNMax-like step with ``sigma -> sqrt(2) sigma1`` and
-``q = min(p, 1-p)``, ``p = Pr[answered]``, and the expected total is
-``sum_queries RDP_threshold + p RDP_gnmax(sigma2)``. RDP is converted with
-``eps = min_lam RDP(lam) + ln(1/delta)/(lam-1)`` over :data:`GNMAX_ORDERS`.
+``q = min(p, 1-p)``, ``p = Pr[answered]``; the total is
+``sum_queries RDP_threshold + w RDP_gnmax(sigma2)`` with a weight ``w`` per query.
+Only ``w = 1`` for every submitted query is a bound on what the mechanism releases:
+an unanswered query still releases "no answer", whose probability depends on the
+votes through both steps, and the release (threshold outcome, answer or not) is a
+post-processing of the pair (threshold outcome, GNMax answer drawn anyway), whose
+RDP at a fixed data set is at most the sum of the two steps'. The realised weights
+(``w = 1`` on answered queries only, as Papernot et al. 2018 report) and the expected
+ones (``w = p``) give smaller figures that are not bounds: one query with votes
+(100, 100), T 100, sigma1 10, sigma2 1 has exact Renyi divergence 1.60 at order 9 to
+its neighbour (101, 99), while the threshold step alone charges 0.045.
+RDP is converted with ``eps = min_lam RDP(lam) + ln(1/delta)/(lam-1)`` over
+:data:`GNMAX_ORDERS`.
 
 Confident-GNMax's data-independent figure over the *answered* queries depends on
 which queries were answered, itself an output of the mechanism: it is a privacy
@@ -623,8 +633,11 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
 
         sum_i RDP_thr(lam; q_i = min(p_i, 1-p_i), sigma = sqrt(2) sigma1) + w_i RDP_gnmax(lam; sigma2)
 
-    with ``w_i = p_i`` (expected cost, default) or ``w_i = answered[i]`` when the
-    realised answered mask is passed.
+    with ``w_i = p_i`` (expected cost, default) or ``w_i = answered[i]`` when a mask is
+    passed. Only ``answered = np.ones(n)`` (every submitted query charged its GNMax step)
+    bounds the privacy loss of what the mechanism releases (see the module docstring);
+    the realised mask gives the figure Papernot et al. 2018 report, and the expected
+    weights its mean, neither of them a bound.
 
     The threshold step releases a noisy max count. Changing one teacher moves the
     max count by at most 1 (L2 sensitivity 1), so its data-independent RDP is
@@ -1159,12 +1172,13 @@ def gnmax_summed_local_sensitivity_bounds(votes, sigma, order) -> np.ndarray:
 
 
 def confident_gnmax_summed_local_sensitivity_bounds(votes, answered, threshold, sigma1, sigma2, order) -> np.ndarray:
-    r"""Local-sensitivity bounds at distance ``d`` of Confident-GNMax's realised data-dependent RDP.
+    r"""Local-sensitivity bounds at distance ``d`` of Confident-GNMax's data-dependent RDP.
 
-    The realised RDP at ``order`` (:func:`confident_gnmax_analysis` with the answered mask)
-    is ``f(x) = sum_{all i} theta_i(x) + sum_{answered i} beta_i(x)``: the threshold check of
-    every submitted query plus the GNMax step of the answered ones. The mask is an output of
-    the mechanism (published with the answers), so it is fixed when ``f`` is released, and::
+    The RDP at ``order`` charged with a fixed mask ``answered`` (:func:`confident_gnmax_analysis`
+    with that mask) is ``f(x) = sum_{all i} theta_i(x) + sum_{answered i} beta_i(x)``: the
+    threshold check of every submitted query plus the GNMax step of the masked ones. The mask
+    does not depend on ``x`` here (a run's sanitized release charges every submitted query, the
+    only choice that bounds the privacy loss; see :func:`confident_gnmax_analysis`), so::
 
         A_f[d] = sum_{all i} T_i[d] + sum_{answered i} G_i[d]
 
@@ -1174,7 +1188,8 @@ def confident_gnmax_summed_local_sensitivity_bounds(votes, answered, threshold, 
     Args:
         votes: ``(n_submitted, m)`` vote counts of every submitted query (whole numbers,
             equal row sums ``N``).
-        answered: ``(n_submitted,)`` booleans (the realised answers; not probabilities).
+        answered: ``(n_submitted,)`` booleans: which queries' GNMax step is charged (all of them
+            for a bound; not probabilities).
         threshold, sigma1, sigma2: the mechanism's parameters; order: RDP order ``> 1``.
 
     Returns:
@@ -1183,7 +1198,8 @@ def confident_gnmax_summed_local_sensitivity_bounds(votes, answered, threshold, 
     v = _votes(votes)
     w = _weights(answered, v.shape[0])
     if not np.all((w == 0) | (w == 1)):
-        raise ConfigError("answered", "must hold the realised answers (booleans), not answer probabilities")
+        raise ConfigError("answered", "must hold booleans (the queries whose GNMax step is charged), "
+                                      "not answer probabilities")
     t = _real("threshold", threshold)
     sigma1 = _positive("sigma1", sigma1)
     sigma2 = _positive("sigma2", sigma2)

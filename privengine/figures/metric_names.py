@@ -7,7 +7,7 @@ after its key, with "step" as its x axis.
 
 >>> name = describe("pate", "eps_data_dependent")
 >>> name.chart, name.series, name.x_title
-('ε against queries answered', 'data-dependent (not publishable)', 'queries answered')
+('ε against queries charged', 'data-dependent (not publishable)', 'queries answered (Confident-GNMax: submitted)')
 >>> describe("split_label", "leak.norm.cut.q95").series
 'norm attack, 95% quantile'
 >>> describe("dpsgd", "excess_risk|isotropic|seed=1").series
@@ -37,12 +37,19 @@ class MetricName:
     log_y: bool = False
 
 
+# LNMax / GNMax charge the answered queries; Confident-GNMax every submitted one (answered or not)
+_PATE_QUERIES = "queries answered (Confident-GNMax: submitted)"
 _PATE = {
     "teacher_loss_mean": MetricName("Teacher training loss", "mean over teachers", "epoch", "loss"),
     "teacher_loss_max": MetricName("Teacher training loss", "worst teacher", "epoch", "loss"),
-    "eps_data_dependent": MetricName("ε against queries answered", "data-dependent (not publishable)",
-                                     "queries answered", "ε"),
-    "eps_data_independent": MetricName("ε against queries answered", "data-independent", "queries answered", "ε"),
+    "eps_data_dependent": MetricName("ε against queries charged", "data-dependent (not publishable)",
+                                     _PATE_QUERIES, "ε"),
+    "eps_data_independent": MetricName("ε against queries charged", "data-independent (a priori)", _PATE_QUERIES,
+                                       "ε"),
+    "eps_realised": MetricName("ε against queries charged", "realised, answered queries only (not a bound)",
+                               _PATE_QUERIES, "ε"),
+    "eps_odometer": MetricName("ε against queries charged", "realised data-independent (odometer)",
+                               "queries answered", "ε"),
     "student_accuracy": MetricName("Student test accuracy", "student (noisy labels)", "epoch", "accuracy"),
     "baseline_accuracy": MetricName("Student test accuracy", "non-private baseline", "epoch", "accuracy"),
     "student_loss": MetricName("Student training loss", "student (noisy labels)", "epoch", "loss"),

@@ -47,19 +47,27 @@ def accountant(config: dict) -> str:
 
 
 def epsilon(snapshot: RunSnapshot) -> go.Figure:
-    """Data-dependent and data-independent ε against queries answered (the a-priori bound for Confident-GNMax)."""
+    """Data-dependent and a-priori ε against the queries charged; Confident-GNMax adds the paper-style realised figure.
+
+    LNMax and GNMax charge (and answer) every query, so the x axis counts queries answered; Confident-GNMax charges
+    every submitted query both steps, answered or not, so its x axis counts queries submitted. Confident-GNMax runs
+    stored before that charge have only ``eps_realised`` and ``eps_odometer`` (renamed by the store's migration),
+    against queries answered.
+    """
     config = snapshot.run.config
     confident = config.get("aggregator") == "confident_gnmax"
-    fig = curves(snapshot.metrics, ["eps_data_dependent", "eps_data_independent"],
-                 title=f"ε against queries answered (δ = {config.get('delta', 0):g}, {accountant(config)})",
-                 x_title="queries answered", y_title="ε",
+    unit = "queries submitted" if confident else "queries answered"
+    fig = curves(snapshot.metrics, ["eps_data_dependent", "eps_data_independent", "eps_realised", "eps_odometer"],
+                 title=f"ε against {unit} (δ = {config.get('delta', 0):g}, {accountant(config)})",
+                 x_title=unit, y_title="ε",
                  labels={"eps_data_dependent": "data-dependent (not publishable)",
-                         "eps_data_independent": ("realised data-independent (odometer)" if confident
-                                                  else "data-independent")})
+                         "eps_data_independent": "data-independent (a priori)",
+                         "eps_realised": "realised, answered queries only (paper-style, not a bound)",
+                         "eps_odometer": "realised data-independent (odometer)"})
     headline = headline_of(snapshot.run.summary)
     if headline is not None and confident:
         fig.add_hline(y=headline.epsilon, line_dash="dot",
-                      annotation_text=f"a-priori bound (headline) ε = {headline.epsilon:.3g}")
+                      annotation_text=f"headline ε = {headline.epsilon:.3g}")
     return fig
 
 

@@ -14,7 +14,7 @@ from .config import PateConfig
 from .data import PateData, TeacherInputs, load_pate_data, load_scattering_inputs
 from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
-from .privacy import analyse
+from .privacy import PrivacyReport, analyse
 from .selection import select_queries
 from .self_training import SelfTrainingSettings, train_self_training
 from .student import FixMatchSettings, train_fixmatch
@@ -108,7 +108,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         # any claim (privacy.UNPROTECTED_CAVEAT).
         claims = [c.to_dict() for c in report.claims]
         reporter.charge(lambda: {**summary, "privacy": claims, "failed_during": summary["stage"]})
-        _report_eps_curves(report.analysis, reporter)
+        _report_eps_curves(report, reporter)
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["data_dependent_order"] = report.analysis.order
         if report.analysis.smooth_sensitivity is not None:
@@ -281,15 +281,23 @@ def _student_description(config: PateConfig, pool_size: int) -> str:
             "images of the public pool (public: no privacy cost)")
 
 
-def _report_eps_curves(analysis, reporter: Reporter) -> None:
-    """eps (data-dependent and data-independent) against the number of queries answered, thinned."""
+def _report_eps_curves(report: PrivacyReport, reporter: Reporter) -> None:
+    """eps against the number of queries charged, thinned to about :data:`CURVE_POINTS` points.
+
+    Metrics ``eps_data_dependent`` and ``eps_data_independent`` (the a-priori bound) at step = queries
+    answered (LNMax, GNMax: every charged query is answered) or queries submitted (Confident-GNMax, whose
+    every submitted query is charged both steps); Confident-GNMax adds ``eps_realised``, the paper-style
+    figure that charges the answered queries' GNMax step only (not a bound), at the same steps.
+    """
+    analysis, realised = report.analysis, report.realised
     n = len(analysis.eps_curve)
     if n == 0:
         return
-    answered = np.rint(analysis.answered_curve).astype(int)
-    # the last row of each answered count, thinned to about CURVE_POINTS points
-    last_of_count = np.flatnonzero(np.r_[answered[1:] != answered[:-1], True])
+    charged = np.rint(analysis.answered_curve).astype(int)
+    # the last row of each charged count, thinned to about CURVE_POINTS points
+    last_of_count = np.flatnonzero(np.r_[charged[1:] != charged[:-1], True])
     keep = last_of_count[np.unique(np.linspace(0, len(last_of_count) - 1, CURVE_POINTS).astype(int))]
     for i in keep:
-        reporter.metric(int(answered[i]), eps_data_dependent=float(analysis.eps_curve[i]),
-                        eps_data_independent=float(analysis.data_independent_curve[i]))
+        extra = {} if realised is None else {"eps_realised": float(realised.eps_curve[i])}
+        reporter.metric(int(charged[i]), eps_data_dependent=float(analysis.eps_curve[i]),
+                        eps_data_independent=float(analysis.data_independent_curve[i]), **extra)
