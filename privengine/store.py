@@ -33,6 +33,12 @@ ACTIVE_STATES = ("queued", "running")
 TERMINAL_STATES = ("finished", "failed", "stopped", "interrupted")
 STATES = ACTIVE_STATES + TERMINAL_STATES
 
+_OLD_CONFIDENT = ("SELECT id FROM runs WHERE mechanism = 'pate' "
+                  "AND json_extract(config, '$.aggregator') = 'confident_gnmax'")
+_SANITIZED_LABEL = "data-dependent, sanitized through smooth sensitivity (publishable)"
+_OLD_SANITIZED_LABEL = ("data-dependent, sanitized from a realised RDP that leaves out the GNMax step of unanswered "
+                        "queries (stored before that was fixed): not a bound, do not publish")
+
 # Each entry upgrades the schema from version i to i + 1 (index i).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 0 -> 1: the first schema
@@ -69,6 +75,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN sweep_id TEXT REFERENCES sweeps(id) ON DELETE SET NULL",
         "ALTER TABLE runs ADD COLUMN sweep_point INTEGER",
         "CREATE INDEX runs_by_sweep ON runs(sweep_id, sweep_point)",
+    ),
+    (  # 3 -> 4: Confident-GNMax runs stored before issue 24 charged an unanswered query its threshold step only.
+        # Their data-dependent curve is the realised (paper-style) figure, their data-independent curve the
+        # odometer over the answered queries, and their sanitized figure rests on the realised RDP, which is not a
+        # bound: name each for what it is.
+        f"UPDATE metrics SET name = 'eps_realised' WHERE name = 'eps_data_dependent' AND run_id IN ({_OLD_CONFIDENT})",
+        f"UPDATE metrics SET name = 'eps_odometer' WHERE name = 'eps_data_independent' "
+        f"AND run_id IN ({_OLD_CONFIDENT})",
+        f"UPDATE runs SET summary = replace(summary, '\"{_SANITIZED_LABEL}\"', '\"{_OLD_SANITIZED_LABEL}\"') "
+        f"WHERE id IN ({_OLD_CONFIDENT})",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -412,14 +428,41 @@ class RunStore:
         return json.dumps(to_jsonable(doc), indent=2, sort_keys=True)
 
     def export_csv(self, run_id: str) -> str:
-        """The run's metrics as CSV, one row per step and one column per metric."""
-        self.get_run(run_id)
+        """The run's metrics as CSV, one row per step and one column per metric.
+
+        An epsilon column (:func:`epsilon_column`) names its delta and accountant in its header, so a figure
+        never leaves the tool without the assumptions it rests on.
+        """
+        run = self.get_run(run_id)
         metrics = self.metrics(run_id)
         if metrics.empty:
             return "step\n"
         wide = metrics.pivot_table(index="step", columns="name", values="value", aggfunc="last", dropna=False)
         wide.columns.name = None
+        wide.columns = [epsilon_column(name, run) for name in wide.columns]
         return wide.reset_index().to_csv(index=False)
+
+
+def is_epsilon_metric(name: str) -> bool:
+    """Whether a stored metric is an epsilon (``eps_*``, ``epsilon*``, ``*_epsilon*``, e.g. ``epsilon_each_model``)."""
+    words = name.lower().replace(".", "_").replace("|", "_").split("_")
+    return "eps" in words or any(w.startswith("epsilon") for w in words)
+
+
+def epsilon_column(name: str, run: "RunRecord") -> str:
+    """``name``, or for an epsilon metric ``name [delta = D; accountant: A]``.
+
+    D and A are the run's headline claim's (every epsilon curve of a run is computed at the delta of its claims,
+    with that accountant or its data-dependent form); a run without a claim falls back to its configuration's
+    ``delta`` and ``accountant`` knobs, and says so when it has neither.
+    """
+    if not is_epsilon_metric(name):
+        return name
+    headline = headline_of(run.summary)
+    delta = headline.delta if headline is not None else run.config.get("delta")
+    accountant = headline.accountant if headline is not None else run.config.get("accountant")
+    delta_text = f"delta = {delta:g}" if isinstance(delta, (int, float)) else "delta not stated"
+    return f"{name} [{delta_text}; accountant: {accountant or 'not stated'}]"
 
 
 def _record(row: sqlite3.Row) -> RunRecord:

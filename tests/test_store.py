@@ -12,6 +12,7 @@ import threading
 import pandas as pd
 import pytest
 
+from privengine.claims import PrivacyClaim
 from privengine.errors import RunNotFoundError
 from privengine.store import MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError
 
@@ -104,6 +105,34 @@ def test_migration_from_version_1_keeps_data(tmp_path):
     assert s.logs("old1")[0][1] == "logs table exists after migration"
 
 
+def test_migration_names_old_confident_gnmax_figures_for_what_they_are(tmp_path):
+    """Issue 24, items 1 and 6: Confident-GNMax runs stored before every submitted query was charged both steps
+    keep their curves, renamed (realised figure, odometer), and their sanitized claim loses "publishable"."""
+    from privengine.pate.privacy import SANITIZED_LABEL
+    path = tmp_path / "v3.sqlite"
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:3]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 3")
+    label = "data-dependent, sanitized through smooth sensitivity (publishable)"
+    assert label == SANITIZED_LABEL  # the label PATE runs store
+    summary = json.dumps({"privacy": [{"label": label, "epsilon": 3.0}], "queries_answered": 7})
+    for run_id, aggregator in (("conf", "confident_gnmax"), ("gn", "gnmax")):
+        conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, summary) VALUES (?, 'pate', ?, "
+                     "'finished', 1.0, ?)", (run_id, json.dumps({"aggregator": aggregator}), summary))
+        conn.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, 1, ?, 1.0)",
+                         [(run_id, "eps_data_dependent"), (run_id, "eps_data_independent"), (run_id, "teacher_loss_mean")])
+    conn.commit()
+    conn.close()
+    s = RunStore(path)
+    assert set(s.metrics("conf")["name"]) == {"eps_realised", "eps_odometer", "teacher_loss_mean"}
+    assert set(s.metrics("gn")["name"]) == {"eps_data_dependent", "eps_data_independent", "teacher_loss_mean"}
+    old = s.get_run("conf").summary["privacy"][0]["label"]
+    assert "publishable)" not in old and "not a bound, do not publish" in old
+    assert s.get_run("gn").summary["privacy"][0]["label"] == label
+
+
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "future.sqlite"
     RunStore(path).close()
@@ -145,6 +174,23 @@ def test_export_csv_and_json(store):
     assert doc["metrics"]["acc"] == {"step": [0, 2], "value": [0.1, 0.7]}
     assert doc["artifacts"]["hist"] == {"counts": [1, 2]}
     assert doc["logs"][0]["text"] == "hello"
+
+
+def test_exported_epsilon_columns_name_their_delta_and_accountant(store):
+    """Issue 24, item 6: an epsilon column says at which delta and by which accountant it was computed."""
+    claim = PrivacyClaim("data-independent (a priori)", 2.5, 1e-5, "RDP of GNMax (Papernot et al. 2018)", "replace one",
+                         5.0, (), headline=True)
+    run_id = store.create_run("pate", {"delta": 1e-5})
+    store.add_metrics(run_id, [(1, "eps_data_dependent", 0.3), (1, "eps_realised", 0.2), (1, "teacher_loss_mean", 1.0),
+                               (1, "epochs_done", 3.0)])
+    store.mark_ended(run_id, "finished", summary={"privacy": [claim.to_dict()]})
+    columns = list(pd.read_csv(io.StringIO(store.export_csv(run_id))).columns)
+    tag = " [delta = 1e-05; accountant: RDP of GNMax (Papernot et al. 2018)]"
+    assert columns == ["step", "epochs_done", "eps_data_dependent" + tag, "eps_realised" + tag, "teacher_loss_mean"]
+    no_claim = store.create_run("dpsgd", {"delta": 1e-6, "accountant": "prv"})
+    store.add_metrics(no_claim, [(5, "epsilon_each_model", 0.9)])
+    store.mark_ended(no_claim, "failed", error="boom")
+    assert store.export_csv(no_claim).splitlines()[0] == "step,epsilon_each_model [delta = 1e-06; accountant: prv]"
 
 
 def test_delete_refuses_active_runs_and_cascades(store):
