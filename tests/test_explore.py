@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import subprocess
@@ -11,10 +13,12 @@ import time
 import pytest
 
 from privengine import registry
+from privengine.claims import headline_of
 from privengine.dpsgd.accounting import epsilon_of, merge
 from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, expand, pareto, run_configs, suggest_values
 from privengine.explore import runner
+from privengine.explore.cli import points_csv
 from privengine.jobs import JobManager
 from tests.conftest import ROOT, subprocess_env
 
@@ -128,6 +132,13 @@ def test_dpsgd_sweep_claim_composes_every_model_with_the_accountant(store, local
     assert res.claim.delta == 1e-5 and "Opacus RDP" in res.claim.accountant
     per_run = [p.privacy for p in res.points]
     assert res.claim.epsilon > max(per_run) and per_run[0] > per_run[1]  # more noise, less epsilon
+    # issue 24, item 6: the exported epsilon names its delta and accountant
+    rows = list(csv.reader(io.StringIO(points_csv(res))))
+    assert rows[0][3:6] == ["headline_epsilon", "headline_epsilon_sd", "headline_epsilon_basis"]
+    runs = {r.id: r for r in store.sweep_runs(res.sweep_id)}
+    for row, point in zip(rows[1:], res.points):
+        accountant = headline_of(runs[point.runs[0]].summary).accountant
+        assert row[5] == point.privacy_basis == f"delta = 1e-05; accountant: {accountant}"
 
 
 def test_basic_composition_sums_the_headlines(store, local):

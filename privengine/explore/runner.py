@@ -17,10 +17,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from privengine import registry
-from privengine.claims import PrivacyClaim
+from privengine.claims import PrivacyClaim, headline_of
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
-from privengine.store import ACTIVE_STATES, RunRecord, RunStore
+from privengine.store import ACTIVE_STATES, RunRecord, RunStore, is_epsilon_metric
 
 from .frontier import Axis, pareto, run_values
 from .privacy import selection_claim, sweep_claim
@@ -113,6 +113,8 @@ class PointResult:
 
     ``selection``: the mean of the utility axis' ``selector`` (e.g. DP-SGD's validation accuracy), which the
     Pareto set is chosen by; ``utility`` is the reported number (equal to it for axes without ``select_by``).
+    ``privacy_basis``: for an epsilon privacy axis, the delta and accountant of the finished runs' headline
+    claims it was read from (``delta = D; accountant: A``, distinct ones joined by `` | ``), else ``""``.
     """
 
     index: int
@@ -126,12 +128,14 @@ class PointResult:
     utility: float
     utility_sd: float
     selection: float = math.nan
+    privacy_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "settings": self.settings, "runs": self.runs, "states": self.states,
                 "errors": self.errors, "seeds": self.seeds, "privacy": _json_float(self.privacy),
-                "privacy_sd": _json_float(self.privacy_sd), "utility": _json_float(self.utility),
-                "utility_sd": _json_float(self.utility_sd), "selection": _json_float(self.selection)}
+                "privacy_sd": _json_float(self.privacy_sd), "privacy_basis": self.privacy_basis,
+                "utility": _json_float(self.utility), "utility_sd": _json_float(self.utility_sd),
+                "selection": _json_float(self.selection)}
 
 
 @dataclass(frozen=True)
@@ -201,7 +205,7 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
         sv = [values[r.id].get(utility_axis.selector, math.nan) if utility_axis else math.nan for r in done]
         points.append(PointResult(index, settings[index], [r.id for r in mine], [r.state for r in mine],
                                   [r.error for r in mine if r.error], len(done), *_mean_sd(pv), *_mean_sd(uv),
-                                  _mean_sd(sv)[0]))
+                                  _mean_sd(sv)[0], _privacy_basis(privacy_axis, done)))
     # chosen by the selection number (e.g. validation accuracy), never by the reported one it plots
     front = pareto([(p.privacy, p.selection) for p in points], privacy_better=privacy_axis.better,
                    utility_better=utility_axis.better if utility_axis else "higher")
@@ -214,6 +218,14 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
                        selection_claim(spec, finished, utility_axis, attempts=runs) if spec.repeat else None,
                        len(runs),
                        best_run(finished, values, utility_axis) if spec.repeat else None)
+
+
+def _privacy_basis(axis: Axis, runs: list[RunRecord]) -> str:
+    """The delta and accountant behind an epsilon axis' values (:attr:`PointResult.privacy_basis`)."""
+    if not is_epsilon_metric(axis.name):
+        return ""
+    headlines = [headline_of(r.summary) for r in runs]
+    return " | ".join(sorted({f"delta = {h.delta:g}; accountant: {h.accountant}" for h in headlines if h}))
 
 
 def best_run(finished: list[RunRecord], values: dict[str, dict[str, float]], axis: Axis | None
