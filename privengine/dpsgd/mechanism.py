@@ -75,19 +75,20 @@ DPSGD = registry.register(registry.Mechanism(
                                       "on the full training split minus a 1 % public part; batch 8192, lr 16, "
                                       "EMA 0.9 of the iterates; one model (about 4 minutes on two CPU cores).",
                {**_SCATTER, "dataset": "fashion_mnist", "batch_size": 8192, "lr": 16.0, "ema_decay": 0.9},
-               Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
+               Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear; ε per model)")),
         Preset("mnist-scatter-eps3", "MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, on the "
                                      "full training split minus a 1 % public part; batch 4096, lr 8; one model "
                                      "(about 5 minutes on two CPU cores).",
                {**_SCATTER, "dataset": "mnist", "batch_size": 4096, "lr": 8.0},
-               Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")),
+               Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear; ε per model)")),
         Preset("mnist-scatter-mlp-eps3", "MNIST at ε = 3, δ = 1e-5, past Tramer & Boneh: the ScatterNet features "
                                          "projected onto the public part's top 256 principal directions (free), "
                                          "then a 256-unit tanh layer; batch 4096, lr 4, 60 epochs, ghost "
                                          "clipping; one model (about 4 minutes on two CPU cores).",
                {**_SCATTER, "dataset": "mnist", "model": "scatter_mlp", "projection_rank": 256, "batch_size": 4096,
                 "lr": 4.0, "epochs": 60.0, "grad_sample_mode": "ghost"},
-               Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear or + CNN)")),
+               Published("test accuracy", 0.987, 3.0,
+                         "Tramer & Boneh, ICLR 2021 (ScatterNet + linear or + CNN; ε per model)")),
         Preset("fmnist-scatter-shaped", "Shaped noise on real data: Fashion-MNIST ScatterNet + linear at ε = 0.5, "
                                         "isotropic DP-SGD against the elliptical variant (α = −0.5, k = 32 public "
                                         "directions), seeds 1-3. Here the shaping does not pay: over two such runs "
