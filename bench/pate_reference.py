@@ -173,10 +173,11 @@ def gnmax_eps(votes, sigma, delta, orders=ORDERS):
     return rdp_to_eps(total, delta, orders)
 
 
-def confident_gnmax_eps(votes, t, s1, s2, delta, orders=ORDERS):
+def confident_gnmax_eps(votes, t, s1, s2, delta, orders=ORDERS, *, expected_cost=False):
     """Confident-GNMax: (eps, expected number answered). Per query, p = Pr[max_j n_j + N(0, s1^2) >= t];
-    the threshold step is GNMax-like with sigma sqrt(2) s1 and q = min(p, 1-p); expected RDP =
-    RDP_threshold + p RDP_gnmax(s2)."""
+    the threshold step is GNMax-like with sigma sqrt(2) s1 and q = min(p, 1-p); RDP = RDP_threshold +
+    w RDP_gnmax(s2) with w = 1 (every submitted query charged its GNMax step too: the bound) or, with
+    ``expected_cost``, w = p (the expected cost, not a bound)."""
     total = [0.0] * len(orders)
     expected = 0.0
     for row in _rows(votes):
@@ -184,7 +185,8 @@ def confident_gnmax_eps(votes, t, s1, s2, delta, orders=ORDERS):
         p = gaussian_tail(t - top, s1)
         lq1 = _log(min(p, gaussian_tail(top - t, s1)))  # 1 - p, computed as its own tail
         expected += p
+        w = p if expected_cost else 1.0
         lq2 = gnmax_log_q(row, s2)
         for i, lam in enumerate(orders):
-            total[i] += gnmax_rdp(lq1, math.sqrt(2) * s1, lam) + p * gnmax_rdp(lq2, s2, lam)
+            total[i] += gnmax_rdp(lq1, math.sqrt(2) * s1, lam) + w * gnmax_rdp(lq2, s2, lam)
     return rdp_to_eps(total, delta, orders), expected

@@ -26,6 +26,11 @@ METRIC_FLUSH_S = 0.25  # metric points are written in batches at most this old
 STOP_POLL_S = 0.5      # how often the store's stop flag (set by another process) is read
 
 
+FAILURE_CAVEAT = ("The run failed. This claim covers what it stored before the failure; the failure itself (when "
+                  "it came and its error text) may depend on the private data (a non-finite gradient, say) and is "
+                  "covered by no claim: do not publish the error.")
+
+
 class ReleaseCharge:
     """What a run has released so far, charged: the summary stored with the run if it fails.
 
@@ -63,7 +68,8 @@ class ReleaseCharge:
         if not isinstance(summary, dict):
             raise ValueError(f"a charged summary must be a dict; got {type(summary).__name__}")
         headline_of(summary)  # ValueError on several headlines: such a summary would mislead every view
-        return {**summary, "failed": True}
+        claims = [{**c, "caveats": [*c.get("caveats", ()), FAILURE_CAVEAT]} for c in summary.get("privacy", ())]
+        return {**summary, **({"privacy": claims} if claims else {}), "failed": True}
 
 
 def failure_record(reporter: ReleaseCharge | None, exc: BaseException) -> dict[str, Any]:

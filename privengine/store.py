@@ -29,6 +29,10 @@ from .errors import PrivengineError, RunNotFoundError
 from .claims import headline_of
 from .jsonable import to_jsonable
 
+# The artifact in which a run states, per epsilon metric it stores, ``{"delta": ..., "accountant": ...}``: what
+# an export names beside that column (:func:`epsilon_column`).
+EPSILON_BASIS_ARTIFACT = "epsilon_basis"
+
 ACTIVE_STATES = ("queued", "running")
 TERMINAL_STATES = ("finished", "failed", "stopped", "interrupted")
 STATES = ACTIVE_STATES + TERMINAL_STATES
@@ -36,6 +40,9 @@ STATES = ACTIVE_STATES + TERMINAL_STATES
 _OLD_CONFIDENT = ("SELECT id FROM runs WHERE mechanism = 'pate' "
                   "AND json_extract(config, '$.aggregator') = 'confident_gnmax'")
 _SANITIZED_LABEL = "data-dependent, sanitized through smooth sensitivity (publishable)"
+_DATA_DEPENDENT_LABEL = "data-dependent (not publishable)"
+_OLD_DATA_DEPENDENT_LABEL = ("realised data-dependent figure, no GNMax step for unanswered queries (stored before "
+                             "that was fixed): not a bound; not publishable")
 _OLD_SANITIZED_LABEL = ("data-dependent, sanitized from a realised RDP that leaves out the GNMax step of unanswered "
                         "queries (stored before that was fixed): not a bound, do not publish")
 
@@ -85,6 +92,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"AND run_id IN ({_OLD_CONFIDENT})",
         f"UPDATE runs SET summary = replace(summary, '\"{_SANITIZED_LABEL}\"', '\"{_OLD_SANITIZED_LABEL}\"') "
         f"WHERE id IN ({_OLD_CONFIDENT})",
+        f"UPDATE runs SET summary = replace(summary, '\"{_DATA_DEPENDENT_LABEL}\"', '\"{_OLD_DATA_DEPENDENT_LABEL}\"') "
+        f"WHERE id IN ({_OLD_CONFIDENT})",
+        "UPDATE runs SET summary = json_set(summary, '$.sanitized_epsilon.not_a_bound', json('true')) "
+        f"WHERE id IN ({_OLD_CONFIDENT}) AND json_extract(summary, '$.sanitized_epsilon') IS NOT NULL",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -439,7 +450,8 @@ class RunStore:
             return "step\n"
         wide = metrics.pivot_table(index="step", columns="name", values="value", aggfunc="last", dropna=False)
         wide.columns.name = None
-        wide.columns = [epsilon_column(name, run) for name in wide.columns]
+        basis = self.artifacts(run_id).get(EPSILON_BASIS_ARTIFACT) or {}
+        wide.columns = [epsilon_column(name, run, basis.get(name)) for name in wide.columns]
         return wide.reset_index().to_csv(index=False)
 
 
@@ -449,18 +461,24 @@ def is_epsilon_metric(name: str) -> bool:
     return "eps" in words or any(w.startswith("epsilon") for w in words)
 
 
-def epsilon_column(name: str, run: "RunRecord") -> str:
+def epsilon_column(name: str, run: "RunRecord", basis: dict | None = None) -> str:
     """``name``, or for an epsilon metric ``name [delta = D; accountant: A]``.
 
-    D and A are the run's headline claim's (every epsilon curve of a run is computed at the delta of its claims,
-    with that accountant or its data-dependent form); a run without a claim falls back to its configuration's
-    ``delta`` and ``accountant`` knobs, and says so when it has neither.
+    ``basis``: what the run declared for this metric in its :data:`EPSILON_BASIS_ARTIFACT` artifact
+    (``{"delta": D, "accountant": A}``: each curve's own analysis, e.g. a data-dependent curve's, or an a-priori
+    curve without a release its headline composes). Without one, D and A are the run's headline claim's, marked
+    "(the run's headline claim)", and a run without a claim falls back to its configuration's ``delta`` and
+    ``accountant`` knobs, and says so when it has neither.
     """
     if not is_epsilon_metric(name):
         return name
     headline = headline_of(run.summary)
-    delta = headline.delta if headline is not None else run.config.get("delta")
-    accountant = headline.accountant if headline is not None else run.config.get("accountant")
+    if basis:
+        delta, accountant = basis.get("delta"), basis.get("accountant")
+    elif headline is not None:
+        delta, accountant = headline.delta, f"{headline.accountant} (the run's headline claim)"
+    else:
+        delta, accountant = run.config.get("delta"), run.config.get("accountant")
     delta_text = f"delta = {delta:g}" if isinstance(delta, (int, float)) else "delta not stated"
     return f"{name} [{delta_text}; accountant: {accountant or 'not stated'}]"
 

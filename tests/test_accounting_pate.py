@@ -182,6 +182,11 @@ def test_confident_gnmax_matches_loop(seed):
     r_eps, r_expected = ref_confident(votes, t, s1, s2, 1e-5)
     assert eps == pytest.approx(r_eps, rel=1e-9)
     assert expected == pytest.approx(r_expected, rel=1e-9)
+    # the expected cost (weights p, not a bound) through the answered weights, against the loop's
+    p = np.exp(confident_gnmax_analysis(votes, t, s1, s2, 1e-5).extras["log_p_answered"])
+    expected_cost = confident_gnmax_analysis(votes, t, s1, s2, 1e-5, answered=p).eps
+    assert expected_cost == pytest.approx(ref_confident(votes, t, s1, s2, 1e-5, expected_cost=True)[0], rel=1e-9)
+    assert expected_cost <= eps
 
 
 # --------------------------------------------------------------------------- GNMax specifics
@@ -225,14 +230,17 @@ def test_zero_q_costs_nothing():
 
 
 def test_confident_threshold_step_data_independent_is_lam_over_2_sigma1_squared():
-    # Nothing reaches the threshold: p ~ 0 so the GNMax step costs ~0, and the
-    # threshold step (q = p tiny) is data-dependent; data-independent is n lam/(2 s1^2).
+    # Nothing reaches the threshold: p ~ 0, and the threshold step (q = p tiny) is data-dependent;
+    # charged its GNMax step anyway (the bound), each query costs lam/(2 s1^2) + lam/s2^2 data-independently.
     votes = np.full((40, 10), 25.0)
     a = confident_gnmax_analysis(votes, threshold=10_000, sigma1=150, sigma2=40, delta=1e-5)
     assert a.expected_answered < 1e-12
-    assert np.allclose(a.data_independent_cost, 40 * GNMAX_ORDERS / (2 * 150.0**2) + a.expected_answered
-                       * GNMAX_ORDERS / 40.0**2, rtol=1e-12)
+    assert np.allclose(a.data_independent_cost, 40 * (GNMAX_ORDERS / (2 * 150.0**2) + GNMAX_ORDERS / 40.0**2),
+                       rtol=1e-12)
     assert a.eps < a.data_independent_eps
+    # with the expected weights (not a bound) the GNMax step costs ~0
+    e = confident_gnmax_analysis(votes, 10_000, 150, 40, 1e-5, answered=np.exp(a.extras["log_p_answered"]))
+    assert np.allclose(e.data_independent_cost, 40 * GNMAX_ORDERS / (2 * 150.0**2), rtol=1e-9)
     # p = 1/2 exactly (top == T): q = 1/2, only the data-independent bound applies.
     b = confident_gnmax_analysis(votes, threshold=25.0, sigma1=150, sigma2=40, delta=1e-5)
     assert b.expected_answered == pytest.approx(20.0)
@@ -244,9 +252,11 @@ def test_confident_answered_mask():
     votes = random_votes(rng, 60, 10, 250)
     a = confident_gnmax_analysis(votes, 200, 150, 40, 1e-5)
     p = np.exp(a.extras["log_p_answered"])
-    # Passing the answer probabilities reproduces the expected cost ...
+    # The default charges every query both steps: the same as an all-True mask, and more than the expected cost.
+    every = confident_gnmax_analysis(votes, 200, 150, 40, 1e-5, answered=np.ones(60, bool))
+    assert every.eps == a.eps and np.array_equal(a.answered_curve, np.arange(1, 61))
     b = confident_gnmax_analysis(votes, 200, 150, 40, 1e-5, answered=p)
-    assert b.eps == pytest.approx(a.eps, rel=1e-12)
+    assert b.eps <= a.eps
     # ... and a realised mask charges GNMax only on the answered rows.
     mask = rng.random(60) < p
     c = confident_gnmax_analysis(votes, 200, 150, 40, 1e-5, answered=mask)

@@ -16,6 +16,7 @@ import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine.claims import PrivacyClaim
 from privengine.dpsgd.accounting import ACCOUNTANT_NAMES, NEIGHBOURING, epsilon_of
 from privengine.explore import SweepSpec, run_configs, runner
+from privengine.figures.sweep import best_run_text
 
 SIGMA, Q, STEPS = 1.0, 0.01, 100
 SPEC = SweepSpec("dpsgd", base={"accountant": "rdp", "n_seeds": 1, "alphas": [0.0]}, axes={"lr": [0.05, 0.1]},
@@ -55,7 +56,10 @@ def _composed(histories: int) -> float:
 def test_every_drawn_run_finished_gives_the_best_only_claim(store):
     res = runner.result(store, _sweep(store, [("finished", _summary())] * 3))
     assert res.selection.label.startswith("publishing only the best run of K ~ logarithmic")
-    assert "K = 3 drawn, all of them finished" in res.selection.caveats[0]
+    assert "every drawn run finished" in res.selection.caveats[0]
+    # the bound assumes K unknown to the adversary: the published claim must not state it
+    assert "K = 3" not in res.selection.text() and "Do not publish K" in res.selection.caveats[0]
+    assert "the random-repetition claim covers publishing" in best_run_text(res.best, res.selection)
 
 
 def test_a_failed_drawn_run_gives_the_composition_of_what_ran_not_the_best_only_claim(store):
@@ -64,6 +68,7 @@ def test_a_failed_drawn_run_gives_the_composition_of_what_ran_not_the_best_only_
                                               ("failed", _summary(40, failed=True))]))
     best_only = res.selection
     assert isinstance(best_only, PrivacyClaim) and not best_only.headline
+    assert "covered only by the composition" in best_run_text(res.best, best_only)
     assert best_only.label == ("publishing only the best run: selecting among all 3 runs of the sweep "
                                "(3 models composed)")
     assert best_only.caveats[0].startswith("2 of 3 drawn runs finished (the sweep's other stored runs: 1 failed): "

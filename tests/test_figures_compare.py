@@ -95,3 +95,27 @@ def test_a_long_curve_keeps_a_few_markers_to_tell_runs_apart(store):
         ids.append(run_id)
     (fig,) = comparison_figures([store.get_run(i) for i in ids], {i: store.metrics(i) for i in ids})
     assert all(t.mode == "lines+markers" and 0 < t.marker.maxdisplayed < 200 for t in fig.data)
+
+
+def test_pate_epsilon_chart_names_each_curve_for_what_it_is(store):
+    """Issue 24, items 1 and 6: Confident-GNMax's curves are the bound, the a-priori figure and the paper-style
+    realised one against queries submitted; a run migrated from before keeps its realised and odometer curves
+    against queries answered."""
+    import pandas as pd
+
+    from privengine.figures import pate as figures
+    from privengine.store import RunSnapshot
+
+    def chart(names):
+        run_id = store.create_run("pate", {"aggregator": "confident_gnmax", "delta": 1e-5})
+        rows = [(step, name, 0.1 * step) for name in names for step in (1, 2)]
+        store.add_metrics(run_id, rows)
+        fig = figures.epsilon(RunSnapshot(store.get_run(run_id), pd.DataFrame(rows, columns=["step", "name", "value"])))
+        return fig.layout.xaxis.title.text, [t.name for t in fig.data]
+
+    unit, names = chart(["eps_data_dependent", "eps_data_independent", "eps_realised"])
+    assert unit == "queries submitted"
+    assert names == ["data-dependent (not publishable)", "data-independent (a priori)",
+                     "realised: no GNMax step for unanswered queries (paper-style, not a bound)"]
+    unit, names = chart(["eps_realised", "eps_odometer"])
+    assert unit == "queries answered" and names[1] == "realised data-independent (odometer)"

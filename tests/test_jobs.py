@@ -9,7 +9,7 @@ import pytest
 from privengine.claims import headline_of
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
-from privengine.reporter import Reporter
+from privengine.reporter import FAILURE_CAVEAT, Reporter
 
 
 @pytest.fixture
@@ -156,6 +156,7 @@ def test_a_failed_run_stores_the_summary_it_was_charged_with(manager, store, mon
     assert failed.state == "failed" and failed.error == "RuntimeError: failed after releasing a point"
     assert failed.summary["steps_done"] == 1 and failed.summary["failed"]  # computed once, when the run failed
     assert headline_of(failed.summary).epsilon == 0.5
+    assert headline_of(failed.summary).caveats[-1] == FAILURE_CAVEAT  # the failure itself is not covered
     assert "Traceback" in failed.traceback and not store.metrics(failed.id).empty
 
 

@@ -21,7 +21,7 @@ from scipy.special import logsumexp, log_ndtr
 
 from privengine.accounting.pate import GNMAX_ORDERS, confident_gnmax_analysis
 from privengine.pate.config import PateConfig
-from privengine.pate.privacy import analyse
+from privengine.pate.privacy import analyse, epsilon_basis
 from privengine.randomness import data_fingerprint
 
 ORDERS = np.array([2.0, 3.0, 5.0, 9.0, 20.0])
@@ -103,3 +103,17 @@ def test_the_run_lists_the_realised_figure_beside_the_bound_never_as_publishable
     assert report.sanitized.rdp == pytest.approx(
         confident_gnmax_analysis(votes, 35.0, 8.0, 4.0, 1e-5, answered=np.ones(40, bool),
                                  orders=[report.sanitized.order]).cost[0])
+
+
+def test_each_epsilon_curve_states_its_own_basis_for_exports():
+    """Issue 24, item 6: exported curves name their own analysis, not the headline's (which adds the release)."""
+    votes = np.array([[40.0, 10.0], [26.0, 24.0]] * 5)
+    report = analyse(votes, votes.max(axis=1) >= 35, PateConfig(aggregator="confident_gnmax", threshold=35.0,
+                                                                 sigma1=8.0, sigma2=4.0), n_private=60_000,
+                     data=TEACHER_DATA)
+    basis = epsilon_basis(report)
+    assert set(basis) == {"eps_data_dependent", "eps_data_independent", "eps_realised"}
+    assert all(b["delta"] == 1e-5 and "Thm 6" in b["accountant"] for b in basis.values())
+    assert "sanitized release" in report.claims[0].accountant  # the headline composes it; the a-priori curve does not
+    assert "without the sanitized release" in basis["eps_data_independent"]["accountant"]
+    assert "not a bound" in basis["eps_realised"]["accountant"]

@@ -14,7 +14,7 @@ import pytest
 
 from privengine.claims import PrivacyClaim
 from privengine.errors import RunNotFoundError
-from privengine.store import MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError
+from privengine.store import EPSILON_BASIS_ARTIFACT, MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError
 
 
 def test_concurrent_writers_and_a_reader(store):
@@ -117,20 +117,26 @@ def test_migration_names_old_confident_gnmax_figures_for_what_they_are(tmp_path)
     conn.execute("PRAGMA user_version = 3")
     label = "data-dependent, sanitized through smooth sensitivity (publishable)"
     assert label == SANITIZED_LABEL  # the label PATE runs store
-    summary = json.dumps({"privacy": [{"label": label, "epsilon": 3.0}], "queries_answered": 7})
+    summary = json.dumps({"privacy": [{"label": label, "epsilon": 3.0},
+                                      {"label": "data-dependent (not publishable)", "epsilon": 1.9}],
+                          "sanitized_epsilon": {"epsilon": 3.0}, "queries_answered": 7})
     for run_id, aggregator in (("conf", "confident_gnmax"), ("gn", "gnmax")):
         conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, summary) VALUES (?, 'pate', ?, "
                      "'finished', 1.0, ?)", (run_id, json.dumps({"aggregator": aggregator}), summary))
         conn.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, 1, ?, 1.0)",
-                         [(run_id, "eps_data_dependent"), (run_id, "eps_data_independent"), (run_id, "teacher_loss_mean")])
+                         [(run_id, name) for name in ("eps_data_dependent", "eps_data_independent",
+                                                      "teacher_loss_mean")])
     conn.commit()
     conn.close()
     s = RunStore(path)
     assert set(s.metrics("conf")["name"]) == {"eps_realised", "eps_odometer", "teacher_loss_mean"}
     assert set(s.metrics("gn")["name"]) == {"eps_data_dependent", "eps_data_independent", "teacher_loss_mean"}
-    old = s.get_run("conf").summary["privacy"][0]["label"]
-    assert "publishable)" not in old and "not a bound, do not publish" in old
-    assert s.get_run("gn").summary["privacy"][0]["label"] == label
+    old = s.get_run("conf").summary
+    sanitized, dependent = (c["label"] for c in old["privacy"])
+    assert "publishable)" not in sanitized and "not a bound, do not publish" in sanitized
+    assert dependent.startswith("realised data-dependent figure") and "not a bound" in dependent
+    assert old["sanitized_epsilon"] == {"epsilon": 3.0, "not_a_bound": True} and old["queries_answered"] == 7
+    assert s.get_run("gn").summary == json.loads(summary)  # GNMax's charge was right: untouched
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -185,8 +191,12 @@ def test_exported_epsilon_columns_name_their_delta_and_accountant(store):
                                (1, "epochs_done", 3.0)])
     store.mark_ended(run_id, "finished", summary={"privacy": [claim.to_dict()]})
     columns = list(pd.read_csv(io.StringIO(store.export_csv(run_id))).columns)
-    tag = " [delta = 1e-05; accountant: RDP of GNMax (Papernot et al. 2018)]"
+    tag = " [delta = 1e-05; accountant: RDP of GNMax (Papernot et al. 2018) (the run's headline claim)]"
     assert columns == ["step", "epochs_done", "eps_data_dependent" + tag, "eps_realised" + tag, "teacher_loss_mean"]
+    # a run that states each curve's own basis (EPSILON_BASIS_ARTIFACT) is exported with it
+    store.put_artifact(run_id, EPSILON_BASIS_ARTIFACT, {"eps_realised": {"delta": 1e-5, "accountant": "Thm 6; realised"}})
+    columns = list(pd.read_csv(io.StringIO(store.export_csv(run_id))).columns)
+    assert columns[2:4] == ["eps_data_dependent" + tag, "eps_realised [delta = 1e-05; accountant: Thm 6; realised]"]
     no_claim = store.create_run("dpsgd", {"delta": 1e-6, "accountant": "prv"})
     store.add_metrics(no_claim, [(5, "epsilon_each_model", 0.9)])
     store.mark_ended(no_claim, "failed", error="boom")

@@ -82,7 +82,7 @@ def _claims(res: runner.SweepResult) -> None:
     elif res.selection:
         st.caption(f"Publishing only the best run (random repetition): no claim, because {res.selection}.")
     if res.best is not None:
-        st.caption(best_run_text(res.best))
+        st.caption(best_run_text(res.best, res.selection))
 
 
 def _header(res: runner.SweepResult, stop_executor: Any, resume_executor: Callable[[], Any]) -> None:

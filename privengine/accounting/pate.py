@@ -633,11 +633,11 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
 
         sum_i RDP_thr(lam; q_i = min(p_i, 1-p_i), sigma = sqrt(2) sigma1) + w_i RDP_gnmax(lam; sigma2)
 
-    with ``w_i = p_i`` (expected cost, default) or ``w_i = answered[i]`` when a mask is
-    passed. Only ``answered = np.ones(n)`` (every submitted query charged its GNMax step)
-    bounds the privacy loss of what the mechanism releases (see the module docstring);
-    the realised mask gives the figure Papernot et al. 2018 report, and the expected
-    weights its mean, neither of them a bound.
+    with ``w_i = 1`` for every submitted query (the default: the only weights that bound
+    the privacy loss of what the mechanism releases, see the module docstring) or
+    ``w_i = answered[i]`` when a mask or weights are passed: the realised mask gives the
+    figure Papernot et al. 2018 report, and ``answered = exp(extras['log_p_answered'])``
+    its expected value, neither of them a bound.
 
     The threshold step releases a noisy max count. Changing one teacher moves the
     max count by at most 1 (L2 sensitivity 1), so its data-independent RDP is
@@ -651,15 +651,15 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
     The data-independent figures use the same weights ``w_i`` but no ``q`` bound:
     ``sum_i lam/(2 sigma1^2) + w_i lam/sigma2^2``.
 
-    ``expected_answered = sum_i p_i``; ``answered_curve`` is its running sum (or
-    the running count of ``answered``) and ``extras['log_p_answered']`` holds
+    ``expected_answered = sum_i p_i``; ``answered_curve`` is the running sum of ``w``
+    (the queries charged: ``1..n`` by default) and ``extras['log_p_answered']`` holds
     ``log p_i``. ``log_q`` is the GNMax (second step) bound.
 
     >>> import numpy as np
     >>> votes = np.tile([240., 10.] + [0.] * 8, (100, 1)); votes[50:] = 25.0
     >>> eps, expected = confident_gnmax_epsilon(votes, threshold=200, sigma1=150, sigma2=40, delta=1e-5)
     >>> round(eps, 4), round(expected, 2)
-    (0.5648, 36.34)
+    (1.2806, 36.34)
     """
     v = _votes(votes)
     t = _real("threshold", threshold)
@@ -672,7 +672,7 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
     log_p = log_ndtr((top - t) / sigma1)
     log_1mp = log_ndtr((t - top) / sigma1)
     log_q_thr = np.minimum(log_p, log_1mp)
-    w = np.exp(log_p) if answered is None else _weights(answered, n)
+    w = np.ones(n) if answered is None else _weights(answered, n)
 
     rdp_thr = _gnmax_rdp(log_q_thr, math.sqrt(2.0) * sigma1, o)
     log_q = _gnmax_log_q(v, sigma2)
@@ -690,17 +690,19 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
 def confident_gnmax_epsilon(votes, threshold, sigma1, sigma2, delta) -> tuple[float, float]:
     """``(eps, expected_answered)`` of Confident-GNMax over all submitted ``votes``.
 
-    See :func:`confident_gnmax_analysis` (expected cost, ``w_i = p_i``).
+    ``eps`` charges both steps of every submitted query (:func:`confident_gnmax_analysis`'s default: a bound);
+    ``expected_answered = sum_i Pr[query i answered]``.
     """
     a = confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta)
     return float(a.eps), float(a.expected_answered)
 
 
 def confident_gnmax_eps_curve(votes, threshold, sigma1, sigma2, delta, *, answered=None):
-    """eps vs queries for Confident-GNMax: ``(expected_answered, data_dependent, data_independent)``.
+    """eps vs queries for Confident-GNMax: ``(charged, data_dependent, data_independent)``.
 
-    Each ``(n,)``; entry ``i`` after the first ``i+1`` submitted queries; the first
-    array is the running expected number answered (or running count of ``answered``).
+    Each ``(n,)``; entry ``i`` after the first ``i+1`` submitted queries; the first array is the running
+    number of queries whose GNMax step is charged (``1..n`` by default, every submitted query: a bound; or the
+    running sum of ``answered``, see :func:`confident_gnmax_analysis`).
     """
     a = confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, answered=answered)
     return a.answered_curve, a.eps_curve, a.data_independent_curve

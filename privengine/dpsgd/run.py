@@ -26,10 +26,11 @@ from opacus.validators import ModuleValidator
 
 from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
+from privengine.store import EPSILON_BASIS_ARTIFACT
 
 from . import metrics as M
-from .accounting import (History, IntractableAccounting, calibrate_noise_multiplier, check_prv_tractable,
-                         dpsgd_claims, epsilon_of, merge)
+from .accounting import (ACCOUNTANT_NAMES, History, IntractableAccounting, calibrate_noise_multiplier,
+                         check_prv_tractable, dpsgd_claims, epsilon_of, merge)
 from .config import DPSGDConfig
 from .data import Task, load_task
 from .models import build_model, num_parameters
@@ -60,6 +61,10 @@ def run(config: DPSGDConfig, reporter) -> dict:
     reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
                  f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
                  f"{total} models")
+    reporter.artifact(EPSILON_BASIS_ARTIFACT, {M.EPSILON: {
+        "delta": config.delta, "accountant": f"{ACCOUNTANT_NAMES[config.accountant]}; one model alone, its steps so far"
+                                             + (", after the private normalisation statistics"
+                                                if config.normalization == "private" else "")}})
     results: list[ModelResult] = []
     under_way: dict = {}  # the model in training: its setting, and the last step it reported (None: none yet)
     # From here on every output is covered should the run fail (see charged_summary); computed only then.

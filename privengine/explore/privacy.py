@@ -106,9 +106,11 @@ def selection_claim(spec, finished: list[RunRecord], utility=None, *,
                                                                  float(spec.repeat["mean"]))
     if isinstance(outcome, str):
         return outcome
+    # K itself stays out of the claim's text: the bound holds for an adversary who does not know K, and a
+    # claim is published with the run (the sweep page shows K to its operator).
     caveat = (f"Covers publishing only the single best run (by the utility axis) of this randomly repeated sweep "
-              f"(K ~ {spec.repeat['shape']} with mean {spec.repeat['mean']:g}; K = {drawn} drawn, all of them "
-              "finished), not the whole frontier shown (the composed claim covers that). K and each run's setting "
+              f"(K ~ {spec.repeat['shape']} with mean {spec.repeat['mean']:g}; every drawn run finished), not the "
+              "whole frontier shown (the composed claim covers that). Do not publish K. K and each run's setting "
               "were drawn at launch and are recorded with the sweep (needed to resume it): the bound assumes the "
               "adversary does not know them, so keep the sweep's record private (without secure noise they are a "
               "function of the recorded draw seed).")

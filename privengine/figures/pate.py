@@ -56,13 +56,14 @@ def epsilon(snapshot: RunSnapshot) -> go.Figure:
     """
     config = snapshot.run.config
     confident = config.get("aggregator") == "confident_gnmax"
-    unit = "queries submitted" if confident else "queries answered"
+    migrated = "eps_odometer" in set(snapshot.metrics["name"]) if not snapshot.metrics.empty else False
+    unit = "queries submitted" if confident and not migrated else "queries answered"
     fig = curves(snapshot.metrics, ["eps_data_dependent", "eps_data_independent", "eps_realised", "eps_odometer"],
                  title=f"ε against {unit} (δ = {config.get('delta', 0):g}, {accountant(config)})",
                  x_title=unit, y_title="ε",
                  labels={"eps_data_dependent": "data-dependent (not publishable)",
                          "eps_data_independent": "data-independent (a priori)",
-                         "eps_realised": "realised, answered queries only (paper-style, not a bound)",
+                         "eps_realised": "realised: no GNMax step for unanswered queries (paper-style, not a bound)",
                          "eps_odometer": "realised data-independent (odometer)"})
     headline = headline_of(snapshot.run.summary)
     if headline is not None and confident:

@@ -65,10 +65,18 @@ def _hover(res: runner.SweepResult, p: runner.PointResult, seeds: list) -> str:
     ])
 
 
-def best_run_text(best: dict) -> str:
-    """One line naming the run a random-repetition sweep publishes (:func:`privengine.explore.runner.best_run`)."""
+def best_run_text(best: dict, selection: object = None) -> str:
+    """One line naming the run a random-repetition sweep publishes (:func:`privengine.explore.runner.best_run`).
+
+    ``selection``: the sweep's best-only claim (:attr:`SweepResult.selection`); it covers publishing that run by the
+    random-repetition bound only when it is that bound, not the composition it falls back to (its label then starts
+    with "publishing only the best run:") nor a reason why there is none.
+    """
     value = "-" if best["value"] is None else number(best["value"], 4)
-    return (f"The best run (the one the random-repetition claim covers publishing), chosen by {best['selected_by']} "
+    bound = getattr(selection, "label", "").startswith("publishing only the best run of K")
+    cover = ("the one the random-repetition claim covers publishing" if bound
+             else "covered only by the composition of every run that ran: see the best-only claim")
+    return (f"The best run ({cover}), chosen by {best['selected_by']} "
             f"= {number(best['selection'], 4)}: {best['run']} (point {best['point']}), {best['utility']} = {value}.")
 
 

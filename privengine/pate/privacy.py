@@ -12,7 +12,8 @@ Claims of a run, headline first:
   (:func:`~privengine.accounting.pate.confident_gnmax_analysis`), so charging it the threshold
   step alone is not a bound.
 - Confident-GNMax only, for comparison with the paper and never publishable: the **realised
-  data-dependent** figure (the GNMax step of the answered queries only, as Papernot et al. 2018
+  data-dependent** figure (the threshold check of every submitted query but the GNMax step of the
+  answered ones only, as Papernot et al. 2018
   report it) and the **realised data-independent** figure over the answered queries, both
   labelled as privacy odometer readings.
 - GNMax and Confident-GNMax with ``sanitize`` on: the **sanitized data-dependent** figure
@@ -59,7 +60,8 @@ from .config import PateConfig
 
 SANITIZE_STREAM = 2  # stream key of the sanitized epsilon's noise (the aggregator's is 1, see run.NOISE_STREAM)
 SS_BETA_TIMES_ORDER = 0.3  # beta = 0.3 / lam: see sanitized_epsilon for why
-SANITIZED_LABEL = "data-dependent, sanitized through smooth sensitivity (publishable)"  # the store's migration 4 knows it
+# The sanitized claim's label (the store's migration 4 relabels it in runs stored before issue 24)
+SANITIZED_LABEL = "data-dependent, sanitized through smooth sensitivity (publishable)"
 
 NEIGHBOURING = ("private training sets of the same, public size that differ in one example (replace one): the "
                 "random partition depends only on the size and the seed, so the example sits in one teacher's "
@@ -73,8 +75,9 @@ SANITIZED_CAVEAT = ("A data-dependent guarantee: it bounds the privacy loss for 
                     "may be published: the data-dependent RDP was released with Gaussian noise scaled to its smooth "
                     "sensitivity (Papernot et al. 2018, Sec. 4 and App. B), and that release's own cost is included "
                     "here and in the headline.")
-REALISED_CAVEAT = ("Realised figure, not a guarantee and not publishable: it charges the GNMax step of the answered "
-                   "queries only, as Papernot et al. (2018) report their 1.97 on MNIST. An unanswered query still "
+REALISED_CAVEAT = ("Realised figure, not a guarantee and not publishable: it charges the threshold check of every "
+                   "submitted query but the GNMax step of the answered ones only, as Papernot et al. (2018) report "
+                   "their 1.97 on MNIST. An unanswered query still "
                    "releases 'no answer', whose probability depends on the votes through both steps, so only the "
                    "data-dependent figure that charges every submitted query both steps bounds the privacy loss. "
                    "Shown to compare with the paper.")
@@ -85,7 +88,8 @@ UNPROTECTED_CAVEAT = ("Covered: the noisy labels of the answered queries, which 
                       "computed from them alone (the student). Not covered, because they are exact functions of the "
                       "private data shown to evaluate the mechanism: the vote-margin histogram (the very statistic "
                       "the data-dependent epsilon is computed from), the noise-free ensemble accuracy, the "
-                      "per-teacher accuracies and training losses, the data-dependent epsilon, its curve and its order, the "
+                      "per-teacher accuracies and training losses, the data-dependent epsilon, its curve and its "
+                      "order (and Confident-GNMax's realised figure and its curve), the "
                       "smooth-sensitivity value, and the non-private baseline. (A sanitized data-dependent epsilon, "
                       "where the run publishes one, is covered: its release is charged.)")
 
@@ -132,7 +136,8 @@ class PrivacyReport:
     """A run's claims, the analysis they rest on, and (Confident-GNMax) the realised paper-style analysis.
 
     ``analysis`` charges what bounds the release (Confident-GNMax: both steps of every submitted
-    query); ``realised`` (Confident-GNMax only, else None) charges the answered queries' GNMax step
+    query); ``realised`` (Confident-GNMax only, else None) charges every threshold check but the answered queries'
+    GNMax step
     only, for comparison with Papernot et al. (2018).
     """
 
@@ -266,7 +271,7 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
     indexed by the noisy labels as the seed did). Confident-GNMax's data-dependent figure
     charges the threshold check and the GNMax step of every submitted query (composition,
     then post-processing: the only charge that bounds the release), as does its headline;
-    the realised figures (answered queries' GNMax step only) are listed beside them as
+    the realised figures (no GNMax step for unanswered queries) are listed beside them as
     odometer readings, never publishable.
     GNMax and Confident-GNMax with ``config.sanitize`` also publish the sanitized figure
     (its noise drawn by :func:`draw_standard_normal` on ``device``'s stream, keyed by ``data``:
@@ -315,8 +320,8 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
     if realised is not None:
         n_answered = int(answered.sum())
         claims.append(PrivacyClaim(
-            f"realised data-dependent figure, GNMax step of the {n_answered} answered queries only, as Papernot "
-            "et al. 2018 report it (not a bound; not publishable)",
+            f"realised data-dependent figure, GNMax step of the {n_answered} answered queries only (threshold "
+            f"check of all {len(votes)}), as Papernot et al. 2018 report it (not a bound; not publishable)",
             realised.eps, config.delta, accountant, NEIGHBOURING, realised.order,
             (REALISED_CAVEAT, DATA_DEPENDENT_CAVEAT) + _warning(realised.warning) + common))
         claims.append(PrivacyClaim(
@@ -324,6 +329,22 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
             realised.data_independent_eps, config.delta, accountant, NEIGHBOURING, realised.data_independent_order,
             (ODOMETER_CAVEAT,) + _warning(realised.data_independent_warning) + common))
     return PrivacyReport(a, tuple(claims), sanitized, realised)
+
+
+def epsilon_basis(report: PrivacyReport) -> dict[str, dict]:
+    """What each epsilon curve of a run rests on, for exports (:data:`privengine.store.EPSILON_BASIS_ARTIFACT`).
+
+    ``{metric: {"delta": delta, "accountant": text}}`` for ``eps_data_dependent``, ``eps_data_independent`` (the
+    aggregator's a-priori bound, without the sanitized release that the headline adds) and, Confident-GNMax only,
+    ``eps_realised``: the curves :func:`privengine.pate.run` stores.
+    """
+    (dependent,) = [c for c in report.claims if c.label == "data-dependent (not publishable)"]
+    kinds = {"eps_data_dependent": "data-dependent (not publishable)",
+             "eps_data_independent": "data-independent, a priori (without the sanitized release, if any)"}
+    if report.realised is not None:
+        kinds["eps_realised"] = "realised: no GNMax step for unanswered queries (not a bound)"
+    return {name: {"delta": dependent.delta, "accountant": f"{dependent.accountant}; {kind}"}
+            for name, kind in kinds.items()}
 
 
 def _a_priori_claim(a: PateAnalysis, answered: np.ndarray, config: PateConfig, accountant: str,

@@ -9,12 +9,13 @@ import torch
 
 from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
+from ..store import EPSILON_BASIS_ARTIFACT
 from .aggregate import aggregate, vote_counts
 from .config import PateConfig
 from .data import PateData, TeacherInputs, load_pate_data, load_scattering_inputs
 from .ensemble import Ensemble, partition, train_ensemble
 from .models import build_model
-from .privacy import PrivacyReport, analyse
+from .privacy import PrivacyReport, analyse, epsilon_basis
 from .selection import select_queries
 from .self_training import SelfTrainingSettings, train_self_training
 from .student import FixMatchSettings, train_fixmatch
@@ -109,6 +110,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         claims = [c.to_dict() for c in report.claims]
         reporter.charge(lambda: {**summary, "privacy": claims, "failed_during": summary["stage"]})
         _report_eps_curves(report, reporter)
+        reporter.artifact(EPSILON_BASIS_ARTIFACT, epsilon_basis(report))
         summary["privacy"] = [c.to_dict() for c in report.claims]
         summary["data_dependent_order"] = report.analysis.order
         if report.analysis.smooth_sensitivity is not None:
@@ -287,7 +289,7 @@ def _report_eps_curves(report: PrivacyReport, reporter: Reporter) -> None:
     Metrics ``eps_data_dependent`` and ``eps_data_independent`` (the a-priori bound) at step = queries
     answered (LNMax, GNMax: every charged query is answered) or queries submitted (Confident-GNMax, whose
     every submitted query is charged both steps); Confident-GNMax adds ``eps_realised``, the paper-style
-    figure that charges the answered queries' GNMax step only (not a bound), at the same steps.
+    figure that leaves out unanswered queries' GNMax step (not a bound), at the same steps.
     """
     analysis, realised = report.analysis, report.realised
     n = len(analysis.eps_curve)

@@ -137,7 +137,7 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
         else:
             doc.claim(res.selection)
     if res.best is not None:
-        doc.paragraph(best_run_text(res.best))
+        doc.paragraph(best_run_text(res.best, res.selection))
     doc.heading("Configuration")
     varied = {**{k: ", ".join(value_text(res.mechanism, k, v) for v in vs) for k, vs in res.spec.axes.items()},
               **{k: f"at random in [{value_text(res.mechanism, k, lo)}, {value_text(res.mechanism, k, hi)}]"
