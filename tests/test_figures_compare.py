@@ -116,6 +116,6 @@ def test_pate_epsilon_chart_names_each_curve_for_what_it_is(store):
     unit, names = chart(["eps_data_dependent", "eps_data_independent", "eps_realised"])
     assert unit == "queries submitted"
     assert names == ["data-dependent (not publishable)", "data-independent (a priori)",
-                     "realised: no GNMax step for unanswered queries (paper-style, not a bound)"]
+                     "realised, paper-style (not a bound)"]
     unit, names = chart(["eps_realised", "eps_odometer"])
     assert unit == "queries answered" and names[1] == "realised data-independent (odometer)"

@@ -46,7 +46,7 @@ _PATE = {
                                      _PATE_QUERIES, "ε"),
     "eps_data_independent": MetricName("ε against queries charged", "data-independent (a priori)", _PATE_QUERIES,
                                        "ε"),
-    "eps_realised": MetricName("ε against queries charged", "realised: no GNMax step for unanswered queries (not a bound)",
+    "eps_realised": MetricName("ε against queries charged", "realised, paper-style (not a bound)",
                                _PATE_QUERIES, "ε"),
     "eps_odometer": MetricName("ε against queries charged", "realised data-independent (odometer)",
                                "queries answered", "ε"),

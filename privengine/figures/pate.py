@@ -63,7 +63,7 @@ def epsilon(snapshot: RunSnapshot) -> go.Figure:
                  x_title=unit, y_title="ε",
                  labels={"eps_data_dependent": "data-dependent (not publishable)",
                          "eps_data_independent": "data-independent (a priori)",
-                         "eps_realised": "realised: no GNMax step for unanswered queries (paper-style, not a bound)",
+                         "eps_realised": "realised, paper-style (not a bound)",
                          "eps_odometer": "realised data-independent (odometer)"})
     headline = headline_of(snapshot.run.summary)
     if headline is not None and confident:

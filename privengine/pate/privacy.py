@@ -342,7 +342,7 @@ def epsilon_basis(report: PrivacyReport) -> dict[str, dict]:
     kinds = {"eps_data_dependent": "data-dependent (not publishable)",
              "eps_data_independent": "data-independent, a priori (without the sanitized release, if any)"}
     if report.realised is not None:
-        kinds["eps_realised"] = "realised: no GNMax step for unanswered queries (not a bound)"
+        kinds["eps_realised"] = "realised, paper-style (not a bound)"
     return {name: {"delta": dependent.delta, "accountant": f"{dependent.accountant}; {kind}"}
             for name, kind in kinds.items()}
 
