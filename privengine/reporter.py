@@ -26,7 +26,7 @@ METRIC_FLUSH_S = 0.25  # metric points are written in batches at most this old
 STOP_POLL_S = 0.5      # how often the store's stop flag (set by another process) is read
 
 
-FAILURE_CAVEAT = ("The run failed. This claim covers what it stored before the failure; the failure itself (when "
+FAILURE_CAVEAT = ("Where a run failed, its claim covers what it stored before the failure; the failure itself (when "
                   "it came and its error text) may depend on the private data (a non-finite gradient, say) and is "
                   "covered by no claim: do not publish the error.")
 

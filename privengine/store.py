@@ -43,6 +43,9 @@ _SANITIZED_LABEL = "data-dependent, sanitized through smooth sensitivity (publis
 _DATA_DEPENDENT_LABEL = "data-dependent (not publishable)"
 _OLD_DATA_DEPENDENT_LABEL = ("realised data-dependent figure, no GNMax step for unanswered queries (stored before "
                              "that was fixed): not a bound; not publishable")
+_SANITIZED_MAY_BE_PUBLISHED = "Unlike the raw figure it may be published"  # in the sanitized claim's caveat
+_OLD_SANITIZED_CAVEAT = ("Stored before issue 24: released from a realised RDP that leaves out unanswered queries, "
+                         "so it is not a bound and must not be published")
 _OLD_SANITIZED_LABEL = ("data-dependent, sanitized from a realised RDP that leaves out the GNMax step of unanswered "
                         "queries (stored before that was fixed): not a bound, do not publish")
 
@@ -93,6 +96,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"UPDATE runs SET summary = replace(summary, '\"{_SANITIZED_LABEL}\"', '\"{_OLD_SANITIZED_LABEL}\"') "
         f"WHERE id IN ({_OLD_CONFIDENT})",
         f"UPDATE runs SET summary = replace(summary, '\"{_DATA_DEPENDENT_LABEL}\"', '\"{_OLD_DATA_DEPENDENT_LABEL}\"') "
+        f"WHERE id IN ({_OLD_CONFIDENT})",
+        f"UPDATE runs SET summary = replace(summary, '{_SANITIZED_MAY_BE_PUBLISHED}', '{_OLD_SANITIZED_CAVEAT}') "
         f"WHERE id IN ({_OLD_CONFIDENT})",
         "UPDATE runs SET summary = json_set(summary, '$.sanitized_epsilon.not_a_bound', json('true')) "
         f"WHERE id IN ({_OLD_CONFIDENT}) AND json_extract(summary, '$.sanitized_epsilon') IS NOT NULL",

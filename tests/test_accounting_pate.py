@@ -441,3 +441,13 @@ def test_bad_inputs_raise_config_error(call, field):
     assert info.value.field == field
     assert isinstance(info.value, ValueError)
     assert str(info.value).startswith(f"`{field}` ")
+
+
+def test_docstring_examples_hold():
+    """The module's worked examples (e.g. the default Confident-GNMax charge, 1.2806) are checked, not just shown."""
+    import doctest
+
+    import privengine.accounting.pate as module
+
+    failed, attempted = doctest.testmod(module)
+    assert failed == 0 and attempted > 20

@@ -23,11 +23,11 @@ SPEC = SweepSpec("dpsgd", base={"accountant": "rdp", "n_seeds": 1, "alphas": [0.
                  repeat={"shape": "logarithmic", "mean": 3.0}, plan=[[0, 0], [1, 1], [0, 2]])
 
 
-def _summary(steps: int = STEPS, *, accuracy: float = 0.9, failed: bool = False) -> dict:
+def _summary(steps: int = STEPS, *, accuracy: float = 0.9, failed: bool = False, caveats=()) -> dict:
     """A one-model DP-SGD summary with the fields the sweep reads (compose_runs, repeat_and_select, the axes)."""
     eps, order = epsilon_of([(SIGMA, Q, steps)], accountant="rdp", delta=1e-5)
     claim = PrivacyClaim("the trained model", eps, 1e-5, ACCOUNTANT_NAMES["rdp"], NEIGHBOURING, order,
-                         headline=True)
+                         tuple(caveats), headline=True)
     summary = {"noise_multiplier": SIGMA, "sample_rate": Q, "steps_per_model": STEPS, "models": [{"steps": steps}],
                "privacy": [claim.to_dict()]}
     if failed:
@@ -60,6 +60,16 @@ def test_every_drawn_run_finished_gives_the_best_only_claim(store):
     # the bound assumes K unknown to the adversary: the published claim must not state it
     assert "K = 3" not in res.selection.text() and "Do not publish K" in res.selection.caveats[0]
     assert "the random-repetition claim covers publishing" in best_run_text(res.best, res.selection)
+
+
+def test_the_best_only_claim_states_no_caveat_that_describes_only_some_drawn_runs(store):
+    """Second review of issue 24: a caveat only some runs state (their public data) tells about unpublished runs."""
+    shared = "Noise source: reproducible."
+    runs = [("finished", _summary(caveats=(shared, f"Public data (the warm start of run {i})."))) for i in range(2)]
+    res = runner.result(store, _sweep(store, runs + [("finished", _summary(caveats=(shared,)))]))
+    text = res.selection.text()
+    assert shared in res.selection.caveats and "warm start" not in text
+    assert "left out" in text  # says that it left them out, and why
 
 
 def test_a_failed_drawn_run_gives_the_composition_of_what_ran_not_the_best_only_claim(store):

@@ -117,7 +117,8 @@ def test_migration_names_old_confident_gnmax_figures_for_what_they_are(tmp_path)
     conn.execute("PRAGMA user_version = 3")
     label = "data-dependent, sanitized through smooth sensitivity (publishable)"
     assert label == SANITIZED_LABEL  # the label PATE runs store
-    summary = json.dumps({"privacy": [{"label": label, "epsilon": 3.0},
+    from privengine.pate.privacy import SANITIZED_CAVEAT
+    summary = json.dumps({"privacy": [{"label": label, "epsilon": 3.0, "caveats": [SANITIZED_CAVEAT]},
                                       {"label": "data-dependent (not publishable)", "epsilon": 1.9}],
                           "sanitized_epsilon": {"epsilon": 3.0}, "queries_answered": 7})
     for run_id, aggregator in (("conf", "confident_gnmax"), ("gn", "gnmax")):
@@ -134,6 +135,8 @@ def test_migration_names_old_confident_gnmax_figures_for_what_they_are(tmp_path)
     old = s.get_run("conf").summary
     sanitized, dependent = (c["label"] for c in old["privacy"])
     assert "publishable)" not in sanitized and "not a bound, do not publish" in sanitized
+    assert "may be published" not in old["privacy"][0]["caveats"][0]  # its caveat no longer contradicts the label
+    assert "must not be published" in old["privacy"][0]["caveats"][0]
     assert dependent.startswith("realised data-dependent figure") and "not a bound" in dependent
     assert old["sanitized_epsilon"] == {"epsilon": 3.0, "not_a_bound": True} and old["queries_answered"] == 7
     assert s.get_run("gn").summary == json.loads(summary)  # GNMax's charge was right: untouched

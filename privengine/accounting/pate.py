@@ -77,7 +77,7 @@ Public API: the three scalar functions :func:`lnmax_moments_epsilon`,
 :func:`lnmax_analysis`, :func:`gnmax_analysis`, :func:`confident_gnmax_analysis`,
 which return a :class:`PateAnalysis` (eps, order, eps-vs-queries curves, ...).
 :func:`lnmax_eps_curve`, :func:`gnmax_eps_curve`, :func:`confident_gnmax_eps_curve`
-give eps as a function of the number of queries answered, and
+give eps as a function of the number of queries charged (answered; Confident-GNMax: every submitted one by default), and
 :func:`lnmax_smooth_sensitivity` the smooth sensitivity of the LNMax
 data-dependent eps. Bad inputs raise :class:`privengine.errors.ConfigError`.
 

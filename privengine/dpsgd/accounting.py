@@ -268,13 +268,20 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     accountant = rdp.RdpAccountant()
     accountant.compose(dp_event.RepeatAndSelectDpEvent(one_run, mean, SHAPES[shape]))
     eps, order = accountant.get_epsilon_and_optimal_order(delta)
+    # Only the caveats every run states: one that some runs state and others do not (a public-data note naming a
+    # warm start some drawn settings used) would tell the reader about runs that were not published, and bound K.
+    per_run = [set(_headline_caveats([run])) for run in runs]
+    shared = tuple(c for c in _headline_caveats(runs) if all(c in mine for mine in per_run))
+    dropped = () if len(shared) == len(_headline_caveats(runs)) else (
+        "Caveats that only some of the drawn runs state (e.g. which public data a setting used) are left out: "
+        "they would describe runs that were not published; the best run's own claim states them.",)
     return PrivacyClaim(
         label=f"publishing only the best run of K ~ {shape}(mean {mean:g}) runs (random-repetition tuning)",
         epsilon=float(eps), delta=delta,
         accountant=("Papernot & Steinke (ICLR 2022) random-repetition bound on the RDP of one run (sigma = "
                     f"{sigma:.4g}, q = {q:.4g}, {steps} steps), Google's dp-accounting RdpAccountant "
                     "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order),
-        caveats=_headline_caveats(runs))
+        caveats=shared + dropped)
 
 
 def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_private: int,
