@@ -173,7 +173,9 @@ def test_after_launch_the_run_state_and_stop_are_on_screen(app_url, page, size):
     page.set_viewport_size({"width": size[0], "height": size[1]})
     page.goto(f"{app_url}/dpsgd")
     _settle(page)
-    page.get_by_role("button", name="Launch run").click()  # scrolled into view: the form's bottom
+    launch = page.get_by_role("button", name="Launch run")
+    launch.evaluate("el => el.scrollIntoView({block: 'end'})")  # as a click scrolls it: just at the screen's edge
+    launch.click()
     page.wait_for_url("**run=*", timeout=20_000)
     strip = page.locator("[class*='st-key-status-strip-']")
     strip.get_by_role("button", name="Stop run").wait_for(timeout=20_000)

@@ -23,6 +23,9 @@ from .run_status import status_strip
 from .shell import through_app
 
 
+JUST_LAUNCHED = "mechanism_page.just_launched"  # the run launched by the last click, for one scroll to its strip
+
+
 def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | None = None) -> None:
     """Draw the page of mechanism ``name``; ``draw(snapshot)`` draws its live charts."""
     through_app()
@@ -49,9 +52,10 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
             launched = launch(name, config, preset=None if origin is None else origin.name)
             if launched is not None:
                 _select_run(name, launched)
+                st.session_state[JUST_LAUNCHED] = launched
                 st.rerun()
-        if run_id is not None:
-            status_strip(run_id)  # under Launch, where the eye is after clicking it
+        if run_id is not None:  # under Launch, where the eye is after clicking it
+            status_strip(run_id, bring_into_view=st.session_state.pop(JUST_LAUNCHED, None) == run_id)
         _recent_runs_picker(name, run_id)
     with right:
         if run_id is None:

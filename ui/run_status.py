@@ -48,8 +48,11 @@ def badge(run: RunRecord) -> str:
     return f":{STATE_COLOURS.get(run.state, 'gray')}-badge[{run.state}]"
 
 
-def status_strip(run_id: str) -> None:
-    """A compact, live view of run ``run_id``: state, what it is doing, progress and Stop; polls while active."""
+def status_strip(run_id: str, *, bring_into_view: bool = False) -> None:
+    """A compact, live view of run ``run_id``: state, what it is doing, progress and Stop; polls while active.
+
+    ``bring_into_view``: scroll the page once so the strip is on screen (right after Launch: clicking it scrolled
+    the button just into view, so the strip drawn under it would start below the screen's edge)."""
     active = services.store().get_run(run_id).active
 
     @st.fragment(run_every=REFRESH_S if active else None)
@@ -60,3 +63,22 @@ def status_strip(run_id: str) -> None:
             controls(run, key="strip")
 
     _strip()
+    if bring_into_view:
+        _scroll_into_view(f"st-key-status-strip-{run_id}")
+
+
+def _scroll_into_view(css_class: str) -> None:
+    """Scroll the element with class ``css_class`` to the middle of the screen, once it is drawn (up to ~2 s).
+
+    Streamlit has no scrolling API, so this is a few lines of the page's own JavaScript."""
+    st.html(f"""<script>
+(() => {{
+  let tries = 0;
+  const go = () => {{
+    const el = document.querySelector(".{css_class}");
+    if (el) {{ el.scrollIntoView({{block: "center", behavior: "instant"}}); }}
+    else if (++tries < 40) {{ setTimeout(go, 50); }}
+  }};
+  go();
+}})();
+</script>""", unsafe_allow_javascript=True)
