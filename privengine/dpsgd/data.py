@@ -131,7 +131,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     elif dataset == "digits":
         x_all, y_all = _digits()
         if features == "scattering":
-            x_all = dataset_scattering(x_all * 0.5 + 0.5, "digits-all",  # back to [0, 1]
+            x_all = dataset_scattering(x_all * 0.5 + 0.5, "digits-all", device=device,  # back to [0, 1]
                                        should_stop=should_stop, progress=progress)
             if x_all is None:
                 return None
@@ -146,9 +146,10 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         test = load_image_dataset(dataset, train=False, root=data_root or None, standardize=pixels)
         x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y
         if not pixels:
-            x_train = dataset_scattering(x_train, f"{dataset}-train", should_stop=should_stop, progress=progress)
+            x_train = dataset_scattering(x_train, f"{dataset}-train", device=device, should_stop=should_stop,
+                                         progress=progress)
             x_test = None if x_train is None else dataset_scattering(
-                x_test, f"{dataset}-test", should_stop=should_stop, progress=progress)
+                x_test, f"{dataset}-test", device=device, should_stop=should_stop, progress=progress)
             if x_test is None:
                 return None
         n_outputs = train.n_classes

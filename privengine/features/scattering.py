@@ -14,13 +14,14 @@ For scale ``J`` and ``L`` orientations, with ``psi_{j,l}`` the Morlet wavelet at
 
 giving ``1 + J L + L^2 J (J - 1) / 2`` channels (81 for J = 2, L = 8) of size ``(H / 2^J, W / 2^J)``
 (7 x 7 for 28 x 28). Convolutions are products in the Fourier domain of the image reflect-padded
-by ``2^J`` on each side (so the periodic convolution does not wrap around); every channel is
-computed at full resolution and subsampled last, which is slower than kymatio's
-periodisation tricks but exact and simple.
+by ``2^J`` on each side (so the periodic convolution does not wrap around). As in kymatio, each
+wavelet response is subsampled by ``2^j`` before its modulus and the next filters run on that coarser
+grid (:class:`Scattering2D` states it exactly): the features equal kymatio's 2-D transform to float
+precision, at its speed or better, and every ``(l1, l2)`` pair is one batched FFT.
 
 The transform does not look at the data, so features computed once cost no privacy;
-:func:`cached_scattering` keeps them under the data root (keyed by dataset, split and
-parameters, written atomically).
+:func:`cached_scattering` keeps them (keyed by dataset, split, parameters and :data:`CACHE_VERSION`,
+written atomically, on the CPU so any device reads them); :func:`scatter` computes on the run's device.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ SIGMA0 = 0.8         # kymatio: sigma of psi_j = 0.8 * 2^j, of phi_J = 0.8 * 2^(
 XI0 = 3.0 * math.pi / 4.0  # kymatio: xi of psi_j = 3 pi / 4 / 2^j
 # Tramer & Boneh normalise the 81 scattering channels of a grey image with a GroupNorm in 27 groups.
 GROUPNORM_GROUPS_PER_IMAGE_CHANNEL = 27
+# Cached features of version 1 were computed at full resolution and subsampled last (within 1 % of these);
+# version 2 is periodised as kymatio computes it (Scattering2D), so caches of version 1 are recomputed.
+CACHE_VERSION = 2
 
 
 def n_channels(J: int, L: int) -> int:
@@ -81,11 +85,56 @@ def filter_bank(M: int, N: int, J: int, L: int) -> tuple[torch.Tensor, torch.Ten
     return phi, psi
 
 
+def periodize(filter_hat: torch.Tensor, res: int) -> torch.Tensor:
+    """The ``(..., M, N)`` Fourier transform of a filter on the grid ``2^res`` times coarser: ``(..., M/2^res, N/2^res)``.
+
+    As kymatio: the frequencies outside the coarse grid's band (-M / 2^(res+1) <= f < M / 2^(res+1), on each
+    axis) are set to zero, then the spectrum is folded onto the coarse grid (summing the aliases, of which one is
+    left non-zero): the coarse spectrum is the fine one restricted to that band."""
+    *_, M, N = filter_hat.shape
+    k = 2 ** res
+    if k == 1:
+        return filter_hat
+    keep_rows = torch.zeros(M, dtype=torch.bool)
+    keep_rows[:M // (2 * k)] = True
+    keep_rows[M - M // (2 * k):] = True
+    keep_cols = torch.zeros(N, dtype=torch.bool)
+    keep_cols[:N // (2 * k)] = True
+    keep_cols[N - N // (2 * k):] = True
+    masked = filter_hat * (keep_rows[:, None] & keep_cols[None, :])
+    return masked.reshape(*masked.shape[:-2], k, M // k, k, N // k).sum(dim=(-4, -2))
+
+
+def filter_subsample(u_hat: torch.Tensor, filter_hat: torch.Tensor, k: int) -> torch.Tensor:
+    """``k^2`` times the spectrum of ``(u * h)[k m, k n]``, from the spectra ``u_hat (..., M, N)`` and
+    ``filter_hat (..., M, N)`` (broadcast): ``(..., M/k, N/k)``. Pass ``filter_hat / k^2`` for the spectrum itself.
+
+    Subsampling in space is periodisation in frequency: the product's mean over its ``k x k`` aliasing blocks.
+    Accumulated block by block, so the full-size product (the largest tensor of the transform) is never formed."""
+    *_, M, N = u_hat.shape
+    m, n = M // k, N // k
+    acc = None
+    for a in range(k):
+        for b in range(k):
+            u_block = u_hat[..., a * m:(a + 1) * m, b * n:(b + 1) * n]
+            h_block = filter_hat[..., a * m:(a + 1) * m, b * n:(b + 1) * n]
+            acc = u_block * h_block if acc is None else acc.addcmul_(u_block, h_block)
+    return acc
+
+
 class Scattering2D:
     """The transform for images of size ``(H, W)`` (both multiples of ``2^J``).
 
     ``__call__(x)``: ``(B, C, H, W)`` float -> ``(B, C * n_channels(J, L), H / 2^J, W / 2^J)`` float32,
     channels ordered S0, then S1 by (j1, l1), then S2 by (j1, l1, j2, l2) with j2 > j1.
+
+    Computed as kymatio computes it (periodised): the image is reflect-padded by ``2^J`` on each side to
+    ``(M, N)``; a wavelet response at scale ``j`` is subsampled by ``2^j`` before its modulus, so the next
+    filtering runs on the coarser grid with the filter periodised to it (:func:`periodize`); each low-pass output
+    is subsampled to ``M / 2^J`` and cropped by one sample on each side (:func:`filter_subsample`). With ``U1[j1,l1] = |x * psi_{j1,l1}|``
+    sampled every ``2^j1`` and ``U2 = |U1[j1,l1] * psi_{j2,l2}|`` sampled every ``2^j2``, all convolutions
+    periodic on their grid, the channels are ``S0 = (x * phi)``, ``S1 = (U1 * phi)``, ``S2 = (U2 * phi)``, each
+    sampled every ``2^J`` in the padded image. Every (l1, l2) pair is one batched FFT, not a loop.
     """
 
     def __init__(self, shape: tuple[int, int], J: int = 2, L: int = 8, device: torch.device | str = "cpu"):
@@ -95,8 +144,13 @@ class Scattering2D:
         self.J, self.L, self.shape = J, L, shape
         self.pad = 2 ** J
         phi, psi = filter_bank(H + 2 * self.pad, W + 2 * self.pad, J, L)
-        self.phi = phi.to(device, torch.float32)
-        self.psi = psi.to(device, torch.float32)
+        # phi_at[r]: (M/2^r, N/2^r), the low-pass on the grid of resolution r, whose output is subsampled by
+        # 2^(J-r); psi_at[j][r]: (L, M/2^r, N/2^r), the wavelets of scale j on the grid of resolution r <= j, whose
+        # output is subsampled by 2^(j-r). Each is divided by the square of its subsampling factor beforehand
+        # (the 1/k^2 of filter_subsample's block mean), saving a pass over the largest tensors.
+        self.phi_at = [(periodize(phi, r) / 4 ** (J - r)).to(device, torch.float32) for r in range(J)]
+        self.psi_at = [[(periodize(psi[j], r) / 4 ** (j - r)).to(device, torch.float32) for r in range(j + 1)]
+                       for j in range(J)]
 
     @property
     def out_channels(self) -> int:
@@ -106,57 +160,78 @@ class Scattering2D:
         B, C, H, W = x.shape
         if (H, W) != self.shape:
             raise ValueError(f"expected images of size {self.shape}; got {(H, W)}")
-        p, s = self.pad, 2 ** self.J
-        u0 = F.pad(x.reshape(B * C, 1, H, W), (p, p, p, p), mode="reflect")[:, 0]
+        J, p = self.J, self.pad
+        u0 = F.pad(x.reshape(B * C, 1, H, W).float(), (p, p, p, p), mode="reflect")[:, 0]   # (BC, M, N)
         u0_hat = torch.fft.fft2(u0)
 
-        def low(u_hat: torch.Tensor) -> torch.Tensor:  # (..., M, N) spectrum -> (..., H/s, W/s) low-pass, cropped
-            full = torch.fft.ifft2(u_hat * self.phi).real
-            return full[..., p:p + H:s, p:p + W:s]
+        def low(u_hat: torch.Tensor, res: int) -> torch.Tensor:
+            """Spectrum on the grid of resolution ``res`` -> its low-pass sampled every 2^J, cropped to (H/2^J,
+            W/2^J); the low-pass of a real signal is real, so only the real part of the inverse is kept."""
+            coarse = filter_subsample(u_hat, self.phi_at[res], 2 ** (J - res))
+            return torch.fft.ifft2(coarse).real[..., 1:-1, 1:-1]
 
-        out = [low(u0_hat)[:, None]]
-        u1 = torch.fft.ifft2(u0_hat[:, None, None] * self.psi).abs()          # (BC, J, L, M, N)
-        u1_hat = torch.fft.fft2(u1)
-        out.append(low(u1_hat).reshape(B * C, -1, H // s, W // s))
-        for j1 in range(self.J):
-            for j2 in range(j1 + 1, self.J):
-                u2 = torch.fft.ifft2(u1_hat[:, j1, :, None] * self.psi[j2][None, None]).abs()  # (BC, L, L, M, N)
-                out.append(low(torch.fft.fft2(u2)).reshape(B * C, -1, H // s, W // s))
-        return torch.cat(out, dim=1).reshape(B, C * self.out_channels, H // s, W // s)
+        def modulus_spectrum(u_hat: torch.Tensor, psi: torch.Tensor, k: int) -> torch.Tensor:
+            """Spectrum of ``|u * psi|`` sampled every ``k``: (..., M', N') x (L, M', N') -> (..., L, M'/k, N'/k)."""
+            return torch.fft.fft2(torch.fft.ifft2(filter_subsample(u_hat[..., None, :, :], psi, k)).abs())
+
+        out = [low(u0_hat, 0)[:, None]]
+        second = []
+        for j1 in range(J):
+            u1_hat = modulus_spectrum(u0_hat, self.psi_at[j1][0], 2 ** j1)                 # (BC, L, M1, N1)
+            out.append(low(u1_hat, j1))
+            per_j2 = [low(modulus_spectrum(u1_hat, self.psi_at[j2][j1], 2 ** (j2 - j1)), j2)  # (BC, L1, L2, h, w)
+                      for j2 in range(j1 + 1, J)]
+            if per_j2:
+                second.append(torch.cat(per_j2, dim=2).flatten(1, 2))                    # (j1, l1, j2, l2) order
+        h, w = H // 2 ** J, W // 2 ** J
+        return torch.cat(out + second, dim=1).reshape(B, C * self.out_channels, h, w)
 
 
-def scatter(x: torch.Tensor, *, J: int = 2, L: int = 8, chunk: int = 512,
-            should_stop: Callable[[], bool] = lambda: False,
+def default_chunk(device: torch.device) -> int:
+    """Images per transform call: small on a CPU (the largest intermediate, ``(chunk, L, L, M/2, N/2)`` complex,
+    stays in cache: 256 was fastest on 2 cores), large on a GPU (its memory and parallelism are wider)."""
+    return 256 if device.type == "cpu" else 8192
+
+
+def scatter(x: torch.Tensor, *, J: int = 2, L: int = 8, chunk: int | None = None,
+            device: torch.device | str | None = None, should_stop: Callable[[], bool] = lambda: False,
             progress: Callable[[int, int], None] = lambda done, total: None) -> torch.Tensor | None:
     """The scattering of ``x`` ``(n, C, H, W)`` in chunks (bounded memory); None if a stop came meanwhile.
 
-    ``progress(done, total)`` is called after each chunk with the number of images done."""
-    transform = Scattering2D(tuple(x.shape[-2:]), J, L, device=x.device)
+    Computed on ``device`` (default: ``x``'s own), each chunk moved there, and returned there;
+    ``chunk`` defaults to :func:`default_chunk`. ``progress(done, total)`` is called after each chunk with the
+    number of images done."""
+    device = x.device if device is None else torch.device(device)
+    chunk = chunk or default_chunk(device)
+    transform = Scattering2D(tuple(x.shape[-2:]), J, L, device=device)
     parts = []
     for start in range(0, len(x), chunk):
         if should_stop():
             return None
-        parts.append(transform(x[start:start + chunk]))
+        parts.append(transform(x[start:start + chunk].to(device)))
         progress(min(start + chunk, len(x)), len(x))
-    return torch.cat(parts) if parts else x.new_zeros(0, x.shape[1] * transform.out_channels,
-                                                      x.shape[-2] // 2 ** J, x.shape[-1] // 2 ** J)
+    return torch.cat(parts) if parts else torch.zeros(0, x.shape[1] * transform.out_channels, x.shape[-2] // 2 ** J,
+                                                      x.shape[-1] // 2 ** J, device=device)
 
 
 def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: int = 2, L: int = 8,
-                      should_stop: Callable[[], bool] = lambda: False,
+                      device: torch.device | str | None = None, should_stop: Callable[[], bool] = lambda: False,
                       progress: Callable[[int, int], None] = lambda done, total: None) -> torch.Tensor | None:
-    """:func:`scatter` of ``x``, kept in ``root/scattering/<key>-J<J>-L<L>-<n>.pt`` (written atomically).
+    """:func:`scatter` of ``x`` on ``device`` (default: ``x``'s), kept in
+    ``root/scattering/<key>-J<J>-L<L>-<n>-v<CACHE_VERSION>.pt`` (on the CPU, so any device reads it; written
+    atomically) and returned on ``device``.
 
     ``key`` names the data (dataset and split); the file also records the shape, so a cache of other
     data is recomputed, never reused. None if a stop came during the computation.
     """
+    device = x.device if device is None else torch.device(device)
     folder = Path(root) / "scattering"
-    path = folder / f"{key}-J{J}-L{L}-{len(x)}.pt"
+    path = folder / f"{key}-J{J}-L{L}-{len(x)}-v{CACHE_VERSION}.pt"
     if path.exists():
-        cached = torch.load(path, map_location=x.device)
+        cached = torch.load(path, map_location=device)
         if cached["shape"] == tuple(x.shape):
             return cached["features"]
-    features = scatter(x, J=J, L=L, should_stop=should_stop, progress=progress)
+    features = scatter(x, J=J, L=L, device=device, should_stop=should_stop, progress=progress)
     if features is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
@@ -166,14 +241,17 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
     return features
 
 
-def dataset_scattering(x: torch.Tensor, key: str, *, should_stop: Callable[[], bool] = lambda: False,
+def dataset_scattering(x: torch.Tensor, key: str, *, device: torch.device | str | None = None,
+                       should_stop: Callable[[], bool] = lambda: False,
                        progress: Callable[[str], None] = lambda text: None) -> torch.Tensor | None:
-    """:func:`cached_scattering` (J = 2, L = 8) of a dataset split ``x`` (pixels in [0, 1]) in the one cache
-    every mechanism shares, ``$PRIVENGINE_HOME/cache`` (the data root may be read-only); ``key`` names the
-    dataset and split (e.g. ``"mnist-train"``) and ``progress`` gets a sentence per chunk."""
+    """:func:`cached_scattering` (J = 2, L = 8) of a dataset split ``x`` (pixels in [0, 1]), computed and returned
+    on ``device`` (the run's; default ``x``'s), in the one cache every mechanism shares, ``$PRIVENGINE_HOME/cache``
+    (the data root may be read-only); ``key`` names the dataset and split (e.g. ``"mnist-train"``) and
+    ``progress`` gets a sentence per chunk."""
     from privengine.store import default_home
 
     def report(done: int, total: int) -> None:
         progress(f"scattering {key}: {done} of {total} images (computed once, then cached)")
 
-    return cached_scattering(x, key=key, root=default_home() / "cache", should_stop=should_stop, progress=report)
+    return cached_scattering(x, key=key, root=default_home() / "cache", device=device, should_stop=should_stop,
+                             progress=report)

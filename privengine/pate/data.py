@@ -116,15 +116,17 @@ class TeacherInputs:
     test_x: torch.Tensor
 
 
-def load_scattering_inputs(dataset: str, *, root: str = "", download: bool = False,
+def load_scattering_inputs(dataset: str, *, root: str = "", download: bool = False, device=None,
                            should_stop=lambda: False, progress=lambda text: None) -> TeacherInputs | None:
-    """The scattering (J = 2, L = 8, from pixels in [0, 1]) of ``dataset``'s splits, from the cache every
-    mechanism shares (computed on first use, a few minutes for MNIST); None if a stop came meanwhile."""
+    """The scattering (J = 2, L = 8, from pixels in [0, 1]) of ``dataset``'s splits on ``device`` (default: the
+    CPU), from the cache every mechanism shares (computed there on first use: about a minute for MNIST on 2 CPU
+    cores); None if a stop came meanwhile."""
     train = load_image_dataset(dataset, train=True, root=root or None, download=download, standardize=False)
     test = load_image_dataset(dataset, train=False, root=root or None, download=download, standardize=False)
-    private = dataset_scattering(train.x, f"{dataset}-train", should_stop=should_stop, progress=progress)
-    public = None if private is None else dataset_scattering(test.x, f"{dataset}-test", should_stop=should_stop,
-                                                             progress=progress)
+    private = dataset_scattering(train.x, f"{dataset}-train", device=device, should_stop=should_stop,
+                                 progress=progress)
+    public = None if private is None else dataset_scattering(test.x, f"{dataset}-test", device=device,
+                                                             should_stop=should_stop, progress=progress)
     if public is None:
         return None
     n_pool = len(test.y) - student_test_size(len(test.y))
