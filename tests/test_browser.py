@@ -348,4 +348,14 @@ def test_a_report_opens_offline_with_its_charts(chromium, tmp_path):
     assert pg.locator(".js-plotly-plot").count() >= 2
     assert "headline" in pg.inner_text("body") and "89.7 %" in pg.inner_text("body")
     assert [url for url in requested if not url.startswith("file:")] == []
+    # charts first (the claims in full follow them), and every tick label whole inside its chart
+    first_chart = pg.locator(".js-plotly-plot").first.bounding_box()
+    assert first_chart["y"] < pg.locator(".claim").first.bounding_box()["y"]
+    assert pg.locator(".headline-line").first.bounding_box()["y"] < first_chart["y"] < 720
+    for chart in pg.locator(".js-plotly-plot").all():
+        box = chart.bounding_box()
+        for tick in chart.locator(".xtick text, .ytick text").all():
+            t = tick.bounding_box()
+            if t is not None:
+                assert box["x"] <= t["x"] and t["x"] + t["width"] <= box["x"] + box["width"], tick.inner_text()
     context.close()

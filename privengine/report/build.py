@@ -103,7 +103,8 @@ def build(store: RunStore, ref: str) -> Report:
 
 
 def run_report(store: RunStore, run_id: str) -> str:
-    """The HTML report of one run."""
+    """The HTML report of one run: facts, the headline claim in one line, charts, results, then every claim in
+    full, the knobs, the command that reproduces it and the log."""
     run = store.get_run(run_id)
     doc = Document(f"{_title(run.mechanism)} · run {run.id}")
     _run_body(doc, store, run, level=2)
@@ -111,7 +112,8 @@ def run_report(store: RunStore, run_id: str) -> str:
 
 
 def sweep_report(store: RunStore, sweep_id: str) -> str:
-    """The HTML report of a sweep: its facts, composed claim, knobs, frontier, points, runs and command."""
+    """The HTML report of a sweep: its facts and composed claim in one line, the frontier and points, then the
+    composed claim in full, knobs, runs and command."""
     record = store.get_sweep(sweep_id)
     res = runner.result(store, sweep_id)
     doc = Document(f"{_title(res.mechanism)} · sweep {sweep_id}")
@@ -123,6 +125,12 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
                ("privacy axis", f"{res.privacy_axis.label} ({res.privacy_axis.better} is better)"),
                ("utility axis", f"{res.utility_axis.label} ({res.utility_axis.better} is better)"
                 if res.utility_axis else "none declared")])
+    if res.claim is not None:
+        doc.headline_line(res.claim)
+    doc.heading("Privacy-utility frontier")
+    doc.figure(frontier_figure(res, point_seeds(store, res)))
+    doc.heading("Points")
+    doc.table(points_frame(res))
     doc.heading("Privacy of the whole sweep")
     if res.utility_axis is not None and not res.utility_axis.covered:
         doc.paragraph(f"{res.utility_axis.label} is computed from the private data: choosing a point by it is not "
@@ -145,10 +153,6 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
     _config_table(doc, res.mechanism, res.spec.base, varied=varied)
     doc.paragraph(f"Seeds per point: {res.spec.seeds}" + (f"; random draws: {res.spec.samples}" if res.spec.samples
                                                          else "") + ".")
-    doc.heading("Privacy-utility frontier")
-    doc.figure(frontier_figure(res, point_seeds(store, res)))
-    doc.heading("Points")
-    doc.table(points_frame(res))
     doc.heading("Runs")
     doc.table(_runs_frame(store.sweep_runs(sweep_id)))
     _command(doc, sweep_command(res.spec, executor=res.executor), what="sweep")
@@ -185,14 +189,14 @@ def _run_body(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> 
                ("elapsed", None if run.elapsed_s is None else f"{run.elapsed_s:.1f} s"),
                ("sweep", None if run.sweep_id is None else f"{run.sweep_id}, point {run.sweep_point}"),
                ("error", run.error)])
-    doc.heading("Privacy", level)
     claims = sorted(claims_of(run.summary), key=lambda c: not c.headline)  # the headline first
-    for claim in claims:
-        doc.claim(claim)
-    if not claims:
-        doc.paragraph("This run states no (ε, δ) privacy claim" + (" yet." if run.active else "."))
-    doc.heading("Configuration", level)
-    _config_table(doc, run.mechanism, run.config)
+    if claims and claims[0].headline:
+        doc.headline_line(claims[0])
+    figures = run_figures(snapshot)  # charts first, as the page shows them; every claim in full below them
+    if figures:
+        doc.heading("Charts", level)
+        for fig in figures:
+            doc.figure(fig)
     doc.heading("Results", level)
     values, tables = summary_values(run.summary), run_tables(snapshot)
     if values:
@@ -203,11 +207,13 @@ def _run_body(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> 
         doc.table(table.frame)
     if not values and not tables:
         doc.paragraph("No result yet." if run.active else "The run stored no summary.")
-    figures = run_figures(snapshot)
-    if figures:
-        doc.heading("Charts", level)
-        for fig in figures:
-            doc.figure(fig)
+    doc.heading("Privacy", level)
+    for claim in claims:
+        doc.claim(claim)
+    if not claims:
+        doc.paragraph("This run states no (ε, δ) privacy claim" + (" yet." if run.active else "."))
+    doc.heading("Configuration", level)
+    _config_table(doc, run.mechanism, run.config)
     try:
         _command(doc, run_command(run.mechanism, run.config), what="run", level=level)
     except UnknownMechanismError:

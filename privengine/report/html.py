@@ -34,7 +34,8 @@ dl { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; } 
 pre { background: #f6f8fa; border: 1px solid #ddd; padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
 .claim { border: 1px solid #ccc; border-radius: 6px; padding: .5rem .9rem; margin: .6rem 0; }
 .claim.headline { border: 2px solid #2e7d32; background: #f3faf3; }
-.claim .statement { font-size: 1.1rem; font-weight: 600; } .mark { color: #2e7d32; font-weight: 600; }
+.claim .statement { font-size: 1.1rem; font-weight: 600; }
+.headline-line { border-left: 4px solid #2e7d32; background: #f3faf3; padding: .4rem .8rem; font-weight: 600; } .mark { color: #2e7d32; font-weight: 600; }
 .note { color: #555; font-size: .9rem; } .chart { margin: 1rem 0; border: 1px solid #eee; }
 footer { margin-top: 3rem; color: #777; font-size: .8rem; }
 """
@@ -90,6 +91,11 @@ class Document:
     def details(self, summary: str, text: str) -> None:
         """Text hidden under a summary line (opened by a click)."""
         self._parts.append(f"<details><summary>{escape(summary)}</summary><pre>{escape(text)}</pre></details>")
+
+    def headline_line(self, claim: PrivacyClaim) -> None:
+        """The headline claim in one framed line (its full statement, with what it rests on, follows later)."""
+        self._parts.append(f'<p class="headline-line">Privacy: {escape(claim.statement())} '
+                           '<span class="note">(the accountant and caveats it rests on: in full below)</span></p>')
 
     def claim(self, claim: PrivacyClaim) -> None:
         """A privacy claim with everything it rests on; the headline is marked and framed."""
