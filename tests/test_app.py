@@ -277,10 +277,22 @@ def test_forms_speak_in_labels_and_mark_datasets_missing_from_the_data_root(tmp_
     _assert_clean(at)
     dataset = at.selectbox(key="form.dpsgd.dataset")
     assert "MNIST (not found)" in dataset.options and "linear regression (embedded, low rank)" in dataset.options
-    assert any(f"MNIST is not in the data root {tmp_path}" in w.value for w in at.warning)
+    missing = [e.value for e in at.error]  # an error, so Launch stays disabled until the data is there
+    assert missing == [f"**Dataset** MNIST is not in the data root {tmp_path}: put torchvision's files there, or set "
+                       "the data root (field, or PRIVENGINE_DATA)"]
+    assert at.button(key="launch.dpsgd").disabled
     assert "target ε (σ calibrated)" in at.selectbox(key="form.dpsgd.noise_mode").options  # not `target_epsilon`
+    at.selectbox(key="form.dpsgd.dataset").set_value("linreg").run()
     at.number_input(key="form.dpsgd.target_epsilon").set_value(500.0).run()
     assert [e.value for e in at.error] == ["**Target epsilon** must be in [0.05, 100]; got 500.0"]
+
+
+def test_a_batch_larger_than_the_private_data_is_refused_in_the_form_before_launch():
+    at = _page("pages/dpsgd.py")
+    at.number_input(key="form.dpsgd.batch_size").set_value(1_000_000).run()
+    assert [e.value for e in at.error] == ["**Batch size** must be below the number of private examples (9500); "
+                                           "got 1000000"]
+    assert at.button(key="launch.dpsgd").disabled
 
 
 @pytest.mark.parametrize("name", ["split_label", "dp_bayes"])

@@ -147,6 +147,9 @@ def test_stop_through_the_job_manager(store):
     ({"alphas": (1.0, 1.0)}, "alphas"),
     ({"subspace_rank": 300, "public_batch": 100}, "subspace_rank"),
     ({"delta": 0.5}, "delta"),
+    ({"batch_size": 20_000}, "batch_size"),                    # linreg: 9 500 private examples
+    ({"dataset": "digits", "batch_size": 1400}, "batch_size"),  # 1 438 training digits, 1 367 private
+    ({"epochs": 0.001}, "epochs"),                             # fewer than one step
 ])
 def test_bad_configs_name_the_field(changes, field):
     with pytest.raises(ConfigError) as err:
@@ -155,7 +158,6 @@ def test_bad_configs_name_the_field(changes, field):
 
 
 @pytest.mark.parametrize("changes,field", [
-    ({"batch_size": 20_000}, "batch_size"),
     ({"subspace_rank": 200, "public_fraction": 0.01}, "subspace_rank"),  # 100 public examples
     ({"noise_mode": "target_epsilon", "target_epsilon": 0.05, "epochs": 50.0}, "target_epsilon"),
 ])

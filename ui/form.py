@@ -46,7 +46,9 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
                 continue
             try:
                 values[spec.name] = _widget(spec, start[spec.name], key=f"{key}.{spec.name}",
-                                            data_root=values.get("data_root", start.get("data_root")) or None)
+                                            data_root=values.get("data_root", start.get("data_root")) or None,
+                                            download=bool(st.session_state.get(f"{key}.download",
+                                                                               start.get("download", False))))
             except ConfigError as exc:
                 errors.append(exc)
                 st.error(error_text(exc, config_cls), icon=":material/error:")
@@ -98,9 +100,10 @@ def _help(spec: FieldSpec) -> str:
     return f"{spec.knob.help}{allowed}{scale}"
 
 
-def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None) -> Any:
+def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, download: bool = False) -> Any:
     """One widget for one field; returns the checked value or raises ConfigError (``data_root``: the config's,
-    where datasets offered in a choice are looked for)."""
+    where datasets offered in a choice are looked for; a dataset missing there is an error unless ``download``,
+    the form's "let torchvision download" switch, is on)."""
     label, help_text = field_label(spec), _help(spec)
     if spec.name == "device":
         options = ["auto"] + [d.id for d in services.devices()]
@@ -124,10 +127,10 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None) -
             choices.append(initial)
         choice = st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
                               format_func=lambda c: spec.knob.choice_label(c) + _absence(c, data_root))
-        if _absence(choice, data_root):
-            st.warning(f"{spec.knob.choice_label(choice)} is not in the data root {data_root or data.data_root()}: "
-                       "put torchvision's files there, or set the data root (field, or PRIVENGINE_DATA).",
-                       icon=":material/folder_off:")
+        if _absence(choice, data_root) and not download:
+            raise ConfigError(spec.name, f"{spec.knob.choice_label(choice)} is not in the data root "
+                                         f"{data_root or data.data_root()}: put torchvision's files there, or set "
+                                         "the data root (field, or PRIVENGINE_DATA)")
         return spec.check(choice)
     if spec.kind == "str":
         return spec.check(st.text_input(label, value=initial, key=key, help=help_text))

@@ -10,6 +10,7 @@ sample rate and number of steps, so each one has the same epsilon.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from privengine.config import RunConfig, knob
@@ -24,6 +25,29 @@ GRAD_SAMPLE_MODES = ("hooks", "ghost")
 SAMPLINGS = ("poisson", "shuffle")
 NORMALIZATIONS = ("group", "public", "private")  # see privengine.dpsgd.normalization
 LR_SCHEDULES = ("constant", "cosine")
+# The embedded data sets' sizes (privengine.dpsgd.data draws them) and the training split of every data set, before
+# the public part is taken, so a batch larger than the private part is refused in the form, before anything runs.
+LINREG_N = 10_000
+DIGITS_N, DIGITS_TEST_FRACTION = 1797, 0.2    # scikit-learn's 8x8 digits; a fifth held out
+TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRACTION * DIGITS_N),
+                  "mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000}
+
+
+def private_examples(dataset: str, train_limit: int, public_fraction: float) -> int:
+    """How many private examples a run gets: the training split (at most ``train_limit`` of it when set) minus its
+    public part, ``max(1, floor(public_fraction * n))`` examples."""
+    n = TRAIN_EXAMPLES[dataset] if not train_limit else min(train_limit, TRAIN_EXAMPLES[dataset])
+    return n - max(1, math.floor(public_fraction * n))
+
+
+def check_batches(batch_size: int, epochs: float, n_private: int) -> None:
+    """Raise ConfigError unless the batch is below ``n_private`` and ``epochs`` give at least one step."""
+    if batch_size >= n_private:
+        raise ConfigError("batch_size", f"must be below the number of private examples ({n_private}); "
+                                        f"got {batch_size}")
+    q = batch_size / n_private
+    if int(epochs / q) < 1:
+        raise ConfigError("epochs", f"must give at least one step (epochs >= q = {q:.3g}); got {epochs}")
 
 
 @dataclass(frozen=True)
@@ -177,6 +201,9 @@ class DPSGDConfig(RunConfig):
         if self.variant == "projected" and sum(a > 0 for a in self.alphas) > 1:
             raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
                                         f"(the projection ignores alpha's size); got {list(self.alphas)}")
+        if self.dataset in TRAIN_EXAMPLES:
+            check_batches(self.batch_size, self.epochs,
+                          private_examples(self.dataset, self.train_limit, self.public_fraction))
         if self.uses_subspace and self.subspace_rank > self.public_batch:
             raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
                                                f"gradients span at most m directions; got {self.subspace_rank}")

@@ -37,9 +37,10 @@ from privengine.errors import ConfigError
 from privengine.features.scattering import dataset_scattering
 from privengine.randomness import data_fingerprint
 
-LINREG_N, LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 10_000, 400, 8, 0.1, 0.5
+from .config import DIGITS_TEST_FRACTION, LINREG_N
+
+LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 400, 8, 0.1, 0.5   # LINREG_N: in .config, with the splits' sizes
 VALIDATION_SHARE = 0.5  # of the held-out split: floor(share * n) examples validate, the rest test
-DIGITS_TEST_FRACTION = 0.2
 
 
 @dataclass(frozen=True)

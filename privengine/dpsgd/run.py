@@ -31,7 +31,7 @@ from privengine.store import EPSILON_BASIS_ARTIFACT
 from . import metrics as M
 from .accounting import (ACCOUNTANT_NAMES, History, IntractableAccounting, calibrate_noise_multiplier,
                          check_prv_tractable, dpsgd_claims, epsilon_of, merge)
-from .config import DPSGDConfig
+from .config import DPSGDConfig, check_batches
 from .data import Task, load_task
 from .models import build_model, num_parameters
 from .normalization import ChannelNorm
@@ -234,13 +234,9 @@ def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
 
     None if a stop was requested during the calibration.
     """
-    if config.batch_size >= n_private:
-        raise ConfigError("batch_size", f"must be below the number of private examples ({n_private}); "
-                                        f"got {config.batch_size}")
+    check_batches(config.batch_size, config.epochs, n_private)  # checked in the config too, from the split sizes
     q = config.batch_size / n_private
     steps = int(config.epochs / q)
-    if steps < 1:
-        raise ConfigError("epochs", f"must give at least one step (epochs >= q = {q:.3g}); got {config.epochs}")
     if config.noise_mode == "sigma":
         sigma = config.noise_multiplier
     else:
