@@ -187,6 +187,23 @@ def test_after_launch_the_run_state_and_stop_are_on_screen(app_url, page, size):
     assert _errors(page) == []
 
 
+@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.presets])
+def test_a_launch_link_in_presentation_mode_shows_a_live_chart_without_scrolling(app_url, page, name):
+    """A talk is a list of links: ``?preset=quick-demo&launch=1&present=1`` starts the demo on arrival and, at
+    1280x720, a chart with data is on screen without a scroll."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{app_url}/{name}?preset=quick-demo&launch=1&present=1")
+    page.wait_for_url("**run=*", timeout=30_000)
+    assert "launch=1" not in page.url  # a reload shows the run instead of starting another
+    drawn = page.locator("[data-testid='stPlotlyChart']").filter(
+        has=page.locator(".scatterlayer .js-line, .scatterlayer .point, .barlayer .point")).first
+    drawn.wait_for(timeout=120_000)
+    sync_api.expect(drawn).to_be_in_viewport(ratio=0.5, timeout=10_000)
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"present-{name}.png"))
+    assert _errors(page) == []
+
+
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms()])
 def test_launch_a_small_run_of_every_mechanism(app_url, page, name):
     smoke = json.dumps(dict(registry.get(name).smoke))

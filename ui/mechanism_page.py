@@ -3,7 +3,9 @@
 The page keeps only the run id, in ``st.session_state`` and in the URL
 (``?run=ID``), so a reload, a second tab or a shared link reattaches to the run.
 ``?config=<JSON>`` pre-fills the form; ``?preset=NAME`` pre-fills it with a named preset, ready to launch,
-and a run launched from it records the preset (:mod:`ui.launch`).
+and a run launched from it records the preset (:mod:`ui.launch`). ``&launch=1`` launches it on arrival (once), and
+``?present=1`` is presentation mode (no intro, the form folded, the charts full width), so a talk is a list of
+links such as ``/pate?preset=quick-demo&launch=1&present=1``.
 """
 
 from __future__ import annotations
@@ -31,13 +33,20 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     through_app()
     mech = registry.get(name)
     st.title(mech.title)
-    st.markdown(intro or mech.description)
-    with st.expander("What it protects, and against whom"):
-        st.markdown(mech.protects)
+    if not _presenting():
+        st.markdown(intro or mech.description)
+        with st.expander("What it protects, and against whom"):
+            st.markdown(mech.protects)
 
     run_id = _current_run(name)
-    left, right = st.columns([1, 2.2], gap="large")
-    with left:
+    presenting = _presenting()
+    if presenting:  # the charts take the page; the form folds away under them
+        form_area, charts_area = st.container(), st.container()
+        with form_area:
+            folded = st.expander("Configure and launch", expanded=run_id is None)
+    else:
+        folded, charts_area = st.columns([1, 2.2], gap="large")
+    with folded:
         st.subheader("Configure")
         preset = _linked_preset(mech)
         origin = preset or _form_seed_preset(run_id)  # the preset the form starts from, if any
@@ -48,21 +57,40 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
                             icon=":material/play_arrow:", width="stretch")
         if errors:
             st.caption(f"Fix {len(errors)} field{'s' if len(errors) > 1 else ''} to launch.")
-        if clicked and config is not None:
-            launched = launch(name, config, preset=None if origin is None else origin.name)
+        if _launch_requested_by_link(errors) or clicked:
+            launched = None if config is None else launch(name, config, preset=None if origin is None else origin.name)
             if launched is not None:
                 _select_run(name, launched)
                 st.session_state[JUST_LAUNCHED] = launched
                 st.rerun()
-        if run_id is not None:  # under Launch, where the eye is after clicking it
+        if run_id is not None and not presenting:  # under Launch, where the eye is after clicking it
             status_strip(run_id, bring_into_view=st.session_state.pop(JUST_LAUNCHED, None) == run_id)
         _recent_runs_picker(name, run_id)
-    with right:
+    with charts_area:
         if run_id is None:
             st.info("Set the knobs and press **Launch run**; the charts appear here as the run reports.",
                     icon=":material/insights:")
         else:
             live_run(run_id, draw)
+
+
+def _presenting() -> bool:
+    """Presentation mode (``?present=1``): no intro text, the form folded away, the run's charts full width."""
+    return st.query_params.get("present") == "1"
+
+
+def _launch_requested_by_link(errors: list) -> bool:
+    """Whether the URL asks to launch on arrival (``?launch=1``, with ``?preset=`` or ``?config=``), once: the flag
+    leaves the URL, so a reload shows the run (``?run=``) instead of starting another. With errors in the form
+    nothing starts, and the form says why."""
+    if st.query_params.get("launch") != "1":
+        return False
+    del st.query_params["launch"]
+    if errors:
+        st.error("The link asked to launch, but the form has errors: fix them and press **Launch run**.",
+                 icon=":material/error:")
+        return False
+    return True
 
 
 def _current_run(name: str) -> str | None:
