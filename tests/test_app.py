@@ -330,3 +330,15 @@ def test_a_stored_run_with_a_choice_this_version_lacks_opens_with_a_field_error(
     _assert_clean(at)
     assert at.selectbox(key="form.dpsgd.model").value == "scatter_resnet"
     assert any("**Model** must be one of" in e.value and "scatter_resnet" in e.value for e in at.error)
+
+
+def test_a_published_epsilon_unlike_the_headline_is_explained_in_one_line():
+    from privengine.claims import PrivacyClaim
+    from ui.run_panel import two_epsilons_text
+
+    published = registry.get("pate").preset("mnist-confident-gnmax").published
+    headline = PrivacyClaim("data-independent (a priori)", 7.35, 1e-5, "RDP", "add/remove one", headline=True)
+    text = two_epsilons_text(published, [headline])
+    assert text.startswith("Why two ε: the published ε = 1.97 is the paper's own figure (realised data-dependent ε")
+    assert "headline ε = 7.35 is its data-independent (a priori) claim" in text
+    assert two_epsilons_text(published, [headline.__class__(**{**headline.__dict__, "epsilon": 1.975})]) is None

@@ -8,6 +8,7 @@ redraws the page without the timer).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -17,7 +18,7 @@ import streamlit as st
 from privengine.claims import PrivacyClaim, claims_of
 from privengine.figures import changed_from_preset, preset_of, published_value
 from privengine.figures.text import claim_label, summary_values
-from privengine.presets import short_source
+from privengine.presets import Published, short_source
 from privengine.store import RunSnapshot
 
 from . import services
@@ -87,6 +88,24 @@ def published_beside_own(snapshot: RunSnapshot) -> None:
                 if changed else "")
         st.caption(f"Source: {published.source}. The dashed line on the {published.metric} chart marks the "
                    f"published value.{note}")
+        why = two_epsilons_text(published, claims_of(snapshot.run.summary))
+        if why:
+            st.markdown(f":material/help: {why}")
+
+
+def two_epsilons_text(published: Published, claims: list[PrivacyClaim]) -> str | None:
+    """One line on why the published ε and this run's headline ε differ (None when they agree within 1 %, or
+    either is missing): the paper's figure is what its source says it is; the headline is what this tool
+    stands behind."""
+    headline = next((c for c in claims if c.headline), None)
+    if published.epsilon is None or headline is None:
+        return None
+    if math.isclose(headline.epsilon, published.epsilon, rel_tol=0.01):
+        return None
+    detail = published.source.split(" (", 1)[1].rstrip(")") if " (" in published.source else ""
+    paper = f"the paper's own figure ({detail})" if detail else "the paper's own figure"
+    return (f"Why two ε: the published ε = {published.epsilon:g} is {paper}; this run's headline "
+            f"ε = {headline.epsilon:.3g} is its {claim_label(headline.label)} claim, the one this tool stands behind.")
 
 
 def claims_in_brief(claims: list[PrivacyClaim]) -> None:
