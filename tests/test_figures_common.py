@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import plotly.graph_objects as go
 import pytest
 
@@ -94,3 +95,15 @@ def test_a_long_title_keeps_its_detail_in_lines_a_half_width_chart_fits():
     lines = [line.removeprefix("<span style='font-size:12px'>").removesuffix("</span>") for line in detail]
     assert all(len(line) <= DETAIL_WIDTH for line in lines) and " ".join(lines) == title[len(first) + 1:]
     assert fig.layout.margin.t == 40 + 23 * len(detail)
+
+
+def test_a_density_title_writes_the_sd_ratio_as_people_read_it():
+    from privengine.figures.dp_bayes import densities
+
+    table = {"beta1": {"x": [0.0, 1.0], "reference": [1.0, 1.0], "vi": [1.0, 1.0], "private": [1.0, 1.0],
+                       "y_max": 2.0, "private_log_sd_ratio": math.log(10) * -5.8},
+             "beta2": {"x": [0.0, 1.0], "reference": [1.0, 1.0], "vi": [1.0, 1.0], "private": [1.0, 1.0],
+                       "y_max": 2.0, "private_log_sd_ratio": math.log(0.63)}}
+    far, near = (fig.layout.title.text for fig in densities(table))
+    assert "10<sup>−5.8</sup> × posterior sd" in far and "^" not in far
+    assert "private sd = 0.63 × posterior sd" in near

@@ -37,10 +37,18 @@ def densities(table: dict) -> list[go.Figure]:
         fig.add_trace(go.Scatter(x=d["x"], y=d["vi"], name="non-private VI", line=dict(color=COLORS["vi"])))
         fig.add_trace(go.Scatter(x=d["x"], y=d["private"], name="private draw", line=dict(color=COLORS["private"])))
         ratio = d["private_log_sd_ratio"] / math.log(10)
-        fig.update_layout(title=f"{name}: private sd = 10^{ratio:.1f} × posterior sd", xaxis_title=name,
+        fig.update_layout(title=f"{name}: private sd = {_times_text(ratio)} posterior sd", xaxis_title=name,
                           yaxis=dict(range=[0, d["y_max"]], title="density"), **LAYOUT)
         out.append(fig)
     return out
+
+
+def _times_text(log10_ratio: float) -> str:
+    """A ratio given by its base-10 log, for a title: ``"0.63 ×"`` near 1, else ``"10<sup>−5.8</sup> ×"`` (plotly
+    draws the superscript; a caret read as code)."""
+    if abs(log10_ratio) < 2:
+        return f"{10 ** log10_ratio:.2g} ×"
+    return f"10<sup>{log10_ratio:.1f}</sup> ×".replace("-", "−")
 
 
 def _phase_lines(fig: go.Figure, phases: dict | None) -> None:
