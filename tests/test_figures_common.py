@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+
 import plotly.graph_objects as go
 import pytest
 
