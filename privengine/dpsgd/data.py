@@ -116,12 +116,12 @@ class Task:
 def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: int, data_root: str,
               device: torch.device, features: str = "pixels",
               should_stop: Callable[[], bool] = lambda: False,
-              progress: Callable[[str], None] = lambda text: None) -> Task | None:
+              progress: Callable[[float, str], None] = lambda fraction, text: None) -> Task | None:
     """Build the splits of ``dataset`` (see the module docstring) on ``device``.
 
     ``features="scattering"``: images become their 2-D scattering (J = 2, L = 8), computed from the
     pixels in [0, 1] once per dataset split and cached under ``$PRIVENGINE_HOME/cache`` (the data
-    root may be read-only), telling ``progress`` how far it is. None if a stop came meanwhile.
+    root may be read-only), telling ``progress(fraction, sentence)`` how far it is. None if a stop came meanwhile.
     """
     gen = torch.Generator().manual_seed(seed)
     population = None

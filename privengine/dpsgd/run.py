@@ -49,7 +49,7 @@ def run(config: DPSGDConfig, reporter) -> dict:
         reporter.progress(0.0, "scattering features (computed once per dataset, then cached)")
     task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=device, features=features,
-                     should_stop=reporter.should_stop, progress=lambda text: reporter.progress(0.0, text))
+                     should_stop=reporter.should_stop, progress=reporter.progress)
     if task is None:
         return {"dataset": config.dataset, "models_trained": 0, "stopped": True, "stopped_during": "scattering"}
     check_models(task, config)

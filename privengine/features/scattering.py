@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -243,15 +244,26 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
 
 def dataset_scattering(x: torch.Tensor, key: str, *, device: torch.device | str | None = None,
                        should_stop: Callable[[], bool] = lambda: False,
-                       progress: Callable[[str], None] = lambda text: None) -> torch.Tensor | None:
+                       progress: Callable[[float, str], None] = lambda fraction, text: None) -> torch.Tensor | None:
     """:func:`cached_scattering` (J = 2, L = 8) of a dataset split ``x`` (pixels in [0, 1]), computed and returned
     on ``device`` (the run's; default ``x``'s), in the one cache every mechanism shares, ``$PRIVENGINE_HOME/cache``
-    (the data root may be read-only); ``key`` names the dataset and split (e.g. ``"mnist-train"``) and
-    ``progress`` gets a sentence per chunk."""
+    (the data root may be read-only); ``key`` names the dataset and split (e.g. ``"mnist-train"``).
+
+    ``progress(fraction, sentence)`` after each chunk: the share of the split done and a sentence with the
+    images done and, from the rate so far, the time left."""
     from privengine.store import default_home
 
+    started = time.monotonic()
+
     def report(done: int, total: int) -> None:
-        progress(f"scattering {key}: {done} of {total} images (computed once, then cached)")
+        rate = done / max(time.monotonic() - started, 1e-9)
+        left = f", about {remaining_text((total - done) / rate)} left" if done < total else ""
+        progress(done / total, f"scattering {key}: {done:,} of {total:,} images{left} (computed once, then cached)")
 
     return cached_scattering(x, key=key, root=default_home() / "cache", device=device, should_stop=should_stop,
                              progress=report)
+
+
+def remaining_text(seconds: float) -> str:
+    """``"40 s"`` or ``"3 min"``: a time left, rounded as an estimate should be."""
+    return f"{max(1, round(seconds))} s" if seconds < 90 else f"{round(seconds / 60)} min"

@@ -117,7 +117,7 @@ class TeacherInputs:
 
 
 def load_scattering_inputs(dataset: str, *, root: str = "", download: bool = False, device=None,
-                           should_stop=lambda: False, progress=lambda text: None) -> TeacherInputs | None:
+                           should_stop=lambda: False, progress=lambda fraction, text: None) -> TeacherInputs | None:
     """The scattering (J = 2, L = 8, from pixels in [0, 1]) of ``dataset``'s splits on ``device`` (default: the
     CPU), from the cache every mechanism shares (computed there on first use: about a minute for MNIST on 2 CPU
     cores); None if a stop came meanwhile."""

@@ -157,7 +157,7 @@ def _teacher_inputs(config: PateConfig, data: PateData, architecture: str, repor
         return TeacherInputs(data.private_x, data.pool_x, data.test_x)
     inputs = load_scattering_inputs(config.dataset, root=config.data_root, download=config.download,
                                     device=reporter.device, should_stop=reporter.should_stop,
-                                    progress=lambda text: reporter.progress(0.0, text))
+                                    progress=reporter.progress)
     if inputs is None:
         raise _Stopped
     return inputs
