@@ -13,7 +13,7 @@ from opacus.accountants import RDPAccountant
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.errors import ConfigError
 
-from privengine.dpsgd.accounting import (
+from privengine.accounting.subsampled_gaussian import (
     ACCOUNTANT_NAMES,
     PRV_EPS_ERROR,
     PRV_BYTES_PER_POINT,
@@ -21,13 +21,12 @@ from privengine.dpsgd.accounting import (
     PRV_MAX_BYTES,
     IntractableAccounting,
     calibrate_noise_multiplier,
-    compose_runs,
-    dpsgd_claims,
     epsilon_of,
     merge,
     prv_grid_points,
     prv_memory_bytes,
 )
+from privengine.dpsgd.privacy import compose_runs, dpsgd_claims
 
 
 @pytest.mark.parametrize("sigma,q,epochs,expected", [
@@ -229,7 +228,7 @@ def test_calibration_is_opacus_search_and_steps_around_what_prv_cannot_account(m
     and meets the target."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    import privengine.dpsgd.accounting as accounting
+    import privengine.accounting.subsampled_gaussian as accounting
 
     for target, q, steps in ((3.0, 4096 / 59400, 580), (1.0, 8192 / 59400, 290)):
         assert calibrate_noise_multiplier(target_epsilon=target, delta=1e-5, sample_rate=q, steps=steps,

@@ -14,7 +14,7 @@ import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine.claims import claims_of, headline_of
 from privengine.dpsgd import metrics as M
 from privengine.dpsgd import run as dpsgd_run
-from privengine.dpsgd.accounting import epsilon_of
+from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.models import num_parameters

@@ -11,7 +11,8 @@ from dp_accounting import pld
 import dp_accounting
 
 from privengine.claims import claims_of
-from privengine.dpsgd.accounting import calibrate_noise_multiplier, compose_runs, epsilon_of
+from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier, epsilon_of
+from privengine.dpsgd.privacy import compose_runs
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.normalization import channel_moments, private_norm, public_clip, public_norm
 from privengine.errors import ConfigError

@@ -14,7 +14,7 @@ import pytest
 
 from privengine import registry
 from privengine.claims import headline_of
-from privengine.dpsgd.accounting import epsilon_of, merge
+from privengine.accounting.subsampled_gaussian import epsilon_of, merge
 from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, expand, pareto, run_configs, suggest_values
 from privengine.explore import runner

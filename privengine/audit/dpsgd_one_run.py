@@ -297,7 +297,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     """
     import torch  # noqa: F401  (torch and Opacus load when an audit runs, not when the CLI starts)
 
-    from ..dpsgd.accounting import ACCOUNTANT_NAMES, epsilon_of
+    from ..accounting.subsampled_gaussian import ACCOUNTANT_NAMES, epsilon_of
     from ..dpsgd.data import load_task
     from ..dpsgd.run import make_plan
     from .bounds import one_run_epsilon_lower

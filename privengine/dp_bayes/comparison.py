@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from privengine.accounting.subsampled_gaussian import epsilon_of, merge
 from privengine.claims import PrivacyClaim
-from privengine.dpsgd.accounting import epsilon_of, merge
 from privengine.randomness import data_fingerprint, noise_caveat, noise_generator
 
 from . import releases as R

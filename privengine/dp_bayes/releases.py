@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from privengine.accounting.gaussian import gaussian_epsilon
-from privengine.dpsgd.accounting import calibrate_noise_multiplier
+from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier
 
 from . import dpvi, ssp
 from .config import DpBayesConfig

@@ -53,8 +53,8 @@ DPSGD = registry.register(registry.Mechanism(
                                        "the sweep's choice, by the validation half; mean over seeds)", "higher",
                       kind=TEST_ACCURACY, select_by="best_val_acc"),
                  Axis("best_excess_risk", "excess risk (best setting of the run, mean over its seeds)", "lower")),
-        compose="privengine.dpsgd.accounting:compose_runs",
-        repeat_and_select="privengine.dpsgd.accounting:repeat_and_select",
+        compose="privengine.dpsgd.privacy:compose_runs",
+        repeat_and_select="privengine.dpsgd.privacy:repeat_and_select",
         repeat_neutral=PRIVACY_NEUTRAL_KNOBS,
         fixed=tuple((k, "it decides which examples are private, public or test: an example public in one run would "
                         "be unprotected there, so the sweep's composed claim needs the same split in every run")

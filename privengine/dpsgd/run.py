@@ -24,17 +24,19 @@ import numpy as np
 import torch
 from opacus.validators import ModuleValidator
 
+from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, History, IntractableAccounting,
+                                                       calibrate_noise_multiplier, check_prv_tractable, epsilon_of,
+                                                       merge)
 from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT
 
 from . import metrics as M
-from .accounting import (ACCOUNTANT_NAMES, History, IntractableAccounting, calibrate_noise_multiplier,
-                         check_prv_tractable, dpsgd_claims, epsilon_of, merge)
 from .config import DPSGDConfig, check_batches
 from .data import Task, load_task
 from .models import build_model, num_parameters
 from .normalization import ChannelNorm
+from .privacy import dpsgd_claims
 from .projection import PublicProjection
 from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
 

@@ -35,11 +35,11 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 
+from privengine.accounting.subsampled_gaussian import History, make_accountant
 from privengine.errors import ConfigError
 from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
-from .accounting import History, make_accountant
 from .config import DPSGDConfig
 from .data import Task
 from .models import build_model, num_parameters, scatter_groupnorm

@@ -26,10 +26,9 @@ from typing import Any
 import numpy as np
 
 from privengine import registry
+from privengine.accounting import repetition
 from privengine.config import BaseConfig, FieldSpec
 from privengine.errors import ConfigError
-
-from . import repetition
 
 MAX_RUNS = 10_000  # a guard against typos such as --samples 1000000
 
@@ -47,8 +46,8 @@ class SweepSpec:
         seeds: runs per point; their seeds are ``base["seed"]`` (default 0) + 0, 1, ...
         draw_seed: seed of the random draws of the points (not of any run's noise).
         utility: the utility axis to plot (None: the mechanism's first declared one found in the runs).
-        repeat: random-repetition tuning (:mod:`.repetition`), ``{"shape": ..., "mean": ...}``: instead of
-            every point x seed, a random number of runs, each at a uniformly drawn point.
+        repeat: random-repetition tuning (:mod:`privengine.accounting.repetition`), ``{"shape": ..., "mean": ...}``:
+            instead of every point x seed, a random number of runs, each at a uniformly drawn point.
         plan: the drawn runs of a ``repeat`` sweep, ``[point index, seed offset]`` each (set by :func:`resolve`).
     """
 

@@ -5,7 +5,9 @@ the candidates, and publish only the best one. If every run is (lam, rho(lam))-R
 is RDP with a bound that grows with E[K] far more slowly than composing K runs. K follows a
 truncated negative binomial law of the chosen shape: Poisson (shape infinity, K >= 0), geometric
 (shape 1, K >= 1) or logarithmic (shape 0, K >= 1). The bound itself is Google's dp-accounting
-(``RepeatAndSelectDpEvent``); only drawing K is done here.
+(``RepeatAndSelectDpEvent``, whose shape parameter :data:`SHAPES` gives); only drawing K is done here.
+The laws live here, in the accounting layer, so that the sweep that draws K (:mod:`privengine.explore.spec`)
+and the mechanism that states the bound (``Frontier.repeat_and_select``) read one definition of them.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
