@@ -444,10 +444,15 @@ def test_bad_inputs_raise_config_error(call, field):
 
 
 def test_docstring_examples_hold():
-    """The module's worked examples (e.g. the default Confident-GNMax charge, 1.2806) are checked, not just shown."""
+    """The modules' worked examples (e.g. the default Confident-GNMax charge, 1.2806) are checked, not just shown."""
     import doctest
+    import importlib
+    import pkgutil
 
-    import privengine.accounting.pate as module
+    import privengine.accounting.pate as package
 
-    failed, attempted = doctest.testmod(module)
-    assert failed == 0 and attempted > 20
+    modules = [package] + [importlib.import_module(f"{package.__name__}.{info.name}")
+                           for info in pkgutil.iter_modules(package.__path__)]
+    results = [doctest.testmod(module) for module in modules]
+    assert all(failed == 0 for failed, _ in results)
+    assert sum(attempted for _, attempted in results) > 20

@@ -20,14 +20,13 @@ import pytest
 from scipy.special import log_ndtr, logsumexp
 
 from privengine.accounting.pate import (
-    _gnmax_log_q,
-    _gnmax_log_q_extremes,
-    _gnmax_rdp,
     gnmax_local_sensitivity_bounds,
     gnss_rdp,
     smooth_sensitivity,
     threshold_local_sensitivity_bounds,
 )
+from privengine.accounting.pate.gnmax import _gnmax_log_q, _gnmax_rdp
+from privengine.accounting.pate.sensitivity import _gnmax_log_q_extremes
 
 # --------------------------------------------------------------------------- brute force helpers
 

@@ -9,8 +9,9 @@ Submodules:
   composition, noise calibration, and the PRV memory guard.
 * :mod:`privengine.accounting.gaussian` -- the exact privacy profile of the Gaussian mechanism
   (mu-GDP) in closed form.
-* :mod:`privengine.accounting.pate` -- PATE teacher-ensemble accounting
-  (LNMax + moments accountant, GNMax and Confident-GNMax with data-dependent RDP).
+* :mod:`privengine.accounting.pate` -- PATE teacher-ensemble accounting, one module per concern:
+  LNMax with the moments accountant, GNMax and Confident-GNMax with data-dependent RDP and
+  their a-priori bounds, local and smooth sensitivity of that RDP, and its GNSS release.
 * :mod:`privengine.accounting.repetition` -- the laws of the number of runs of random-repetition
   tuning (Papernot & Steinke 2022), whose bound dp-accounting computes.
 """
