@@ -9,6 +9,11 @@ Audits (:mod:`privengine.audit`) are entries of the same registry: an entry whos
 any run; :func:`all_mechanisms` lists the mechanisms only, :func:`audits_for` the
 audits of one of them, and :func:`get` finds either by name.
 
+A mechanism that can be swept declares what its runs measure beside it, in the same contract:
+a :class:`Frontier` of :class:`Axis` (the privacy axis, the utility axes, how runs compose).
+The sweep engine (:mod:`privengine.explore`) consumes these declarations; the registry
+imports nothing of it.
+
 >>> [m.name for m in all_mechanisms()][:1]  # doctest: +SKIP
 ['pate']
 """
@@ -22,15 +27,94 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .config import BaseConfig
-from .errors import UnknownMechanismError
+from .errors import ConfigError, UnknownMechanismError
 from .presets import Preset
 from .presets import find as find_preset
 
 if TYPE_CHECKING:
-    from .explore.frontier import Frontier
     from .reporter import Reporter
 
 RunFunction = Callable[[Any, "Reporter"], dict]
+HEADLINE_EPSILON = "headline_epsilon"
+DIRECTIONS = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One metric of a frontier: its key in a run's values, a label with units, and which way is better.
+
+    A run's values (:func:`privengine.explore.frontier.run_values`) are every finite top-level number of its
+    summary, plus :data:`HEADLINE_EPSILON`, the epsilon of its headline claim.
+
+    ``kind`` says what is measured, so sweeps of different mechanisms can share a chart: PATE's
+    ``student_accuracy`` and DP-SGD's ``best_test_acc`` are both of kind ``"test_accuracy"``
+    (default: the name itself). ``covered``: whether the value is computed from the released
+    outputs and public data only, so that choosing a run by it is covered by the sweep's claim
+    (False for errors measured against a posterior computed from the private data).
+    ``select_by``: the summary number runs are *chosen* by wherever this axis decides (the Pareto set, the best
+    run of a random-repetition sweep), when it is not the reported number itself: DP-SGD reports
+    ``best_test_acc`` (test part of its held-out split) and chooses by ``best_val_acc`` (the validation part), so
+    the number shown was not used to pick the run it belongs to. Empty: the axis itself (:attr:`selector`).
+    """
+
+    name: str
+    label: str
+    better: str
+    kind: str = ""
+    covered: bool = True
+    select_by: str = ""
+
+    def __post_init__(self) -> None:
+        if self.better not in DIRECTIONS:
+            raise ValueError(f"better must be one of {DIRECTIONS}; got {self.better!r}")
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
+
+    @property
+    def selector(self) -> str:
+        """The run-summary number runs are chosen by on this axis (``select_by``, else the axis' own)."""
+        return self.select_by or self.name
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind,
+                "covered": self.covered} | ({"select_by": self.select_by} if self.select_by else {})
+
+    def comparable(self, other: "Axis") -> bool:
+        """Whether two axes measure the same thing the same way (so their sweeps may share a chart)."""
+        return self.kind == other.kind and self.better == other.better
+
+
+EPSILON_AXIS = Axis(HEADLINE_EPSILON, "ε per run (its headline claim)", "lower")
+TEST_ACCURACY = "test_accuracy"  # the kind of every accuracy of a released model on held-out data
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What a mechanism's sweeps plot: ``privacy`` on x, ``utility[0]`` (by default) on y.
+
+    ``compose``: ``"module:function"`` composing the privacy of several runs into one claim
+    (``function(runs) -> PrivacyClaim``, ``runs`` a list of store records) with the mechanism's
+    own accountant; without it, sweeps compose the runs' headline claims by basic composition.
+    ``repeat_and_select``: ``"module:function"`` for the Papernot & Steinke random-repetition
+    bound (``function(runs, varied, shape, mean) -> PrivacyClaim | str``), where the mechanism
+    reports RDP; ``repeat_neutral``: the knobs such a sweep may vary (they leave every run's RDP unchanged).
+    ``fixed``: knobs a sweep may not vary, each with the reason (e.g. what the private data is, or the
+    neighbouring relation: runs that differ in them do not compose).
+    """
+
+    privacy: Axis
+    utility: tuple[Axis, ...]
+    compose: str | None = None
+    repeat_and_select: str | None = None
+    repeat_neutral: frozenset[str] = frozenset()
+    fixed: tuple[tuple[str, str], ...] = ()
+
+    def utility_axis(self, name: str) -> Axis:
+        """The declared utility axis called ``name`` (ConfigError naming the declared ones otherwise)."""
+        for axis in self.utility:
+            if axis.name == name:
+                return axis
+        raise ConfigError("utility", f"must be one of {', '.join(a.name for a in self.utility)}; got {name!r}")
 
 
 @dataclass(frozen=True)
@@ -48,7 +132,7 @@ class Mechanism:
         smoke: config overrides for a tiny run (seconds on a CPU), used by the shared
             test suite and the browser test for every registered mechanism.
         frontier: what its sweeps plot (privacy axis, utility axes) and how its runs compose
-            (:class:`~privengine.explore.frontier.Frontier`); None: the mechanism cannot be swept.
+            (:class:`Frontier`); None: the mechanism cannot be swept.
         presets: named settings (:class:`~privengine.presets.Preset`), e.g. published configurations.
         audits: for an audit, the registry name of the mechanism it tests (its run returns an audit
             summary, :meth:`privengine.audit.AuditResult.to_dict`); None for a mechanism.
@@ -61,7 +145,7 @@ class Mechanism:
     protects: str
     description: str
     smoke: Mapping[str, Any] = field(default_factory=dict)
-    frontier: "Frontier | None" = None
+    frontier: Frontier | None = None
     presets: tuple[Preset, ...] = ()
     audits: str | None = None
 

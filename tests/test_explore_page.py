@@ -11,7 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from privengine import registry
 from privengine.claims import PrivacyClaim
-from privengine.explore import EPSILON_AXIS, SweepSpec, runner
+from privengine.explore import SweepSpec, runner
+from privengine.registry import EPSILON_AXIS
 from privengine.jobs import JobManager
 from tests.conftest import ROOT
 

@@ -13,7 +13,7 @@ from privengine import registry
 from privengine.claims import PrivacyClaim
 from privengine.config import RunConfig, knob
 from privengine.errors import ConfigError
-from privengine.explore.frontier import EPSILON_AXIS, Axis, Frontier
+from privengine.registry import EPSILON_AXIS, Axis, Frontier
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import registry
 from ..config import BaseConfig
-from ..explore.frontier import Axis, Frontier
+from ..registry import Axis, Frontier
 
 if TYPE_CHECKING:
     from ..reporter import Reporter

@@ -1,7 +1,6 @@
 """Registers differentially private Bayesian inference (``dp_bayes``)."""
 
-from ..registry import Mechanism, register
-from ..explore.frontier import EPSILON_AXIS, Axis, Frontier
+from ..registry import EPSILON_AXIS, Axis, Frontier, Mechanism, register
 from ..presets import Preset
 from .config import DpBayesConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from privengine import registry
 
-from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
+from ..registry import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
 from ..presets import Preset, Published
 from .config import DPSGDConfig
 

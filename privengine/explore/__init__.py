@@ -3,8 +3,7 @@
 No Streamlit here; the Explore page and the CLI's ``sweep`` commands are thin layers over it.
 """
 
-from .frontier import EPSILON_AXIS, HEADLINE_EPSILON, Axis, Frontier, pareto, run_values
+from .frontier import pareto, run_values
 from .spec import Point, SweepSpec, expand, run_configs, suggest_values
 
-__all__ = ["EPSILON_AXIS", "HEADLINE_EPSILON", "Axis", "Frontier", "Point", "SweepSpec", "expand", "pareto",
-           "run_configs", "run_values", "suggest_values"]
+__all__ = ["Point", "SweepSpec", "expand", "pareto", "run_configs", "run_values", "suggest_values"]

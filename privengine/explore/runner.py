@@ -20,9 +20,10 @@ from privengine import registry
 from privengine.claims import PrivacyClaim, headline_of
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
+from privengine.registry import Axis
 from privengine.store import ACTIVE_STATES, RunRecord, RunStore, is_epsilon_metric
 
-from .frontier import Axis, pareto, run_values
+from .frontier import pareto, run_values
 from .privacy import selection_claim, sweep_claim
 from .spec import Point, SweepSpec, expand, resolve, run_configs
 

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 
 from privengine import registry
 from privengine.claims import headline_of
-from privengine.explore import Axis, runner
+from privengine.explore import runner
+from privengine.registry import Axis
 from privengine.store import RunStore
 
 from .common import LAYOUT, waiting_if_empty

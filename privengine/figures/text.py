@@ -9,7 +9,8 @@ from typing import Any
 from privengine import registry
 from privengine.claims import PrivacyClaim, claim_label, headline_of
 from privengine.errors import PrivengineError
-from privengine.explore.frontier import HEADLINE_EPSILON, TEST_ACCURACY, Axis, Frontier, run_values
+from privengine.explore.frontier import run_values
+from privengine.registry import HEADLINE_EPSILON, TEST_ACCURACY, Axis, Frontier
 from privengine.store import RunRecord
 
 

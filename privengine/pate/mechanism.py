@@ -1,7 +1,6 @@
 """Registers PATE."""
 
-from ..registry import Mechanism, register
-from ..explore.frontier import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
+from ..registry import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier, Mechanism, register
 from ..presets import Preset, Published
 from .config import PateConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from privengine import registry
 
-from ..explore.frontier import Axis, Frontier
+from ..registry import Axis, Frontier
 from ..presets import Preset, Published
 from .config import SplitLabelConfig
 
