@@ -41,6 +41,8 @@ EPSILON_BASIS_ARTIFACT = "epsilon_basis"
 ACTIVE_STATES = ("queued", "running")
 TERMINAL_STATES = ("finished", "failed", "stopped", "interrupted")
 STATES = ACTIVE_STATES + TERMINAL_STATES
+# Why a run ended by the death of its process (or its Ray worker or node) states no claim.
+NO_CLAIM_AFTER_DEATH = "the claim it was charged with lived in the process that died and could not be stored"
 
 _OLD_CONFIDENT = ("SELECT id FROM runs WHERE mechanism = 'pate' "
                   "AND json_extract(config, '$.aggregator') = 'confident_gnmax'")
@@ -321,22 +323,57 @@ class RunStore:
         """Mark queued or running runs whose owning process is gone as interrupted.
 
         Ownership is (host, pid); a run owned by a live process on this host, or
-        by another host, is left alone. Returns the ids that were marked.
+        by another host, is left alone. Returns the ids that were marked. Every read of
+        runs (:meth:`get_run`, :meth:`list_runs`, :meth:`sweep_runs`) applies it first, so
+        a run whose process was killed never reads as queued or running.
         """
-        host = socket.gethostname()
         rows = self._conn().execute(
-            "SELECT id, owner_host, owner_pid FROM runs WHERE state IN ('queued', 'running')").fetchall()
-        dead = [r["id"] for r in rows if r["owner_host"] in (host, None) and not _pid_alive(r["owner_pid"])]
-        for run_id in dead:
-            self.mark_ended(run_id, "interrupted", error="the process running it ended before the run did")
-        return dead
+            "SELECT id, state, owner_host, owner_pid FROM runs WHERE state IN ('queued', 'running')").fetchall()
+        return self._interrupt_orphans(rows)
+
+    def _interrupt_orphans(self, rows: Iterable[sqlite3.Row]) -> list[str]:
+        """Of ``rows`` (with id, state, owner_host, owner_pid), mark those active and owned by a dead process of
+        this host as interrupted, each with a sentence saying what ended and what is covered; return their ids."""
+        host = socket.gethostname()
+        dead = [r for r in rows if r["state"] in ACTIVE_STATES and r["owner_host"] in (host, None)
+                and not _pid_alive(r["owner_pid"])]
+        marked = []
+        for row in dead:
+            error = self._orphan_error(row)
+            with self._tx() as conn:  # only if still active: a reader never overwrites an ending
+                changed = conn.execute("UPDATE runs SET state='interrupted', finished_at=?, error=? "
+                                       "WHERE id=? AND state IN ('queued', 'running')",
+                                       (time.time(), error, row["id"])).rowcount
+            if changed:
+                marked.append(row["id"])
+        return marked
+
+    def _orphan_error(self, row: sqlite3.Row) -> str:
+        """Why an orphaned run is interrupted, and whether a claim covers what it stored (none can: the summary it
+        was charged with lived in the dead process, and no epsilon is made up here)."""
+        who = f"the process (pid {row['owner_pid']} on {row['owner_host'] or 'this host'})"
+        if row["state"] == "queued":
+            return f"never started: {who} that queued it ended before it began; nothing of it ran or was stored"
+        if not self.has_outputs(row["id"]):
+            return f"{who} running it ended before the run did (killed or crashed), before it stored any output"
+        return (f"{who} running it ended before the run did (killed or crashed); the curves and tables it stored "
+                f"before that are covered by no privacy claim ({NO_CLAIM_AFTER_DEATH}): do not publish them")
+
+    def has_outputs(self, run_id: str) -> bool:
+        """Whether the run stored any metric point or artifact (outputs a claim must cover)."""
+        return bool(self._conn().execute(
+            "SELECT EXISTS(SELECT 1 FROM metrics WHERE run_id=?) OR EXISTS(SELECT 1 FROM artifacts WHERE run_id=?)",
+            (run_id, run_id)).fetchone()[0])
 
     # ---- reading ----------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
+        """One run; an active run whose owning process is dead is marked interrupted first (never shown running)."""
         row = self._conn().execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFoundError(run_id)
+        if self._interrupt_orphans([row]):
+            row = self._conn().execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         return _record(row)
 
     def get_sweep(self, sweep_id: str) -> SweepRecord:
@@ -354,7 +391,9 @@ class RunStore:
         return [_sweep_record(r) for r in self._conn().execute(sql, args).fetchall()]
 
     def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
-        """The runs of a sweep, by point then creation (a resumed point may hold several attempts)."""
+        """The runs of a sweep, by point then creation (a resumed point may hold several attempts); runs of dead
+        processes read as interrupted (:meth:`recover_interrupted`)."""
+        self.recover_interrupted()
         rows = self._conn().execute("SELECT * FROM runs WHERE sweep_id=? ORDER BY sweep_point, created_at",
                                     (sweep_id,)).fetchall()
         return [_record(r) for r in rows]
@@ -371,7 +410,9 @@ class RunStore:
 
     def list_runs(self, *, mechanism: str | Iterable[str] | None = None,
                   states: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
-        """Runs, newest first, optionally filtered by mechanism(s) and state(s)."""
+        """Runs, newest first, optionally filtered by mechanism(s) and state(s); runs of dead processes read as
+        interrupted (:meth:`recover_interrupted`)."""
+        self.recover_interrupted()
         where, args = [], []
         if mechanism is not None:
             names = [mechanism] if isinstance(mechanism, str) else list(mechanism)
