@@ -13,10 +13,12 @@ dashboard's. Bad input exits with status 2 and one line naming the field.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
-from typing import Any, NoReturn, Sequence, TextIO
+from typing import Any, Iterator, NoReturn, Sequence, TextIO
 
 from . import registry
 from .audit import cli as audit_cli
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Run and inspect privacy-preserving ML mechanisms.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("list", help="list the mechanisms and what they protect")
+    listing = sub.add_parser("list", help="list the mechanisms and what they protect")
+    listing.add_argument("--json", action="store_true", help="print them as a JSON list")
 
     run = sub.add_parser("run", help="run a mechanism (flags come from its config; see run MECHANISM --help)")
     mechs = run.add_subparsers(dest="mechanism", required=True, metavar="MECHANISM")
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--mechanism", help="only this mechanism")
     runs.add_argument("--state", choices=STATES, help="only runs in this state")
     runs.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    runs.add_argument("--json", action="store_true", help="print them as a JSON list (each with its headline claim)")
 
     show = sub.add_parser("show", help="show one run: config, state, summary, privacy claims")
     show.add_argument("run_id", metavar="ID")
@@ -95,13 +99,71 @@ def _add_config_flags(p: argparse.ArgumentParser, mech: registry.Mechanism) -> N
     add_field_flags(p.add_argument_group("config fields"), mech.config_cls)
 
 
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Run the CLI; return the exit status."""
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
+         restore_stdout: bool = True) -> int:
+    """Run the CLI; return the exit status.
+
+    With ``--json`` (or ``export --format json`` onto stdout) stdout receives exactly one JSON document, whatever
+    else the command's libraries print (:func:`json_only_stdout`). ``restore_stdout=False`` (the
+    ``python -m privengine`` process) keeps file descriptor 1 on stderr after the document, so nothing printed at
+    exit (Ray's shutdown, say) can follow it."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
     args = build_parser().parse_args(argv)
+    with json_only_stdout(out, err, enabled=_prints_json(args), restore=restore_stdout) as out:
+        return _dispatch(args, out, err)
+
+
+def _prints_json(args: argparse.Namespace) -> bool:
+    """Whether the command's stdout is a machine-readable document."""
+    if getattr(args, "json", False):
+        return True
+    return args.command in ("export", "export-sweep") and args.format == "json" and not args.output
+
+
+@contextlib.contextmanager
+def json_only_stdout(out: TextIO, err: TextIO, *, enabled: bool, restore: bool = True) -> Iterator[TextIO]:
+    """While a ``--json`` command works, send everything bound for stdout to stderr; yield the stream that reaches
+    the real stdout, for the document alone.
+
+    Prints, Python logging, Ray's driver messages (``(raylet) A worker died ...``, printed to ``sys.stdout`` from
+    Ray's threads) and child processes started meanwhile (Ray's raylet, workers) all write to file descriptor 1, so
+    when ``out`` is this process's stdout, descriptor 1 itself is pointed at stderr (``os.dup2``) and the document
+    is written to a duplicate of the original. Otherwise (an in-process caller's own stream) only ``sys.stdout`` is
+    redirected. ``restore``: point descriptor 1 back at stdout afterwards.
+    """
+    if not enabled:
+        yield out
+        return
+    try:
+        out_fd, err_fd = out.fileno(), err.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        out_fd = err_fd = None
+    if out is not sys.stdout or out_fd is None or err_fd is None:
+        saved = sys.stdout
+        sys.stdout = err
+        try:
+            yield out
+        finally:
+            sys.stdout = saved
+        return
+    out.flush()
+    document_fd = os.dup(out_fd)
+    os.dup2(err_fd, out_fd)
+    document = open(document_fd, "w", encoding=out.encoding or "utf-8", closefd=True)
+    try:
+        yield document
+    finally:
+        document.flush()
+        out.flush()  # what was printed meanwhile goes to stderr, where descriptor 1 still points
+        if restore:
+            os.dup2(document_fd, out_fd)
+        document.close()
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.command == "list":
-            return _cmd_list(out)
+            return _cmd_list(args, out)
         if args.command == "presets":
             return _cmd_presets(args, out)
         store = RunStore()
@@ -134,7 +196,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         return EXIT_FAILED
 
 
-def _cmd_list(out: TextIO) -> int:
+def _cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json:
+        rows = [{"name": m.name, "title": m.title, "protects": m.protects, "sweepable": m.frontier is not None}
+                for m in registry.all_mechanisms()]
+        print(json.dumps(rows, indent=2), file=out)
+        return EXIT_OK
     for mech in registry.all_mechanisms():
         print(f"{mech.name:12s} {mech.title}\n{'':12s} protects: {mech.protects}\n", file=out)
     return EXIT_OK
@@ -260,6 +327,18 @@ def _run_json(run: RunRecord) -> dict[str, Any]:
                                          "created_at", "started_at", "finished_at", "elapsed_s", "source")}
 
 
+def _run_listing_json(run: RunRecord) -> dict[str, Any]:
+    """A run as ``runs --json`` lists it: its record without config and summary, plus its headline claim (as the
+    runs table shows it) and, for an audit, its result (``show ID --json`` gives the whole run)."""
+    keys = ("id", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at", "elapsed_s",
+            "source", "sweep_id", "sweep_point", "progress", "progress_text")
+    headline, audit = headline_of(run.summary), result_of(run.summary)
+    return {**{k: getattr(run, k) for k in keys},
+            "headline_privacy": None if headline is None else headline.to_dict(),
+            "headline_privacy_text": None if headline is None else headline_text(headline),
+            "audit": None if audit is None else audit.headline()}
+
+
 def _print_run(run: RunRecord, out: TextIO) -> None:
     print(f"run {run.id}  {run.mechanism}  {run.state}  device: {run.device or '-'}  "
           f"elapsed: {run.elapsed_s or 0:.1f}s  source: {run.source}", file=out)
@@ -281,6 +360,9 @@ def _print_run(run: RunRecord, out: TextIO) -> None:
 
 def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     runs = store.list_runs(mechanism=args.mechanism, states=[args.state] if args.state else None, limit=args.limit)
+    if args.json:
+        print(json.dumps([_run_listing_json(run) for run in runs], indent=2, sort_keys=True), file=out)
+        return EXIT_OK
     if not runs:
         print("no runs stored yet", file=out)
     for run in runs:

@@ -46,6 +46,7 @@ def add_parsers(sub, add_config_flags: Callable[[argparse.ArgumentParser, Any], 
 
     sweeps = sub.add_parser("sweeps", help="list stored sweeps, newest first")
     sweeps.add_argument("--limit", type=int, default=20)
+    sweeps.add_argument("--json", action="store_true", help="print them as a JSON list (each with its composed claim)")
     show = sub.add_parser("show-sweep", help="show a sweep: its points, frontier and composed privacy claim")
     show.add_argument("sweep_id", metavar="ID")
     show.add_argument("--json", action="store_true")
@@ -77,7 +78,12 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
              config_values: Callable[[argparse.Namespace], dict]) -> int:
     """Run one sweep command; returns the exit status (1 if a run of the sweep failed)."""
     if args.command == "sweeps":
-        for record in store.list_sweeps(limit=args.limit):
+        records = store.list_sweeps(limit=args.limit)
+        if args.json:
+            print(json.dumps([_sweep_listing_json(runner.result(store, r.id), r) for r in records], indent=2),
+                  file=out)
+            return 0
+        for record in records:
             res = runner.result(store, record.id)
             created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
             so_far = " so far" if res.state == "running" else ""
@@ -120,7 +126,48 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
         executor.shutdown()
     res = runner.result(store, sweep_id)
     print(json.dumps(res.to_dict(), indent=2) if args.json else _text(res), file=out)
-    return 1 if res.failed else 0
+    message = incomplete_message(res, getattr(executor, "lost", None), resume_command(args, sweep_id))
+    if message:
+        print(message, file=err)
+        return 1
+    return 0
+
+
+def resume_command(args: argparse.Namespace, sweep_id: str) -> str:
+    """The command that runs a sweep's missing runs again, on the executor (and cluster) this command used."""
+    words = ["python -m privengine resume-sweep", sweep_id]
+    if args.executor != "local":
+        words += ["--executor", args.executor]
+    if args.address:
+        words += ["--address", args.address]
+    if args.workers:
+        words += ["--workers", str(args.workers)]
+    return " ".join(words)
+
+
+def incomplete_message(res: runner.SweepResult, lost: str | None, command: str) -> str | None:
+    """One paragraph for a sweep that ended without all its runs finishing (None when they all did): what was lost,
+    how many runs failed or never started, and the command that completes it. Every attempt stays charged in the
+    sweep's claim."""
+    if res.state == "finished" or (res.state == "stopped" and not lost and not res.failed):
+        return None
+    counts = res.runs_by_state
+    parts = [f"{n} {state}" for state, n in sorted(counts.items()) if state != "finished" and n]
+    head = f"sweep {res.sweep_id} did not complete"
+    if lost:
+        head += f": {lost}"
+    return (f"{head}. Of its {res.runs_total} runs {counts.get('finished', 0)} finished"
+            + (f", {', '.join(parts)}" if parts else "")
+            + f" (each run's error says what ended it). Resume it with: {command} "
+            "(it reruns only the runs that did not finish; every attempt stays charged in the sweep's claim).")
+
+
+def _sweep_listing_json(res: runner.SweepResult, record) -> dict[str, Any]:
+    """A sweep as ``sweeps --json`` lists it (``show-sweep ID --json`` gives everything)."""
+    return {"sweep_id": res.sweep_id, "mechanism": res.mechanism, "created_at": record.created_at,
+            "source": record.source, "executor": res.executor, "state": res.state, "points": len(res.points),
+            "runs_total": res.runs_total, "runs_by_state": res.runs_by_state, "attempts": res.attempts,
+            "privacy": None if res.claim is None else res.claim.to_dict()}
 
 
 def write_output(text: str, path: str | None, out: TextIO) -> None:
