@@ -55,12 +55,22 @@ def ray_missing() -> str | None:
 
 
 @st.cache_resource(show_spinner=False)
-def _sweep_executor_for(home: str, kind: str, address: str | None, workers: int):
+def _sweep_executor_for(home: str, kind: str, address: str | None, workers: int, generation: int = 0):
     return make_executor(RunStore(os.path.join(home, "runs.sqlite")), kind, address=address, workers=workers)
+
+
+_GENERATIONS: dict[tuple, int] = {}  # executors replaced because their Ray cluster was lost
 
 
 def sweep_executor(kind: str, *, workers: int, address: str | None = None):
     """The executor of this app process's sweeps: a JobManager dedicated to sweeps (``kind="local"``) or a
-    Ray executor, one per (``PRIVENGINE_HOME``, kind, address, workers). Raises ConfigError on a bad
-    setting and ImportError when Ray is not installed."""
-    return _sweep_executor_for(str(default_home()), kind, address or None, workers)
+    Ray executor, one per (``PRIVENGINE_HOME``, kind, address, workers). A Ray executor that lost its cluster is
+    shut down and replaced, so Resume reconnects. Raises ConfigError on a bad setting and ImportError when Ray
+    is not installed."""
+    key = (str(default_home()), kind, address or None, workers)
+    executor = _sweep_executor_for(*key, _GENERATIONS.get(key, 0))
+    if getattr(executor, "lost", None):
+        executor.shutdown()
+        _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
+        executor = _sweep_executor_for(*key, _GENERATIONS[key])
+    return executor

@@ -15,6 +15,13 @@ the others wait in a FIFO queue on the driver, so cancelling a queued run costs 
 
 On an existing cluster (``address`` or ``$RAY_ADDRESS``) privengine must be importable on the
 workers (installed there, or shipped with a Ray ``runtime_env``).
+
+Faults. A run whose task dies (its worker process killed, its node lost) is marked *failed* with a
+sentence saying what died (:func:`death_sentence`); the other runs go on. If the driver loses the
+cluster itself (the hub actor, which lives on the driver's node, or the connection), the executor is
+*lost* (:attr:`RayExecutor.lost`): the runs that had started are failed, those that never started are
+marked interrupted ("never started", resumable), nothing more is started, and the caller says how to
+resume the sweep. A task that dies before its run reported starting is likewise "never started".
 """
 
 from __future__ import annotations
@@ -29,14 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from privengine.config import BaseConfig
-from privengine.errors import ConfigError
+from privengine.errors import ConfigError, PrivengineError
 from privengine.jobs import RunQueue
 from privengine.reporter import ReleaseCharge, failure_record
-from privengine.store import RunStore
+from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
 WORKER_FLUSH_S = 0.25   # how old a worker's buffered metrics may get
 STOP_POLL_S = 0.5       # how often a worker asks the hub whether to stop
+LOST_AFTER_S = 10.0     # the driver gives the cluster up after failing to reach it this long (or at once, see below)
 _ENV_PASSED = ("PRIVENGINE_PLUGINS", "PRIVENGINE_TORCH_THREADS", "PRIVENGINE_DATA", "PRIVENGINE_HOME")
 
 
@@ -134,15 +142,43 @@ def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
         cfg = mech.config_cls.from_dict(config)
         configure_torch_threads()
         device = resolve_device(getattr(cfg, "device", "cpu"))
-        _ray().get(hub.push.remote(run_id, [("running", device.name)]))  # delivered before any other event
+        node = _ray().get_runtime_context().get_node_id()[:8]  # which node of the cluster runs it
+        _ray().get(hub.push.remote(run_id, [("running", device.name, node)]))  # delivered before any other event
         reporter = _WorkerReporter(hub, run_id, device.id)
         summary = mech.load_run()(cfg, reporter)
         reporter.flush(wait=True)
         return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": summary}
     except Exception as exc:  # recorded by the driver as a failed run (with its charged claims), never lost
+        record = failure_record(reporter, exc)
         if reporter is not None:
-            reporter.flush(wait=True)
-        return {"state": "failed", **failure_record(reporter, exc)}
+            try:
+                reporter.flush(wait=True)
+            except Exception:  # noqa: BLE001  (the hub is gone: the charged claim must still travel with the outcome)
+                pass
+        return {"state": "failed", **record}
+
+
+class ExecutorLostError(PrivengineError):
+    """The Ray executor lost its cluster; a new executor (a new command) is needed to resume."""
+
+
+def death_sentence(exc: BaseException) -> str:
+    """What died, for a run whose Ray task raised ``exc`` instead of returning (its own errors are returned)."""
+    errors = _ray().exceptions
+    if isinstance(exc, errors.NodeDiedError):
+        what = "the Ray node running it was lost"
+    elif isinstance(exc, errors.WorkerCrashedError):
+        what = "the Ray worker process running it died (killed, or crashed)"
+    elif isinstance(exc, errors.TaskCancelledError):
+        what = "its Ray task was cancelled"
+    elif isinstance(exc, (errors.RaySystemError, errors.ObjectLostError, errors.LocalRayletDiedError)):
+        what = "the driver lost its connection to the Ray cluster running it"
+    elif isinstance(exc, errors.RayActorError):
+        what = "the Ray driver's hub actor died while it ran"
+    else:
+        what = "its Ray task died"
+    detail = " ".join(str(exc).split())
+    return f"{what} ({type(exc).__name__}: {detail[:240]}{'...' if len(detail) > 240 else ''})"
 
 
 def _outcome(ray, ref) -> dict:
@@ -150,8 +186,16 @@ def _outcome(ray, ref) -> dict:
     try:
         return ray.get(ref)
     except Exception as exc:  # RayTaskError, WorkerCrashedError, ...: the run's own errors are caught in _execute
-        return {"state": "failed", "error": f"the Ray task died: {type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()}
+        return {"state": "failed", "died": True, "error": death_sentence(exc), "traceback": traceback.format_exc()}
+
+
+def _cluster_gone(exc: BaseException) -> bool:
+    """Whether an error of the driver loop means the cluster is lost for good (else it is retried a while)."""
+    try:
+        errors = _ray().exceptions
+    except ConfigError:
+        return True
+    return isinstance(exc, (errors.ActorDiedError, errors.RaySystemError, errors.LocalRayletDiedError))
 
 
 @dataclass
@@ -175,6 +219,7 @@ class RayExecutor(RunQueue):
 
     def __init__(self, store: RunStore, *, address: str | None = None, workers: int = 1):
         ray = _ray()
+        self.lost: str | None = None  # why the cluster was lost, once it is (see the module docstring)
         super().__init__(store, workers)
         address = address or os.environ.get("RAY_ADDRESS") or None
         store.recover_interrupted()
@@ -185,7 +230,12 @@ class RayExecutor(RunQueue):
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
             ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
                      log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
-        self._hub = ray.remote(num_cpus=0)(_Hub).remote()
+        # the hub lives on the driver's node (hard affinity: a soft one may land elsewhere), so a worker node lost
+        # takes only its own runs with it
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self._hub = ray.remote(num_cpus=0)(_Hub).options(scheduling_strategy=here).remote()
         self._task = ray.remote(_execute)
         self._closed = False
         self._pump = threading.Thread(target=self._loop, name="privengine-ray-driver", daemon=True)
@@ -196,6 +246,8 @@ class RayExecutor(RunQueue):
     def submit(self, mechanism: str, config: BaseConfig, *, source: str = "api", sweep_id: str | None = None,
                sweep_point: int | None = None) -> str:
         config.validate()
+        if self.lost:
+            raise ExecutorLostError(f"the Ray executor lost its cluster ({self.lost}); start a new one to resume")
         run_id = self.store.create_run(mechanism, config.to_dict(), source=source, sweep_id=sweep_id,
                                        sweep_point=sweep_point)
         self._enqueue(_Job(run_id, mechanism, config.to_dict()))
@@ -208,7 +260,10 @@ class RayExecutor(RunQueue):
             self._closed = True
         self._pump.join(timeout=5)
         if self._owns_ray:
-            _ray().shutdown()
+            try:
+                _ray().shutdown()
+            except Exception:  # noqa: BLE001  (a lost cluster may not shut down cleanly; nothing is left to save)
+                pass
 
     # ---- RunQueue hooks and the driver thread --------------------------------------------
 
@@ -219,33 +274,86 @@ class RayExecutor(RunQueue):
             self._hub, job.run_id, job.mechanism, job.config)
 
     def _stop_running(self, job: _Job) -> None:
-        self._hub.request_stop.remote(job.run_id)
+        try:
+            self._hub.request_stop.remote(job.run_id)
+        except Exception:  # noqa: BLE001  (the cluster is lost: the loop ends the run)
+            pass
+
+    def _start_ready_locked(self) -> None:
+        if self.lost is None:
+            super()._start_ready_locked()
+            return
+        while self._queue:  # nothing starts on a lost cluster: the queued runs stay resumable
+            self._never_started(self._queue.popleft().run_id, self.lost)
+        self._done.notify_all()
 
     def _loop(self) -> None:
         """The driver thread: events into the store, stop flags to the workers, outcomes recorded.
 
-        An error of the loop itself (the hub actor lost, the store locked too long) fails the runs in
-        flight rather than leaving them running forever.
+        An error of the loop itself is retried for up to :data:`LOST_AFTER_S`; one that means the cluster is gone
+        (the hub actor died, the connection is lost), or one that persists, loses the executor (:meth:`_lose`)
+        rather than leaving runs running forever or the thread dying with a traceback.
         """
         ray = _ray()
         last_stop_check = 0.0
+        failing_since: float | None = None
         try:
             while True:
                 with self._lock:
                     closed = self._closed
                     jobs = list(self._running.values())
                 if closed:
-                    self._write(ray.get(self._hub.drain.remote()))
+                    if self.lost is None:
+                        self._write(ray.get(self._hub.drain.remote()))
                     return
                 try:
                     last_stop_check = self._pump_once(ray, jobs, last_stop_check)
+                    failing_since = None
                 except Exception as exc:  # noqa: BLE001  (any failure here must end the runs, not hang them)
-                    for job in jobs:
-                        self._finish(job, {"state": "failed", "traceback": traceback.format_exc(),
-                                           "error": f"the Ray driver lost the run: {type(exc).__name__}: {exc}"},
-                                     drain=False)
+                    failing_since = failing_since or time.monotonic()
+                    if _cluster_gone(exc) or time.monotonic() - failing_since >= LOST_AFTER_S:
+                        self._lose(exc)
+                        return
+                    time.sleep(DRAIN_S)
+        except Exception as exc:  # noqa: BLE001  (e.g. the last drain: never a traceback in this thread)
+            if self.lost is None:
+                self._lose(exc)
         finally:
             self.store.close()
+
+    def _lose(self, exc: BaseException) -> None:
+        """The cluster is lost: fail the runs that had started, mark the others never started, start nothing more."""
+        first = " ".join(str(exc).split()).split(". ")[0][:160]
+        reason = f"the Ray cluster was lost ({type(exc).__name__}: {first})"
+        with self._lock:
+            self.lost = reason
+            in_flight = list(self._running.values())
+        for job in in_flight:
+            try:
+                _ray().cancel(job.ref, force=True)
+            except Exception:  # noqa: BLE001  (best effort: the task may be gone with its node)
+                pass
+            try:
+                if self.store.get_run(job.run_id).state == "running":
+                    self._mark_died(job.run_id, f"{reason} while it ran", traceback.format_exc())
+                else:
+                    self._never_started(job.run_id, reason)
+            finally:
+                self._ended(job.run_id)  # starts nothing: queued runs are marked never started instead
+        with self._lock:
+            self._start_ready_locked()
+
+    def _mark_died(self, run_id: str, sentence: str, trace: str | None) -> None:
+        """A started run whose task died: failed, saying so, and that no claim covers what it stored (its charged
+        claim died with the task)."""
+        if self.store.has_outputs(run_id):
+            sentence += (f"; the curves and tables it stored before that are covered by no privacy claim "
+                         f"({NO_CLAIM_AFTER_DEATH}): do not publish them")
+        self.store.mark_ended(run_id, "failed", error=sentence, traceback=trace)
+
+    def _never_started(self, run_id: str, reason: str) -> None:
+        self.store.mark_ended(run_id, "interrupted", error=f"never started: {reason} before it began; nothing of "
+                                                           "it was stored (resuming the sweep runs it)")
 
     def _pump_once(self, ray, jobs: list[_Job], last_stop_check: float) -> float:
         if jobs:
@@ -278,12 +386,18 @@ class RayExecutor(RunQueue):
                 elif kind == "progress":
                     store.set_progress(run_id, event[1], event[2])
                 elif kind == "running":
-                    store.mark_running(run_id, device=f"{event[1]} (Ray)")
+                    node = f" on node {event[2]}" if len(event) > 2 else ""
+                    store.mark_running(run_id, device=f"{event[1]} (Ray){node}")
 
     def _finish(self, job: _Job, outcome: dict, *, drain: bool = True) -> None:
         if drain:
             self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
-        if outcome["state"] == "failed":  # a dead task has no summary; a run that raised has its charged one
+        if outcome.get("died"):  # the task died: no summary; the run never started if it never said so
+            if self.store.get_run(job.run_id).state == "queued":
+                self._never_started(job.run_id, outcome["error"])
+            else:
+                self._mark_died(job.run_id, outcome["error"], outcome["traceback"])
+        elif outcome["state"] == "failed":  # a run that raised has its charged summary
             self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"],
                                   summary=outcome.get("summary"))
         else:
