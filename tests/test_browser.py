@@ -250,8 +250,9 @@ def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
 def test_the_gallery_launches_a_quick_demo_and_opens_its_run(app_url, page):
     page.goto(app_url)
     _settle(page)
-    page.locator(".st-key-gallery-launch-split_label button").click()
+    page.locator(".st-key-gallery-launch-split_label button").click()  # scrolled down to its card
     page.wait_for_url("**/split_label?run=*", timeout=30_000)  # the mechanism's page, showing the new run
+    sync_api.expect(page.locator("h1").first).to_be_in_viewport(timeout=10_000)  # at its top, not Home's scroll
     page.get_by_text("from dashboard (preset quick-demo)", exact=False).first.wait_for(timeout=20_000)
     page.get_by_text("finished").first.wait_for(timeout=180_000)
     assert _errors(page) == []

@@ -13,6 +13,8 @@ import streamlit as st
 
 from privengine import registry
 
+from .scroll import start_next_page_at_top
+
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
 MECHANISM_ICON = ":material/science:"
 
@@ -66,5 +68,7 @@ def link_to_mechanism(name: str, label: str, *, run_id: str | None = None, prese
 
 
 def open_run(name: str, run_id: str) -> NoReturn:
-    """Go to mechanism ``name``'s page showing run ``run_id`` (the URL says ``?run=ID``, so it can be shared)."""
+    """Go to mechanism ``name``'s page showing run ``run_id`` (the URL says ``?run=ID``, so it can be shared), at its
+    top, where the run's state and charts are."""
+    start_next_page_at_top()
     st.switch_page(mechanism_page(name), query_params={"run": run_id})

@@ -10,6 +10,7 @@ import streamlit as st
 from privengine.store import RunRecord
 
 from . import services
+from .scroll import scroll_into_view
 
 REFRESH_S = 1.0
 
@@ -64,21 +65,4 @@ def status_strip(run_id: str, *, bring_into_view: bool = False) -> None:
 
     _strip()
     if bring_into_view:
-        _scroll_into_view(f"st-key-status-strip-{run_id}")
-
-
-def _scroll_into_view(css_class: str) -> None:
-    """Scroll the element with class ``css_class`` to the middle of the screen, once it is drawn (up to ~2 s).
-
-    Streamlit has no scrolling API, so this is a few lines of the page's own JavaScript."""
-    st.html(f"""<script>
-(() => {{
-  let tries = 0;
-  const go = () => {{
-    const el = document.querySelector(".{css_class}");
-    if (el) {{ el.scrollIntoView({{block: "center", behavior: "instant"}}); }}
-    else if (++tries < 40) {{ setTimeout(go, 50); }}
-  }};
-  go();
-}})();
-</script>""", unsafe_allow_javascript=True)
+        scroll_into_view(f".st-key-status-strip-{run_id}")

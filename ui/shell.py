@@ -26,6 +26,8 @@ from typing import Mapping, Sequence
 
 import streamlit as st
 
+from .scroll import scroll_to_top_if_asked
+
 PAGE_CONFIG = dict(page_title="privengine", page_icon=":material/shield_lock:", layout="wide")
 
 
@@ -59,9 +61,15 @@ def navigation(sections: Mapping[str, Sequence[st.Page]]) -> st.Page:
 
 def through_app() -> None:
     """The first call of every page script, before it draws anything: when Streamlit ran the script directly (the
-    first request after a start, see the module's doc), build the app's shell here, as ``app.py`` does."""
-    if not _in_pages_directory_mode():
-        return
+    first request after a start, see the module's doc), build the app's shell here, as ``app.py`` does; and start
+    at the page's top when the page before asked for it (:func:`ui.scroll.start_next_page_at_top`)."""
+    if _in_pages_directory_mode():
+        _build_shell()
+    scroll_to_top_if_asked()
+
+
+def _build_shell() -> None:
+    """The page config, navigation and menu that ``app.py`` would have set up."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     from .links import sections  # imported here: the pages module links back to page scripts
