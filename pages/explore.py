@@ -17,6 +17,7 @@ from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, run_configs, runner, suggest_values
 from ui import services, sweep_view
 from ui.form import config_form, error_text
+from ui.scroll import start_next_page_at_top
 from ui.shell import through_app
 
 EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a new local one)"}
@@ -198,6 +199,7 @@ with left:
         else:
             st.session_state.setdefault("explore.launched", {})[sweep_id] = launch
             select_sweep(sweep_id)
+            start_next_page_at_top()  # the frontier builds at the top right; Launch sits ~3 000 px down the form
             st.rerun()
 
 with right:

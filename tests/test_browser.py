@@ -231,6 +231,22 @@ def test_a_sweep_link_opens_its_frontier_and_composed_claim(app_url, app_home, p
     assert _errors(page) == []
 
 
+def test_after_launching_a_sweep_its_frontier_is_on_screen(app_url, page):
+    """Launch sits at the bottom of a long form; the frontier builds at the top right: the page goes there."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{app_url}/explore")
+    _settle(page)
+    launch = page.get_by_role("button", name="Launch sweep")
+    launch.evaluate("el => el.scrollIntoView({block: 'end'})")
+    launch.click()
+    page.wait_for_url("**sweep=*", timeout=30_000)
+    sync_api.expect(page.get_by_text("Privacy-utility frontier").first).to_be_in_viewport(timeout=20_000)
+    stop = page.get_by_role("button", name="Stop sweep")
+    if stop.count():
+        stop.first.click()
+    assert _errors(page) == []
+
+
 def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
     """The browser keeps widget values across reruns, so loading a preset must create fresh widgets."""
     page.goto(f"{app_url}/dpsgd")
