@@ -34,6 +34,11 @@ def test_each_page_with_an_audit_offers_it(mechanism):
         assert entry.title in [h.value for h in at.subheader]
         assert not at.button(key=f"audit.launch.{entry.name}").disabled
         assert any(w.key.startswith(f"audit.form.{entry.name}.") for w in at.number_input)
+        # it says plainly that it audits its own setting, not the run on the page
+        assert any(c.value.startswith("It audits its own setting (") and "not the run shown above" in c.value
+                   for c in at.caption)
+    if mechanism == "pate":
+        assert any("(Sigma 20, Votes 100, 95, 5, Trials 1000000, Confidence 0.95, ...)" in c.value for c in at.caption)
 
 
 def test_launch_an_audit_watch_it_finish_and_reload_it(store):
