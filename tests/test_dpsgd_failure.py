@@ -7,6 +7,8 @@ after a given number of reported evaluations), so every number here comes from t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -48,6 +50,27 @@ def _failing(model_index: int, after_reports: int, *, only_lr: float | None = No
             on_eval(step, values, history)
 
         return real(task, config, plan, index=index, on_eval=on_eval_then_fail, **kwargs)
+
+    return train
+
+
+def _failing_batch(model_index: int, after_reports: int):
+    """``train_models`` (the model batch) whose member ``model_index`` raises as :func:`_failing`'s model does."""
+    real = dpsgd_run.train_models
+
+    def train(task, config, plan, members, **kwargs):
+        reported = []
+
+        def wrap(member):
+            def on_eval_then_fail(step, values, history):
+                if len(reported) == after_reports:
+                    raise RuntimeError("simulated failure of a later model")
+                reported.append(step)
+                member.on_eval(step, values, history)
+
+            return dataclasses.replace(member, on_eval=on_eval_then_fail) if member.index == model_index else member
+
+        return real(task, config, plan, [wrap(m) for m in members], **kwargs)
 
     return train
 
@@ -103,6 +126,7 @@ def test_a_run_that_fails_before_any_model_reports_charges_nothing():
     reporter = MemoryReporter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dpsgd_run, "train_model", _failing(model_index=0, after_reports=0))
+        patch.setattr(dpsgd_run, "train_models", _failing_batch(model_index=0, after_reports=0))
         with pytest.raises(RuntimeError, match="simulated failure"):
             dpsgd_run.run(DPSGDConfig().replace(**BASE), reporter)
     assert reporter.metrics == {} and reporter.charged_summary() is None

@@ -117,7 +117,8 @@ def test_private_cnn_on_digits_beats_chance():
 
 def test_stop_mid_run_returns_a_partial_summary_with_its_privacy_cost():
     reporter = MemoryReporter(stop_after_metrics=12)
-    summary = run(DPSGDConfig().replace(noise_mode="sigma", n_seeds=3), reporter)
+    # the Opacus path, one model at a time (a stop in a model batch: tests/test_dpsgd_model_batch.py)
+    summary = run(DPSGDConfig().replace(noise_mode="sigma", n_seeds=3), reporter, model_batch=False)
     assert summary["stopped"] and summary["models_trained"] == 1
     assert summary["stopped_during"].startswith("isotropic, seed 0 (model 1 of 6)")
     (model,) = summary["models"]

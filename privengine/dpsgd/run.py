@@ -4,8 +4,10 @@ Every model of a run trains on the same private split with the same sigma,
 q = B / n_private and steps = int(epochs / q), so each has the same epsilon;
 the models differ in the noise shape (alpha, variant) and the seed, and each
 draws its own Poisson batches and noise (keyed by its index in the run), so the
-run's headline claim composes all of them. Seeds are the outer loop, so a
-stopped sweep still holds every setting.
+run's headline claim composes all of them. The isotropic models of the linear and MLP
+heads (every seed) train first, together, in one model batch (:mod:`.model_batch`);
+the others then train one at a time on Opacus, seeds the outer loop, so a stopped
+sweep still holds every setting.
 
 Every check of the configuration against the data (:func:`check_models`, :func:`make_plan`) runs
 before the first model trains, so a bad configuration fails before anything is released. A run that
@@ -34,6 +36,7 @@ from privengine.store import EPSILON_BASIS_ARTIFACT
 from . import metrics as M
 from .config import DPSGDConfig, check_batches
 from .data import Task, load_task
+from .model_batch import Member, train_models, unbatchable
 from .models import build_model, num_parameters
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
@@ -43,7 +46,15 @@ from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, tra
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
 
 
-def run(config: DPSGDConfig, reporter) -> dict:
+def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
+    """Train every (seed, setting) model of the run and summarise them with their claims.
+
+    ``model_batch``: the models :func:`~.model_batch.unbatchable` accepts (isotropic settings of the linear and MLP
+    heads) train together in one model batch (:mod:`.model_batch`), before the others, which train one at a time on
+    Opacus; False trains every model on Opacus (the batched and Opacus paths agree to float tolerance for the same
+    keys: tests/test_dpsgd_model_batch.py compares them through this switch). Each model's index, keys, history
+    and claims are the same either way, and the summary lists the models in (seed, setting) order.
+    """
     device = torch.device(reporter.device)
     reporter.progress(0.0, "loading data")
     features = "scattering" if config.model.startswith("scatter") else "pixels"
@@ -59,7 +70,8 @@ def run(config: DPSGDConfig, reporter) -> dict:
     if plan is None:
         return {"dataset": task.name, "models_trained": 0, "stopped": True, "stopped_during": "calibrating sigma"}
     seeds = [config.seed + i for i in range(config.n_seeds)]
-    total = len(seeds) * len(config.alphas)
+    order = [(seed, alpha) for seed in seeds for alpha in config.alphas]  # a model's index is its place here
+    total = len(order)
     reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
                  f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
                  f"{total} models")
@@ -67,50 +79,85 @@ def run(config: DPSGDConfig, reporter) -> dict:
         "delta": config.delta, "accountant": f"{ACCOUNTANT_NAMES[config.accountant]}; one model alone, its steps so far"
                                              + (", after the private normalisation statistics"
                                                 if config.normalization == "private" else "")}})
+    batched = [i for i, (_, alpha) in enumerate(order) if model_batch and unbatchable(config, alpha) is None]
+    for alpha in config.alphas:
+        why = "the model batch is off" if not model_batch else unbatchable(config, alpha)
+        reporter.log(f"{M.setting_label(alpha, config.variant)}: "
+                     + (f"its {config.n_seeds} model(s) train together in a model batch" if why is None
+                        else f"one model at a time on Opacus ({why})"))
     results: list[ModelResult] = []
-    under_way: dict = {}  # the model in training: its setting, and the last step it reported (None: none yet)
+    # The models in training, by index: setting, seed, and the last step each reported (None: none yet).
+    under_way: dict[int, dict] = {}
     # From here on every output is covered should the run fail (see charged_summary); computed only then.
     reporter.charge(functools.partial(charged_summary, results, under_way, task, config, plan))
-    for seed in seeds:
-        for alpha in config.alphas:
-            label = M.setting_label(alpha, config.variant)
-            index = len(results)
-            under_way.update(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
-            on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total,
-                                     under_way=under_way)
-            result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
-                                 should_stop=reporter.should_stop, on_eval=on_eval)
-            results.append(result)
-            under_way.clear()  # charged by its own history from now on
+
+    def finished(new: list[ModelResult]) -> None:
+        results.extend(new)
+        results.sort(key=lambda r: order.index((r.seed, r.alpha)))  # in place: charged_summary holds this list
+        under_way.clear()  # charged by their own histories from now on
+        for result in new:
             kept = "" if result.projection_captured is None else \
                 f"; its projection keeps {100 * result.projection_captured:.1f} % of the public features' variance"
-            reporter.log(f"{label}, seed {seed}: {_final_text(result, task)} after {result.steps_done} steps "
-                         f"in {result.seconds:.1f} s" + (" (stopped)" if result.stopped else "") + kept)
-            reporter.artifact("comparison", comparison(results, task, config))
-            if result.stopped:
-                summary = summarise(results, task, config, plan, stopped=True)
-                return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {total}) at "
-                                                    f"step {result.steps_done} of {plan.steps}"}
+            together = f" (its share of a batch of {len(new)})" if len(new) > 1 else ""
+            reporter.log(f"{result.setting}, seed {result.seed}: {_final_text(result, task)} after "
+                         f"{result.steps_done} steps in {result.seconds:.1f} s{together}"
+                         + (" (stopped)" if result.stopped else "") + kept)
+        reporter.artifact("comparison", comparison(results, task, config))
+
+    if batched:
+        members = []
+        for index in batched:
+            seed, alpha = order[index]
+            label = M.setting_label(alpha, config.variant)
+            under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
+            members.append(Member(alpha=alpha, seed=seed, index=index, on_eval=_eval_reporter(
+                reporter, config, plan, label=label, seed=seed, index=index, total=total, under_way=under_way[index],
+                batch=(len(batched), len(batched)))))
+        new = train_models(task, config, plan, members, device=device, should_stop=reporter.should_stop)
+        finished(new)
+        if new[0].stopped:
+            summary = summarise(results, task, config, plan, stopped=True)
+            return summary | {"stopped_during": f"the batch of {len(new)} models trained together (models "
+                                                f"{', '.join(str(i + 1) for i in batched)} of {total}) at step "
+                                                f"{new[0].steps_done} of {plan.steps}"}
+    for index, (seed, alpha) in enumerate(order):
+        if index in batched:
+            continue
+        label = M.setting_label(alpha, config.variant)
+        under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
+        on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total,
+                                 under_way=under_way[index], batch=(len(results), 1))
+        result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
+                             should_stop=reporter.should_stop, on_eval=on_eval)
+        finished([result])
+        if result.stopped:
+            summary = summarise(results, task, config, plan, stopped=True)
+            return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {total}) at "
+                                                f"step {result.steps_done} of {plan.steps}"}
     reporter.progress(1.0, "done")
     return summarise(results, task, config, plan, stopped=False)
 
 
 def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int,
-                   under_way: dict | None = None):
+                   under_way: dict | None = None, batch: tuple[int, int] | None = None):
     """The ``on_eval`` callback of model ``index``: its curves, progress, and (first model only) epsilon.
 
     Before anything is reported it records the step in ``under_way["reported"]``: the model has released
-    output, so a failure from then on charges it (:func:`charged_summary`)."""
+    output, so a failure from then on charges it (:func:`charged_summary`). ``batch = (done, k)``: ``done`` models
+    finished before this one started, and it trains with ``k - 1`` others (the progress bar's share);
+    default ``(index, 1)``."""
     eps_every = plan.eval_every * max(1, round(EVAL_POINTS / EPSILON_POINTS))
+    done, k = (index, 1) if batch is None else batch
+    text = f"{label}, seed {seed}" if k == 1 else f"{k} models together"
 
     def on_eval(step: int, values: dict[str, float], history: History) -> None:
         if under_way is not None:
             under_way["reported"] = step
-        reporter.metric(step, **{M.metric_key(k, label, seed): v for k, v in values.items()})
+        reporter.metric(step, **{M.metric_key(name, label, seed): v for name, v in values.items()})
         if index == 0 and (step % eps_every == 0 or step == plan.steps):  # the same curve for every model
             reporter.metric(step, **{M.EPSILON: epsilon_of(history, accountant=config.accountant,
                                                            delta=config.delta)[0]})
-        reporter.progress((index + step / plan.steps) / total, f"{label}, seed {seed}: step {step} of {plan.steps}")
+        reporter.progress(min(1.0, (done + k * step / plan.steps) / total), f"{text}: step {step} of {plan.steps}")
 
     return on_eval
 
@@ -124,7 +171,8 @@ def charged_summary(results: list[ModelResult], under_way: dict, task: Task, con
 
     - every model that returned (finished, or stopped): its own accountant history, as :func:`summarise`
       charges it in a run that ends normally;
-    - the model in training when the run failed, if it had reported any evaluation (its curves are stored):
+    - each model in training when the run failed (one, or the K of a model batch), if it had reported any
+      evaluation (its curves are stored):
       its whole planned history (the private-normalisation step if any, then ``plan.steps`` steps), not the
       steps up to its last reported evaluation. The plan bounds every step it took, the ones after its last
       evaluation included (what the job cannot observe once the training loop has raised); it does not depend
@@ -134,15 +182,17 @@ def charged_summary(results: list[ModelResult], under_way: dict, task: Task, con
       succeeds. Its row in ``models`` says ``failed``, ``steps`` (charged) and ``steps_reported``;
     - a model in training that had reported nothing, and the models never started: nothing (nothing released).
 
+    ``under_way`` maps the index of each model in training to its setting, seed and last reported step.
+
     The summary is :func:`summarise`'s over the charged models (the failed model has no final values, so it
     adds no comparison row); should that fail too, a bare accounting summary (:func:`_accounting_summary`).
     """
     charged = list(results)
-    failed = under_way.get("reported") is not None
-    if failed:
-        charged.append(ModelResult(setting=under_way["label"], alpha=under_way["alpha"], seed=under_way["seed"],
-                                   steps_done=plan.steps, history=planned_history(config, plan), final={},
-                                   energy_mean=math.nan, seconds=0.0, stopped=False))
+    failed = [u for u in under_way.values() if u.get("reported") is not None]
+    for u in failed:
+        charged.append(ModelResult(setting=u["label"], alpha=u["alpha"], seed=u["seed"], steps_done=plan.steps,
+                                   history=planned_history(config, plan), final={}, energy_mean=math.nan,
+                                   seconds=0.0, stopped=False))
     if not charged:
         return None
     try:
@@ -150,15 +200,22 @@ def charged_summary(results: list[ModelResult], under_way: dict, task: Task, con
     except Exception as exc:  # noqa: BLE001  (the claim must not depend on the reporting code that may have failed)
         summary = _accounting_summary(charged, task, config, plan)
         summary["summary_error"] = f"{type(exc).__name__}: {exc}"
-    if failed:
-        row = summary["models"][-1]
-        row.update(failed=True, steps=plan.steps, steps_reported=under_way["reported"],
+    for row, u in zip(summary["models"][len(results):], failed):
+        row.update(failed=True, steps=plan.steps, steps_reported=u["reported"],
                    charged="its whole planned history: the steps it took are unknown after the failure")
-        during = (f"{under_way['label']}, seed {under_way['seed']} (model {under_way['index'] + 1} of "
-                  f"{under_way['total']}) after reporting step {under_way['reported']} of {plan.steps}")
+    if len(failed) == 1 and len(under_way) == 1:
+        u = failed[0]
+        during = (f"{u['label']}, seed {u['seed']} (model {u['index'] + 1} of {u['total']}) after reporting step "
+                  f"{u['reported']} of {plan.steps}")
+    elif failed:
+        during = (f"the batch of {len(under_way)} models trained together (models "
+                  f"{', '.join(str(i + 1) for i in sorted(under_way))} of {failed[0]['total']}) after reporting "
+                  f"step {max(u['reported'] for u in failed)} of {plan.steps}")
     else:
         during = f"after model {len(results)}" + (f", before model {len(results) + 1} reported anything"
-                                                  if under_way else "")
+                                                  if len(under_way) == 1 else
+                                                  f", before the {len(under_way)} models trained together reported "
+                                                  "anything" if under_way else "")
     return summary | {"stopped": False, "failed": True, "failed_during": during, "models_trained": len(results),
                       "models_charged": len(charged)}
 

@@ -1,0 +1,211 @@
+"""Issue 26, item 3: the model batch (privengine.dpsgd.model_batch) trains K isotropic models together, and for the
+same keys agrees with the Opacus path (privengine.dpsgd.training) model by model: weights, evaluations, accountant
+histories, and through run() the summaries and claims.
+
+Every comparison sets ``physical_batch_size`` above any Poisson batch, so the Opacus path's train_loss (a mean of
+physical-batch means) is the logical batch's mean the model batch reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
+from privengine.accounting.subsampled_gaussian import epsilon_of
+from privengine.dpsgd import metrics as M
+from privengine.dpsgd import run as dpsgd_run
+from privengine.dpsgd.config import DPSGDConfig
+from privengine.dpsgd.data import load_task
+from privengine.dpsgd.model_batch import Member, _Batch, unbatchable
+from privengine.dpsgd.training import STREAM_SAMPLING, Plan, _Training
+from privengine.randomness import noise_generator
+from tests.memory_reporter import MemoryReporter
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
+
+DIGITS = dict(dataset="digits", epochs=1.0, batch_size=64, noise_mode="sigma", noise_multiplier=1.0,
+              physical_batch_size=1024, accountant="rdp", alphas=(0.0,))
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    cache = {}
+
+    def get(features: str):
+        if features not in cache:
+            cache[features] = load_task(dataset="digits", seed=0, public_fraction=0.05, train_limit=0, data_root="",
+                                        device=CPU, features=features)
+        return cache[features]
+
+    return get
+
+
+def _plan(config: DPSGDConfig, task) -> Plan:
+    q = config.batch_size / task.n_private
+    return Plan(noise_multiplier=config.noise_multiplier, sample_rate=q, steps=int(config.epochs / q),
+                expected_batch_size=config.batch_size)
+
+
+def _batched(task, config, plan, keys):
+    """Train the models ``keys`` = [(seed, index)] as one batch; (the batch, results, reports per index)."""
+    reports: dict[int, list] = {}
+    members = [Member(0.0, seed, index, lambda step, values, history, i=index: reports.setdefault(i, []).append(
+        (step, values, history))) for seed, index in keys]
+    batch = _Batch(task, config, plan, members, CPU)
+    return batch, batch.run(lambda: False), reports
+
+
+@pytest.mark.parametrize("changes", [
+    dict(model="scatter_linear", lr=2.0, momentum=0.5, lr_schedule="cosine", ema_decay=0.9),
+    dict(model="linear", lr=0.5, sampling="shuffle", grad_sample_mode="ghost"),
+    dict(model="mlp", lr=0.5, max_grad_norm=0.1),
+    dict(model="scatter_mlp", projection_rank=16, normalization="public", lr=1.0, warm_start_epochs=1.0),
+])
+def test_batched_models_equal_the_opacus_path_model_by_model(tasks, changes):
+    """K = 3 models (two seeds, three indices) trained together against each trained alone on Opacus."""
+    config = DPSGDConfig().replace(**DIGITS, **changes)
+    task = tasks("scattering" if config.model.startswith("scatter") else "pixels")
+    plan = _plan(config, task)
+    keys = [(0, 0), (1, 1), (0, 2)]
+    batch, results, reports = _batched(task, config, plan, keys)
+    for k, (seed, index) in enumerate(keys):
+        alone: list = []
+        training = _Training(task, config, plan, alpha=0.0, seed=seed, index=index, device=CPU)
+        result = training.run(lambda: False, lambda step, values, history: alone.append((step, values, history)))
+        weights = [p.detach() for p in training.model.parameters()]
+        for mine, theirs in zip(batch.parameters_of(k), weights, strict=True):
+            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+        assert results[k].history == result.history == [(1.0, plan.sample_rate, plan.steps)]
+        assert results[k].steps_done == result.steps_done == plan.steps and not results[k].stopped
+        assert [(s, h) for s, _, h in reports[index]] == [(s, h) for s, _, h in alone]  # same steps, same histories
+        for (_, mine, _), (_, theirs, _) in zip(reports[index], alone, strict=True):
+            assert mine.keys() == theirs.keys()
+            assert mine[M.TEST_ACC] == pytest.approx(theirs[M.TEST_ACC], abs=1.5 / task.n_test)  # one flip at most
+            assert mine[M.TRAIN_LOSS] == pytest.approx(theirs[M.TRAIN_LOSS], rel=1e-4)
+        assert results[k].final.keys() == result.final.keys() >= {M.TEST_ACC, M.VAL_ACC, M.TRAIN_LOSS}
+    # different seeds and indices: different models
+    assert not torch.equal(batch.parameters_of(0)[-1], batch.parameters_of(2)[-1])
+
+
+def test_the_linreg_model_agrees_too(tasks):
+    config = DPSGDConfig().replace(dataset="linreg", epochs=0.5, noise_mode="sigma", noise_multiplier=1.0,
+                                   physical_batch_size=1024, accountant="rdp", alphas=(0.0,))
+    task = load_task(dataset="linreg", seed=0, public_fraction=0.05, train_limit=0, data_root="", device=CPU)
+    plan = _plan(config, task)
+    batch, results, _ = _batched(task, config, plan, [(0, 0), (1, 1)])
+    for k, seed in enumerate((0, 1)):
+        training = _Training(task, config, plan, alpha=0.0, seed=seed, index=k, device=CPU)
+        result = training.run(lambda: False, lambda *a: None)
+        for mine, theirs in zip(batch.parameters_of(k), training.model.parameters(), strict=True):
+            torch.testing.assert_close(mine, theirs.detach(), rtol=1e-4, atol=1e-6)
+        assert results[k].final[M.EXCESS_RISK] == pytest.approx(result.final[M.EXCESS_RISK], rel=1e-4)
+
+
+def test_each_model_draws_its_own_poisson_batches_exactly_as_opacus_does(tasks):
+    """The masks are Opacus' UniformWithReplacementSampler's for the same key (integers: exact), each model's own."""
+    config = DPSGDConfig().replace(**DIGITS, model="linear")
+    task = tasks("pixels")
+    plan = _plan(config, task)
+    members = [Member(0.0, seed, index, lambda *a: None) for seed, index in [(0, 0), (0, 1), (1, 2)]]
+    batch = _Batch(task, config, plan, members, CPU)
+    samplers = [iter(UniformWithReplacementSampler(
+        num_samples=task.n_private, sample_rate=plan.sample_rate, steps=5,
+        generator=noise_generator(config, m.seed, m.index, STREAM_SAMPLING, data=task.private_fingerprint,
+                                  device=CPU, on="cpu"))) for m in members]
+    for _ in range(5):
+        idx, valid, counts = batch._sample()
+        drawn = [idx[k][valid[k]].tolist() for k in range(3)]
+        assert drawn == [next(s) for s in samplers]
+        assert counts.tolist() == [len(d) for d in drawn]
+        assert drawn[0] != drawn[1]  # same seed, another index: another stream
+
+
+def test_a_model_is_the_same_whatever_it_is_batched_with(tasks):
+    """Same seed and index, other batch companions: the same Poisson batches and noise, so the same model (the
+    models of a batch do not interact); another index with the same seed gives another model."""
+    config = DPSGDConfig().replace(**DIGITS, model="scatter_linear", lr=2.0)
+    task = tasks("scattering")
+    plan = _plan(config, task)
+    alone, _, _ = _batched(task, config, plan, [(0, 3)])
+    together, _, _ = _batched(task, config, plan, [(1, 0), (0, 3), (0, 4)])
+    for a, b in zip(alone.parameters_of(0), together.parameters_of(1), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(together.parameters_of(1)[-1], together.parameters_of(2)[-1])
+
+
+def test_the_run_summaries_and_claims_of_the_two_paths_agree():
+    config = DPSGDConfig().replace(**{**DIGITS, "epochs": 0.5}, model="scatter_linear", lr=2.0, n_seeds=3)
+    batched_reporter, opacus_reporter = MemoryReporter(), MemoryReporter()
+    batched = dpsgd_run.run(config, batched_reporter)
+    opacus = dpsgd_run.run(config, opacus_reporter, model_batch=False)
+    assert batched["privacy"] == opacus["privacy"]  # the same histories, so the same claims, to the bit
+    assert [(m["seed"], m["steps"], m["stopped"]) for m in batched["models"]] == \
+        [(m["seed"], m["steps"], m["stopped"]) for m in opacus["models"]] == \
+        [(s, batched["steps_per_model"], False) for s in (0, 1, 2)]
+    for mine, theirs in zip(batched["models"], opacus["models"], strict=True):
+        assert mine[M.TEST_ACC] == pytest.approx(theirs[M.TEST_ACC], abs=1.5 / 180)
+        assert mine[M.TRAIN_LOSS] == pytest.approx(theirs[M.TRAIN_LOSS], rel=1e-4)
+    assert batched_reporter.metrics.keys() == opacus_reporter.metrics.keys()
+    assert batched_reporter.metrics[M.EPSILON] == opacus_reporter.metrics[M.EPSILON]
+    assert any("train together in a model batch" in line for line in batched_reporter.logs)
+    assert any("one model at a time on Opacus (the model batch is off)" in line for line in opacus_reporter.logs)
+
+
+def test_unbatchable_settings_take_the_opacus_path():
+    base = DPSGDConfig().replace(dataset="digits", model="linear")
+    assert unbatchable(base, 0.0) is None
+    assert "alpha != 0" in unbatchable(base, 4.0)
+    assert "model cnn" in unbatchable(base.replace(model="cnn"), 0.0)
+    assert "model cnn" in unbatchable(base.replace(model="auto"), 0.0)
+    assert unbatchable(DPSGDConfig(), 0.0) is None  # linreg: auto is linear
+    assert "private normalisation" in unbatchable(base.replace(model="scatter_linear", normalization="private"), 0.0)
+    reporter = MemoryReporter()
+    summary = dpsgd_run.run(DPSGDConfig().replace(**{**DIGITS, "alphas": (0.0, 4.0), "epochs": 0.3}, model="linear",
+                                                  n_seeds=2, subspace_rank=4, refresh_every=5), reporter)
+    assert [(m["setting"], m["seed"]) for m in summary["models"]] == \
+        [(M.ISOTROPIC, 0), ("alpha=4", 0), (M.ISOTROPIC, 1), ("alpha=4", 1)]  # (seed, setting) order, as before
+    assert any(line.startswith("alpha=4: one model at a time on Opacus (alpha != 0") for line in reporter.logs)
+
+
+def test_a_stop_during_the_batch_stops_every_model_at_the_same_step():
+    config = DPSGDConfig().replace(**DIGITS, model="linear", n_seeds=3, lr=0.5)
+    reporter = MemoryReporter(stop_after_metrics=10)  # a few evaluations in
+    summary = dpsgd_run.run(config, reporter)
+    assert summary["stopped"] and summary["stopped_during"].startswith("the batch of 3 models trained together")
+    steps = {m["steps"] for m in summary["models"]}
+    assert len(steps) == 1 and 0 < steps.pop() < summary["steps_per_model"]
+    assert all(m["stopped"] for m in summary["models"]) and summary["models_trained"] == 3
+    # each model is charged for the steps it took
+    step = summary["models"][0]["steps"]
+    each = next(c for c in summary["privacy"] if not c["headline"])
+    assert each["epsilon"] == pytest.approx(epsilon_of([(1.0, summary["sample_rate"], step)], accountant="rdp",
+                                                       delta=config.delta)[0], rel=1e-12)
+
+
+def test_a_failure_during_the_batch_charges_every_model_that_reported():
+    config = DPSGDConfig().replace(**DIGITS, model="linear", n_seeds=2, lr=0.5)
+    real = dpsgd_run.train_models
+
+    def failing(task, config, plan, members, **kwargs):
+        def wrap(member):
+            def on_eval(step, values, history):
+                if step >= 4 * plan.eval_every:
+                    raise RuntimeError("simulated failure in the batch")
+                member.on_eval(step, values, history)
+            return dataclasses.replace(member, on_eval=on_eval)
+        return real(task, config, plan, [wrap(m) for m in members], **kwargs)
+
+    reporter = MemoryReporter()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dpsgd_run, "train_models", failing)
+        with pytest.raises(RuntimeError, match="simulated failure in the batch"):
+            dpsgd_run.run(config, reporter)
+    charged = reporter.charged_summary()
+    assert charged["models_trained"] == 0 and charged["models_charged"] == 2
+    assert charged["failed_during"].startswith("the batch of 2 models trained together (models 1, 2 of 2)")
+    assert all(m["failed"] and m["steps"] == charged["steps_per_model"] for m in charged["models"])
