@@ -312,16 +312,16 @@ class RayExecutor(RunQueue):
                 except Exception as exc:  # noqa: BLE001  (any failure here must end the runs, not hang them)
                     failing_since = failing_since or time.monotonic()
                     if _cluster_gone(exc) or time.monotonic() - failing_since >= LOST_AFTER_S:
-                        self._lose(exc)
+                        self._lose(exc, traceback.format_exc())
                         return
                     time.sleep(DRAIN_S)
         except Exception as exc:  # noqa: BLE001  (e.g. the last drain: never a traceback in this thread)
             if self.lost is None:
-                self._lose(exc)
+                self._lose(exc, traceback.format_exc())
         finally:
             self.store.close()
 
-    def _lose(self, exc: BaseException) -> None:
+    def _lose(self, exc: BaseException, trace: str) -> None:
         """The cluster is lost: fail the runs that had started, mark the others never started, start nothing more."""
         first = " ".join(str(exc).split()).split(". ")[0][:160]
         reason = f"the Ray cluster was lost ({type(exc).__name__}: {first})"
@@ -335,7 +335,7 @@ class RayExecutor(RunQueue):
                 pass
             try:
                 if self.store.get_run(job.run_id).state == "running":
-                    self._mark_died(job.run_id, f"{reason} while it ran", traceback.format_exc())
+                    self._mark_died(job.run_id, f"{reason} while it ran", trace)
                 else:
                     self._never_started(job.run_id, reason)
             finally:
