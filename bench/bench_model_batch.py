@@ -20,7 +20,7 @@ Fashion-MNIST scattering features instead (computed once into ``$PRIVENGINE_HOME
 The settings are the Fashion-MNIST preset's (batch 8192, lr 16, C 0.1, EMA 0.9, sigma 3.43).
 
 Run: python bench/bench_model_batch.py [--k 16] [--steps 6] [--batch 8192] [--n 50000] [--device cpu]
-                                      [--data-root ../shared/data] [--skip-opacus]
+                                      [--data-root ../shared/data] [--grad-sample-mode ghost] [--skip-opacus]
 """
 
 from __future__ import annotations
@@ -70,13 +70,16 @@ def main() -> None:
     parser.add_argument("--model", default="scatter_linear", choices=("scatter_linear", "scatter_mlp"))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--data-root", default="", help="use the real Fashion-MNIST scattering features")
+    parser.add_argument("--grad-sample-mode", default="hooks", choices=("hooks", "ghost"),
+                        help="the Opacus path's per-example gradients (the batch path computes the same sums)")
     parser.add_argument("--skip-opacus", action="store_true", help="do not time the Opacus path")
     args = parser.parse_args()
     device = torch.device(args.device)
 
     config = DPSGDConfig().replace(dataset="fashion_mnist", model=args.model, batch_size=args.batch, lr=16.0,
                                    ema_decay=0.9, max_grad_norm=0.1, noise_mode="sigma", noise_multiplier=3.428,
-                                   alphas=(0.0,), n_seeds=args.k, data_root=args.data_root)
+                                   alphas=(0.0,), n_seeds=args.k, data_root=args.data_root,
+                                   grad_sample_mode=args.grad_sample_mode)
     if args.data_root:
         task = load_task(dataset="fashion_mnist", seed=0, public_fraction=config.public_fraction, train_limit=0,
                          data_root=args.data_root, device=device, features="scattering",
@@ -106,17 +109,17 @@ def main() -> None:
         result = train_model(task, config, plan, alpha=0.0, seed=0, index=0, device=device,
                              should_stop=lambda: False, on_eval=lambda *a: None)
         sync()
-        rows.append(("1 model, Opacus path", result.seconds / args.steps))
+        rows.append((f"1 model, Opacus path ({args.grad_sample_mode})", result.seconds / args.steps))
     batch(1)  # warm-up (allocator, kernels)
     rows.append(("1 model, batch path", batch(1)))
     t0 = time.perf_counter()
     rows.append((f"{args.k} models, batch path", batch(args.k)))
     total = time.perf_counter() - t0
     for name, seconds in rows:
-        print(f"  {name:28s} {seconds:8.3f} s per step")
+        print(f"  {name:36s} {seconds:8.3f} s per step")
     many = rows[-1][1]
     if not args.skip_opacus:
-        print(f"  {args.k} models, Opacus path (one at a time) {args.k * rows[0][1]:8.3f} s per step (= {args.k} x)")
+        print(f"  {args.k} models, Opacus path, one at a time {args.k * rows[0][1]:8.3f} s per step (= {args.k} x)")
         print(f"ratio {args.k} batched / 1 (Opacus path): {many / rows[0][1]:.2f}x")
     print(f"ratio {args.k} batched / 1 (batch path):  {many / rows[-2][1]:.2f}x")
     print(f"({args.k}-model batch: {total:.1f} s with its set-up)")

@@ -46,6 +46,10 @@ Differences from the Opacus path, none of them in what is released or accounted:
 (summation order, the affine applied after GroupNorm's standardisation rather than fused), and the ``train_loss``
 diagnostic, which here is the mean per-example loss of each logical batch (the Opacus path averages its physical
 batches' means; the two coincide when a logical batch fits one physical batch).
+
+Longer than 500 lines because the stacked layers, their per-example norms and clipped sums, the sampling, noise,
+update and evaluation of K models are one mechanism whose pieces are checked against each other and against
+Opacus as a whole; split, each part would be meaningless without the others.
 """
 
 from __future__ import annotations
