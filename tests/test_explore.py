@@ -215,6 +215,12 @@ def test_utility_computed_from_private_data_is_flagged_in_the_claim(store, local
 
 # ---- the Ray executor, on a real local cluster --------------------------------------------------
 
+def ray_executor_has_gpu() -> bool:
+    import ray
+
+    return ray.cluster_resources().get("GPU", 0) >= 1
+
+
 def test_ray_executor_gives_the_same_numbers_as_local(store, local, monkeypatch):
     pytest.importorskip("ray", reason="the Ray executor needs the ray package (installed by the test requirements)")
     from privengine.explore.ray_executor import RayExecutor
@@ -235,6 +241,12 @@ def test_ray_executor_gives_the_same_numbers_as_local(store, local, monkeypatch)
         runner.stop(store, ray_executor, long_id)
         stopped = ray_executor.wait(run.id, timeout=20)
         assert stopped.state == "stopped" and time.monotonic() - t0 < 5
+        # a cuda run on a cluster without a GPU is refused at launch (its task would wait for a GPU forever)
+        if not ray_executor_has_gpu():
+            runs_before = len(store.list_runs())
+            with pytest.raises(ConfigError, match="must not be cuda on this Ray cluster: it has no GPU"):
+                ray_executor.submit("toy", registry.get("toy").config_cls.from_dict({"device": "cuda"}))
+            assert len(store.list_runs()) == runs_before  # nothing stored, nothing queued
     finally:
         ray_executor.shutdown()
     assert on_ray.executor == "ray" and on_ray.runs_by_state == {"finished": 4}

@@ -248,10 +248,21 @@ class RayExecutor(RunQueue):
         config.validate()
         if self.lost:
             raise ExecutorLostError(f"the Ray executor lost its cluster ({self.lost}); start a new one to resume")
+        self._check_device(config)
         run_id = self.store.create_run(mechanism, config.to_dict(), source=source, sweep_id=sweep_id,
                                        sweep_point=sweep_point)
         self._enqueue(_Job(run_id, mechanism, config.to_dict()))
         return run_id
+
+    def _check_device(self, config: BaseConfig) -> None:
+        """Refuse at launch a ``device="cuda"`` run on a cluster without a GPU: its task asks Ray for one GPU and would
+        wait for it forever. (``auto`` runs on a CPU here: Ray hides the GPUs from a task that asked for none.)"""
+        if getattr(config, "device", None) != "cuda":
+            return
+        gpus = _ray().cluster_resources().get("GPU", 0)
+        if gpus < 1:
+            raise ConfigError("device", "must not be cuda on this Ray cluster: it has no GPU, so the run would wait "
+                                        "for one forever; choose cpu or auto, or add a node with a GPU")
 
     def shutdown(self, *, timeout: float = 30.0) -> None:
         """Stop what is queued or running, wait for it, and stop the local cluster if this executor started it."""
