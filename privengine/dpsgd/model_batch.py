@@ -110,17 +110,42 @@ class Member:
 
 
 def train_models(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[Member], *, device: torch.device,
-                 should_stop: Callable[[], bool]) -> list[ModelResult]:
+                 should_stop: Callable[[], bool], inclusion: torch.Tensor | None = None,
+                 private: bool = True) -> list[ModelResult]:
     """Train the ``members`` together; one :class:`~.training.ModelResult` per member, in their order.
 
     Every member must be batchable (:func:`unbatchable`). ``should_stop()`` is asked before every step and every
     evaluation chunk; when it says yes every member returns its partial result with ``stopped=True``. Each
     result's ``seconds`` is its share of the batch's wall time (the time divided by K).
+
+    ``inclusion``: optional ``(K, n_private)`` bool, model k's training subset (the reference models of a
+    membership attack, :mod:`privengine.audit.membership_dpsgd`). Model k then samples only the examples of row k:
+    Poisson, ``(torch.rand(n, generator=g_k) < q) & inclusion[k]`` (the same draws as without it, so each included
+    example joins a step with probability ``plan.sample_rate`` and an excluded one never: the (sigma, q, steps)
+    history is exact for its subset); shuffle, passes over row k's examples. None (the runs): unchanged, bit for bit.
+    ``private=False`` (the non-private twin of an attack, never a run): no clipping (every factor 1), no noise, and
+    nothing accounted (each history holds only what precedes the first step).
     """
+    _check_batchable(config, members)
+    return _Batch(task, config, plan, list(members), device, inclusion=inclusion, private=private).run(should_stop)
+
+
+def train_and_predict(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[Member], x: torch.Tensor, *,
+                      device: torch.device, should_stop: Callable[[], bool], inclusion: torch.Tensor | None = None,
+                      private: bool = True) -> tuple[list[ModelResult], torch.Tensor]:
+    """:func:`train_models`, then the K trained models' outputs on ``x`` ``(n, *input_shape)``: ``(K, n, outputs)``
+    logits (of the evaluated parameters: the EMA when ``config.ema_decay`` > 0, else the last iterate), on the
+    device."""
+    _check_batchable(config, members)
+    batch = _Batch(task, config, plan, list(members), device, inclusion=inclusion, private=private)
+    results = batch.run(should_stop)
+    return results, batch.outputs(x)
+
+
+def _check_batchable(config: DPSGDConfig, members: Sequence[Member]) -> None:
     for m in members:
         if (why := unbatchable(config, m.alpha)) is not None:
             raise ValueError(f"model {m.index} cannot be batched: {why}")
-    return _Batch(task, config, plan, list(members), device).run(should_stop)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -423,8 +448,17 @@ def _forward(ops: list[object], params: list[torch.Tensor], a: torch.Tensor, *, 
 
 
 class _Batch:
-    def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, members: list[Member], device: torch.device):
+    def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, members: list[Member], device: torch.device, *,
+                 inclusion: torch.Tensor | None = None, private: bool = True):
         self.task, self.config, self.plan, self.members, self.device = task, config, plan, members, device
+        if inclusion is not None:
+            inclusion = torch.as_tensor(inclusion, dtype=torch.bool, device="cpu")
+            if inclusion.shape != (len(members), task.n_private):
+                raise ValueError(f"inclusion must be (K, n_private) = ({len(members)}, {task.n_private}); got "
+                                 f"{tuple(inclusion.shape)}")
+            if not bool(inclusion.any(1).all()):
+                raise ValueError("inclusion leaves a model without training examples")
+        self.inclusion, self.private = inclusion, private
         models = []
         for m in members:  # each model's own initialisation and public warm start, exactly as training.py builds it
             model = _model(task, config, m.seed, device, _normalizer(task, config, m.seed, m.index, device))
@@ -490,6 +524,8 @@ class _Batch:
         n, k = self.task.n_private, self.k
         if self.config.sampling == "poisson":
             masks = torch.stack([torch.rand(n, generator=g) < self.plan.sample_rate for g in self.sampling_gens])
+            if self.inclusion is not None:
+                masks &= self.inclusion
             counts = masks.sum(1)
             rows, cols = masks.nonzero(as_tuple=True)  # row-major: each model's indices in increasing order
             slot = torch.arange(len(rows)) - (counts.cumsum(0) - counts)[rows]
@@ -503,7 +539,11 @@ class _Batch:
         batch = []
         for i, g in enumerate(self.sampling_gens):
             while len(self.queues[i]) < b:
-                self.queues[i] = torch.cat([self.queues[i], torch.randperm(n, generator=g)])
+                if self.inclusion is None:
+                    self.queues[i] = torch.cat([self.queues[i], torch.randperm(n, generator=g)])
+                else:
+                    mine = self.inclusion[i].nonzero().squeeze(1)
+                    self.queues[i] = torch.cat([self.queues[i], mine[torch.randperm(len(mine), generator=g)]])
             batch.append(self.queues[i][:b])
             self.queues[i] = self.queues[i][b:]
         return torch.stack(batch), torch.ones(k, b, dtype=torch.bool), torch.full((k,), b)
@@ -543,8 +583,11 @@ class _Batch:
             deltas = torch.autograd.grad(losses.sum(), [z for _, _, z, _ in tape])
             with torch.no_grad():
                 loss_sum += losses.detach().sum(1)
-                norms = sum(op.norms_sq(ctx, d, p) for (op, ctx, _, p), d in zip(tape, deltas)).sqrt()
-                factor = (clip / (norms + 1e-6)).clamp(max=1.0) * weight  # Opacus' flat clip factor
+                if self.private:
+                    norms = sum(op.norms_sq(ctx, d, p) for (op, ctx, _, p), d in zip(tape, deltas)).sqrt()
+                    factor = (clip / (norms + 1e-6)).clamp(max=1.0) * weight  # Opacus' flat clip factor
+                else:  # the non-private twin: plain summed gradients
+                    factor = weight
                 offset = 0
                 for (op, ctx, _, p), d in zip(tape, deltas):
                     for j, s in enumerate(op.clipped_sums(ctx, d, factor, p)):
@@ -557,7 +600,7 @@ class _Batch:
         idx, valid = idx.to(self.device, non_blocking=True), valid.to(self.device, non_blocking=True)
         sums, loss_sum = self._clipped_sums(idx, valid)
         with torch.no_grad():
-            if self.std != 0:  # Opacus draws nothing when the std is 0
+            if self.std != 0 and self.private:  # Opacus draws nothing when the std is 0
                 for k, g in enumerate(self.noise_gens):  # each model's own stream, parameters in model order
                     for s in sums:
                         s[k] += torch.normal(mean=0, std=self.std, size=s.shape[1:], device=s.device,
@@ -566,7 +609,7 @@ class _Batch:
             grads = [s / b for s in sums]  # Opacus' scale_grad (loss_reduction "mean")
             self._sgd(grads, self.lrs[self.steps_done])
             self._update_ema()
-        for accountant in self.accountants:  # Opacus' step hook: one (sigma, q) step per logical step
+        for accountant in self.accountants if self.private else ():  # Opacus' step hook: one (sigma, q) per step
             accountant.step(noise_multiplier=self.plan.noise_multiplier, sample_rate=self.plan.sample_rate)
         self.steps_done += 1
         self.losses.append(loss_sum / counts.to(loss_sum.device))  # NaN for an empty batch, left out of the mean
@@ -616,6 +659,15 @@ class _Batch:
                 out = _forward(self.ops, params, self.prefix(x[start:stop]), shared=True)
                 correct += (out.argmax(dim=-1) == y[start:stop]).sum(1)
         return [c / n for c in correct.tolist()]
+
+    def outputs(self, x: torch.Tensor) -> torch.Tensor:
+        """``(K, n, outputs)``: every model's output on the examples ``x`` ``(n, *input_shape)`` (evaluated
+        parameters), in chunks of :data:`~.training.EVAL_CHUNK` // K examples."""
+        params = self._evaluated()
+        chunk = max(64, EVAL_CHUNK // self.k)
+        with torch.no_grad():
+            return torch.cat([_forward(self.ops, params, self.prefix(x[s:s + chunk]), shared=True)
+                              for s in range(0, len(x), chunk)], dim=1)
 
     def _excess_risks(self) -> list[float]:
         """linreg: each model's exact population excess risk (its Linear weight and bias)."""
