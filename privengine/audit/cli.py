@@ -8,6 +8,11 @@ summary :meth:`~privengine.audit.interface.AuditResult.to_dict` with its ``run_i
 status 0 when the audit ran, whatever it found; 1 when it failed or was stopped; bad input
 raises :class:`~privengine.errors.ConfigError`, which the main CLI turns into one line naming
 the field and exit status 2.
+
+``audit membership --run RUN_ID [--attack lira|rmia|loss] [--reference-models N] [--seed S] [--offline] [--json]``
+is the membership-inference attack of :mod:`.membership_dpsgd` on a stored DP-SGD run's recipe: it retrains the
+target, its reference models and its non-private twin in this process (not a stored job) and prints the ROC figures
+beside the DP bound of the target's claim (``--json``: one object; see :func:`membership_json`).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from typing import Callable, TextIO
 
 from .. import registry
 from ..cli_fields import add_field_flags, field_values
+from ..errors import ConfigError
 from ..store import RunStore
 from .interface import AuditResult, result_of
 
 COMMANDS = ("audit",)
+MEMBERSHIP = "membership"
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -33,11 +40,26 @@ def add_parsers(sub) -> None:
         p = audits.add_parser(entry.name, help=entry.title, description=entry.description)
         p.add_argument("--json", action="store_true", help="print the result as one JSON object")
         add_field_flags(p.add_argument_group("audit fields"), entry.config_cls)
+    p = audits.add_parser(MEMBERSHIP, help="membership inference (LiRA, RMIA, loss) on a DP-SGD run's recipe, drawn "
+                                           "under the DP bound of its claim",
+                          description="Retrain the run's recipe (its isotropic setting) on a random half of its "
+                                      "private split with reference models on other halves, attack it, and print "
+                                      "AUC and TPR at FPR 0.001 / 0.01 beside the (eps, delta) bound of the "
+                                      "target's claim and the same attack on a non-private twin.")
+    p.add_argument("--run", required=True, metavar="RUN_ID", help="the DP-SGD run whose recipe is attacked")
+    p.add_argument("--attack", choices=("lira", "rmia", "loss"), default="lira", help="default lira")
+    p.add_argument("--reference-models", type=int, default=16, metavar="N", help="even, default 16")
+    p.add_argument("--seed", type=int, default=0, help="seed of the halves and of the models (default 0)")
+    p.add_argument("--offline", action="store_true", help="LiRA / RMIA from the OUT reference models only")
+    p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
 def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
     """Run the audit named on the command line as a stored job (``follow``: the CLI's submit-and-follow) and
     print its result."""
+    if args.audit == MEMBERSHIP:
+        return _membership(args, store, out, err)
     entry = registry.get(args.audit)
     config = entry.config_cls.from_dict(field_values(args, entry.config_cls))
     run = follow(store, entry.name, config, source="cli", err=err)
@@ -72,3 +94,40 @@ def print_result(result: AuditResult, out: TextIO, *, run_id: str) -> None:
         print(f"  {key}: {_short(value)}", file=out)
     for note in result.notes:
         print(f"note: {note}", file=out)
+
+
+def membership_json(result: dict, run_id: str) -> dict:
+    """The ``--json`` object of ``audit membership``: ``attack``, ``run``, ``epsilon``, ``delta``, ``members``,
+    ``non_members``, ``reference_models``, ``auc``, ``tpr_at_fpr`` and ``bound_at_fpr`` (keyed by "0.001" and
+    "0.01"), ``non_private_twin`` (``auc``, ``tpr_at_fpr``, ...), then everything else the attack measured."""
+    first = ("attack", "epsilon", "delta", "members", "non_members", "reference_models", "auc", "tpr_at_fpr",
+             "bound_at_fpr", "non_private_twin")
+    return {"run": run_id, **{k: result[k] for k in first}, **{k: v for k, v in result.items() if k not in first}}
+
+
+def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
+    run = store.get_run(args.run)
+    if run.mechanism != "dpsgd":
+        raise ConfigError("run", f"is a {run.mechanism} run; membership attacks cover DP-SGD runs only (PATE and "
+                                 "the other mechanisms are not attacked here yet)")
+    from ..dpsgd.config import DPSGDConfig
+    from .membership_dpsgd import attack_dpsgd
+
+    config = DPSGDConfig.from_dict(run.config)
+    result = attack_dpsgd(config, attack=args.attack, reference_models=args.reference_models, seed=args.seed,
+                          offline=args.offline, device=args.device, log=lambda text: print(text, file=err))
+    if args.json:
+        print(json.dumps(membership_json(result, run.id), indent=2, sort_keys=False), file=out)
+        return EXIT_OK
+    twin = result["non_private_twin"]
+    print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on run {run.id}: "
+          f"{result['members']} members, {result['non_members']} non-members, {result['reference_models']} "
+          f"reference models; claim ε = {result['epsilon']:.4g}, δ = {result['delta']:g}", file=out)
+    print(f"AUC {result['auc']:.4f} (non-private twin {twin['auc']:.4f})", file=out)
+    for key, tpr in result["tpr_at_fpr"].items():
+        lo, hi = result["tpr_interval_at_fpr"][key]
+        verdict = "ABOVE the bound" if result["exceeds_bound"][key] else "within the bound"
+        print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
+              + (f" (PLD {result['pld_bound_at_fpr'][key]:.4f})" if "pld_bound_at_fpr" in result else "")
+              + f", {verdict}; twin TPR {twin['tpr_at_fpr'][key]:.4f}", file=out)
+    return EXIT_OK

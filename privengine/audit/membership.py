@@ -1,0 +1,231 @@
+r"""Membership-inference attacks and the DP bound they are drawn under: scores, ROC, and the claim's trade-off.
+
+Pure functions of model outputs (numpy; no torch, no mechanism): the DP-SGD driver that trains the target and its
+reference models is :mod:`.membership_dpsgd`. Shapes: ``n`` examples under attack, ``R`` reference models, ``m``
+population examples (RMIA), ``C`` classes; a model's outputs are logits ``z`` ``(..., n, C)``.
+
+The game. A target model is trained on a random half of a data pool; for each pool example ``x`` the attack outputs
+a score, higher meaning "member". Sweeping a threshold gives the ROC curve: TPR (members called members) against
+FPR (non-members called members).
+
+Attacks (higher score = member):
+
+- **loss** (Yeom et al. 2018): ``s(x) = log p_theta(y | x) = -loss``: training examples have lower loss.
+- **LiRA** (Carlini et al., S&P 2022) on the logit-scaled confidence of the true label,
+  ``phi = log(p_y / (1 - p_y)) = z_y - logsumexp_{j != y} z_j`` (:func:`logit_confidence`, computed in that stable
+  form). For each ``x``, Gaussians are fitted to ``phi`` over the reference models trained with ``x`` (IN:
+  ``N(mu_in, s_in^2)``) and without it (OUT: ``N(mu_out, s_out^2)``). Online:
+  ``s(x) = log N(phi_target; mu_in, s_in^2) - log N(phi_target; mu_out, s_out^2)``. Offline (OUT models only):
+  ``s(x) = (phi_target - mu_out) / s_out``, a monotone transform of the paper's ``1 - Pr[Z > phi_target]``,
+  ``Z ~ N(mu_out, s_out^2)`` (the same ROC, without the saturation of the probability near 1). With few reference
+  models the variances are pooled over the examples (the paper's "fixed variance", which it recommends below
+  about 64 models); the means stay per example.
+- **RMIA** (Zarifzadeh et al., ICML 2024): ``ratio(x) = Pr(x | theta) / Pr(x)`` with ``Pr(x | theta) = p_theta(y |
+  x)`` and ``Pr(x)`` the mean of ``p(y | x)`` over reference models; ``s(x) = Pr_z[ratio(x) / ratio(z) > gamma]``,
+  the fraction of population examples ``z`` (here: held-out examples, never trained on by any model) that ``x``
+  dominates. Online: ``Pr(x)`` over all reference models (half of them IN for each x by construction: the paper's
+  ``(Pr_IN + Pr_OUT) / 2``). Offline: the paper's linear approximation ``Pr_IN(x) ~ a Pr_OUT(x) + (1 - a)``, so
+  ``Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2``, applied to ``x`` and ``z`` alike; ``a`` and ``gamma`` are
+  arguments (defaults a = 0.3, gamma = 1, not tuned here). For a fixed ``z`` set ``s`` is a non-decreasing function
+  of ``ratio(x)``, so its ROC is that of the ratio at the resolution ``1 / m``.
+
+The bound. If the training algorithm is (eps, delta)-DP with respect to adding or removing one example, then for
+every example ``x`` and every test (any function of the target model and of anything independent of ``x``'s
+membership: the reference models here are trained on halves drawn independently of the target's),
+``P[guess in | x in] <= e^eps P[guess in | x out] + delta`` and, from the complement,
+``P[guess out | x out] <= e^eps P[guess out | x in] + delta`` (Kairouz, Oh, Viswanath 2015), so
+
+    TPR <= min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))         (:func:`dp_tpr_bound`)
+
+per example; the right side is concave in FPR, so it also holds for the averages over the examples (Jensen), which
+is what the ROC measures. For DP-SGD the whole family ``delta(eps)`` of the composed Poisson-subsampled Gaussian
+gives the tighter ``TPR <= inf_eps min(e^eps FPR + delta(eps), 1 - e^-eps (1 - delta(eps) - FPR))``
+(:func:`pld_tpr_bound`, from dp_accounting's privacy loss distribution; any finite eps grid keeps it an upper bound).
+
+Confidence. At each FPR level of the grid the threshold is the one of largest TPR with empirical FPR <= the level;
+the counts of true and false positives get two-sided Clopper-Pearson intervals (each end at ``(1 + confidence) /
+2`` one-sided). The measured point is *consistent with the claim* when the lower end of the TPR interval is at most
+the bound at the upper end of the FPR interval (:func:`roc_summary`, ``exceeds_bound``). The intervals treat the
+examples' outcomes as independent trials; they share one target model, so the intervals are the usual reading of
+MIA papers rather than a proof, and a violation is a reason to look for a bug, which then says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+from scipy.special import logsumexp
+from sklearn.metrics import auc, roc_curve
+
+from .bounds import clopper_pearson_lower, clopper_pearson_upper
+
+__all__ = ["ATTACKS", "FPR_GRID", "dp_tpr_bound", "lira_scores", "logit_confidence", "loss_scores",
+           "pld_tpr_bound", "rmia_scores", "roc_summary", "true_label_log_prob"]
+
+ATTACKS = ("lira", "rmia", "loss")
+FPR_GRID = (0.001, 0.01)
+GLOBAL_VARIANCE_BELOW = 64  # LiRA pools the variances below this many reference models on a side (Carlini et al.)
+_MIN_STD = 1e-6
+
+
+def true_label_log_prob(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``log p(y | x) = z_y - logsumexp_j z_j``: logits ``(..., n, C)``, labels ``(n,)`` -> ``(..., n)``."""
+    z = np.asarray(logits, dtype=np.float64)
+    zy = np.take_along_axis(z, np.broadcast_to(np.asarray(labels)[:, None], z.shape[:-1] + (1,)), -1)[..., 0]
+    return zy - logsumexp(z, axis=-1)
+
+
+def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """LiRA's ``phi = log(p_y / (1 - p_y)) = z_y - logsumexp_{j != y} z_j``: ``(..., n, C)``, ``(n,)`` -> ``(..., n)``
+    (stable where ``p_y`` rounds to 1)."""
+    z = np.asarray(logits, dtype=np.float64)
+    onehot = np.zeros(z.shape, dtype=bool)
+    np.put_along_axis(onehot, np.broadcast_to(np.asarray(labels)[:, None], z.shape[:-1] + (1,)), True, -1)
+    zy = np.where(onehot, z, 0.0).sum(-1)
+    return zy - logsumexp(np.where(onehot, -np.inf, z), axis=-1)
+
+
+def loss_scores(target_log_prob: np.ndarray) -> np.ndarray:
+    """Yeom et al.'s loss attack: the score is ``log p(y | x) = -loss``, ``(n,)`` -> ``(n,)``."""
+    return np.asarray(target_log_prob, dtype=np.float64)
+
+
+def _side_stats(ref: np.ndarray, side: np.ndarray, pooled: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example mean ``(n,)`` and std ``(n,)`` of ``ref`` ``(R, n)`` over the models where ``side`` ``(R, n)`` is
+    True; the std pooled over all examples when ``pooled``."""
+    count = side.sum(0)
+    if (count == 0).any():
+        raise ValueError(f"{int((count == 0).sum())} example(s) have no reference model on one side (IN or OUT)")
+    mean = np.where(side, ref, 0.0).sum(0) / count
+    resid = np.where(side, ref - mean, 0.0)
+    if pooled:
+        dof = max(int(count.sum()) - len(count), 1)
+        std = np.full(mean.shape, math.sqrt((resid ** 2).sum() / dof))
+    else:
+        std = np.sqrt((resid ** 2).sum(0) / np.maximum(count - 1, 1))
+    return mean, np.maximum(std, _MIN_STD)
+
+
+def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray, *, online: bool = True,
+                pooled_variance: bool | None = None) -> np.ndarray:
+    """LiRA (see the module docstring): ``target_phi`` ``(n,)``, ``ref_phi`` ``(R, n)`` and ``ref_in`` ``(R, n)``
+    (reference model r trained on example i) -> scores ``(n,)``.
+
+    ``pooled_variance`` None: pooled when a side has fewer than :data:`GLOBAL_VARIANCE_BELOW` models."""
+    ref_phi, ref_in = np.asarray(ref_phi, dtype=np.float64), np.asarray(ref_in, dtype=bool)
+    if pooled_variance is None:
+        pooled_variance = min(ref_in.sum(0).min(), (~ref_in).sum(0).min()) < GLOBAL_VARIANCE_BELOW
+    mu_out, s_out = _side_stats(ref_phi, ~ref_in, pooled_variance)
+    if not online:
+        return (target_phi - mu_out) / s_out
+    mu_in, s_in = _side_stats(ref_phi, ref_in, pooled_variance)
+    return stats.norm.logpdf(target_phi, mu_in, s_in) - stats.norm.logpdf(target_phi, mu_out, s_out)
+
+
+def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray, target_p_z: np.ndarray,
+                ref_p_z: np.ndarray, *, online: bool = True, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
+    """RMIA (see the module docstring): ``p(y | x)`` of the target ``(n,)`` and of the references ``(R, n)``, with
+    ``ref_in`` ``(R, n)``; the same for the population, ``(m,)`` and ``(R, m)`` -> scores ``(n,)`` in [0, 1]."""
+    ref_p_x, ref_in = np.asarray(ref_p_x, dtype=np.float64), np.asarray(ref_in, dtype=bool)
+    if online:
+        pr_x, pr_z = ref_p_x.mean(0), np.asarray(ref_p_z, dtype=np.float64).mean(0)
+    else:
+        out = ~ref_in
+        if (out.sum(0) == 0).any():
+            raise ValueError("offline RMIA needs an OUT reference model for every example")
+        pr_x = 0.5 * ((1 + a) * np.where(out, ref_p_x, 0.0).sum(0) / out.sum(0) + (1 - a))
+        pr_z = 0.5 * ((1 + a) * np.asarray(ref_p_z, dtype=np.float64).mean(0) + (1 - a))
+    with np.errstate(divide="ignore"):
+        log_ratio_x = np.log(target_p_x) - np.log(pr_x)
+        log_ratio_z = np.sort(np.log(target_p_z) - np.log(pr_z))
+    # ratio_x / ratio_z > gamma  <=>  log ratio_z < log ratio_x - log gamma
+    return np.searchsorted(log_ratio_z, log_ratio_x - math.log(gamma), side="left") / len(log_ratio_z)
+
+
+def dp_tpr_bound(fpr, epsilon: float, delta: float):
+    """The largest TPR an (eps, delta)-DP algorithm allows at ``fpr`` (scalar or array):
+    ``min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))``, clipped to [0, 1] (at least FPR when eps, delta >= 0).
+
+    >>> round(float(dp_tpr_bound(0.01, 1.0, 1e-5)), 6)   # e * 0.01 + 1e-5
+    0.027193
+    """
+    fpr = np.asarray(fpr, dtype=np.float64)
+    bound = np.minimum(np.exp(epsilon) * fpr + delta, 1.0 - np.exp(-epsilon) * (1.0 - delta - fpr))
+    bound = np.clip(bound, 0.0, 1.0)
+    return float(bound) if bound.ndim == 0 else bound
+
+
+def pld_tpr_bound(fpr, history: Sequence[tuple[float, float, int]], *, eps_max: float = 30.0, points: int = 600,
+                  discretization: float = 1e-3):
+    """The trade-off bound of DP-SGD's composed Poisson-subsampled Gaussian (add or remove one example) at ``fpr``
+    (scalar or array): ``inf_eps min(e^eps FPR + delta(eps), 1 - e^-eps (1 - delta(eps) - FPR))`` over ``points``
+    eps in [0, ``eps_max``], with ``delta(eps)`` from dp_accounting's pessimistic privacy loss distribution of the
+    history ``[(sigma, q, steps), ...]`` (each entry self-composed, entries composed). Every eps of the grid gives a
+    valid bound, so the grid only makes it looser, never unsound."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    pld = None
+    for sigma, q, steps in history:
+        one = pld_lib.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=q,
+                                              value_discretization_interval=discretization).self_compose(int(steps))
+        pld = one if pld is None else pld.compose(one)
+    fpr = np.asarray(fpr, dtype=np.float64)
+    if pld is None:  # nothing released
+        return fpr.copy() if fpr.ndim else float(fpr)
+    eps = np.linspace(0.0, eps_max, points)
+    delta = np.asarray(pld.get_delta_for_epsilon(eps), dtype=np.float64)
+    bound = np.min(dp_tpr_bound(fpr.reshape(-1, 1), eps[None, :], delta[None, :]), axis=1).reshape(fpr.shape)
+    return float(bound) if bound.ndim == 0 else bound
+
+
+def _key(level: float) -> str:
+    return f"{level:g}"
+
+
+def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[float] = FPR_GRID,
+                confidence: float = 0.95, epsilon: float | None = None, delta: float | None = None,
+                bound=None) -> dict:
+    """ROC, AUC and the TPR at each FPR level with Clopper-Pearson intervals; ``scores`` and ``is_member`` ``(n,)``.
+
+    Returns a JSON-ready dict: ``auc``; ``members``, ``non_members``; ``roc`` (``fpr``, ``tpr`` lists, sklearn's
+    ``roc_curve`` with its collinear points dropped); ``tpr_at_fpr`` and ``tpr_interval_at_fpr`` keyed by
+    ``f"{level:g}"`` (the TPR of the threshold of largest TPR whose empirical FPR is at most the level) with the
+    achieved ``fpr_at_fpr`` and its interval, ``true_positives_at_fpr``, ``false_positives_at_fpr``. With
+    ``epsilon`` and ``delta`` (or a ``bound(fpr)`` callable, e.g. :func:`pld_tpr_bound` with its history):
+    ``bound_at_fpr`` (the bound at the nominal level) and ``exceeds_bound`` (the TPR interval's lower end above the
+    bound at the FPR interval's upper end: the claim is contradicted at that level).
+    """
+    is_member = np.asarray(is_member, dtype=bool)
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != is_member.shape or scores.ndim != 1:
+        raise ValueError(f"scores and is_member must be (n,) alike; got {scores.shape} and {is_member.shape}")
+    n_pos, n_neg = int(is_member.sum()), int((~is_member).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("the attack needs members and non-members")
+    fpr, tpr, _ = roc_curve(is_member, scores, drop_intermediate=False)
+    level = (1.0 + confidence) / 2.0
+    if bound is None and epsilon is not None:
+        def bound(x):
+            return dp_tpr_bound(x, epsilon, delta or 0.0)
+    out: dict = {"auc": float(auc(fpr, tpr)), "members": n_pos, "non_members": n_neg, "confidence": confidence}
+    for name in ("tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "true_positives_at_fpr",
+                 "false_positives_at_fpr") + (("bound_at_fpr", "exceeds_bound") if bound is not None else ()):
+        out[name] = {}
+    for alpha in fprs:
+        i = int(np.searchsorted(fpr, alpha, side="right")) - 1  # the last point with fpr <= alpha (fpr[0] = 0)
+        tp, fp = int(round(tpr[i] * n_pos)), int(round(fpr[i] * n_neg))
+        tpr_ci = [clopper_pearson_lower(tp, n_pos, level=level), clopper_pearson_upper(tp, n_pos, level=level)]
+        fpr_ci = [clopper_pearson_lower(fp, n_neg, level=level), clopper_pearson_upper(fp, n_neg, level=level)]
+        k = _key(alpha)
+        out["tpr_at_fpr"][k], out["tpr_interval_at_fpr"][k] = tp / n_pos, tpr_ci
+        out["fpr_at_fpr"][k], out["fpr_interval_at_fpr"][k] = fp / n_neg, fpr_ci
+        out["true_positives_at_fpr"][k], out["false_positives_at_fpr"][k] = tp, fp
+        if bound is not None:
+            out["bound_at_fpr"][k] = float(bound(alpha))
+            out["exceeds_bound"][k] = bool(tpr_ci[0] > float(bound(fpr_ci[1])) + 1e-12)
+    fpr, tpr, _ = roc_curve(is_member, scores)  # the curve to draw: collinear points dropped
+    out["roc"] = {"fpr": fpr.round(6).tolist(), "tpr": tpr.round(6).tolist()}
+    return out

@@ -1,0 +1,188 @@
+"""Issue 27: membership-inference attacks (privengine.audit.membership, .membership_dpsgd) drawn under the DP bound.
+
+Soundness: on a DP-SGD target at eps = 1 no attack beats the (eps, delta) bound at the FPRs of the grid (beyond the
+Clopper-Pearson intervals). Power: the same recipe without clipping and noise, on the same halves, is attacked far
+better (above that bound), LiRA's AUC on it well above 0.5. The bound against hand-computed values; the model batch's
+inclusion masks (no mask: unchanged to the bit; masked examples never sampled).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
+from privengine.accounting.subsampled_gaussian import epsilon_of
+from privengine.audit.membership import (dp_tpr_bound, lira_scores, logit_confidence, pld_tpr_bound, rmia_scores,
+                                         roc_summary, true_label_log_prob)
+from privengine.audit.membership_dpsgd import attack_dpsgd, draw_halves
+from privengine.dpsgd.config import DPSGDConfig
+from privengine.dpsgd.data import load_task
+from privengine.dpsgd.model_batch import Member, _Batch
+from privengine.dpsgd.training import Plan
+from privengine.errors import ConfigError
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
+
+# A tiny private set (285 digits, 142 members) and many epochs: without noise the MLP overfits it.
+RECIPE = dict(dataset="digits", model="mlp", train_limit=300, batch_size=32, epochs=30.0, lr=0.5, max_grad_norm=1.0,
+              target_epsilon=1.0, delta=1e-5, accountant="rdp", alphas=(0.0,), n_seeds=1)
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def attacked():
+    """LiRA with 8 reference models on the eps = 1 recipe and on its non-private twin (one training of each)."""
+    return attack_dpsgd(DPSGDConfig().replace(**RECIPE), attack="lira", reference_models=8, seed=0, device="cpu")
+
+
+# --------------------------------------------------------------------------- the bound
+
+
+def test_the_dp_bound_matches_hand_computed_values():
+    e = math.e
+    assert dp_tpr_bound(0.01, 1.0, 1e-5) == pytest.approx(e * 0.01 + 1e-5)
+    assert dp_tpr_bound(0.0, 1.0, 1e-5) == pytest.approx(1e-5)
+    # past the kink the second branch binds: 1 - e^-1 (1 - 0 - 0.5) = 0.81606
+    assert dp_tpr_bound(0.5, 1.0, 0.0) == pytest.approx(1 - 0.5 / e)
+    assert dp_tpr_bound(0.001, 0.0, 0.0) == pytest.approx(0.001)  # eps = 0, delta = 0: no test beats chance
+    assert dp_tpr_bound(0.2, 10.0, 0.0) == pytest.approx(1 - 0.8 * math.exp(-10))  # the second branch
+    np.testing.assert_allclose(dp_tpr_bound(np.array([0.001, 0.01]), math.log(2), 0.01), [0.012, 0.03])
+
+
+def test_the_pld_trade_off_is_tighter_than_its_own_epsilon_and_above_chance():
+    history = [(1.0, 0.1, 200)]
+    eps = epsilon_of(history, accountant="prv", delta=1e-5)[0]
+    fprs = np.array([0.001, 0.01, 0.1])
+    pld = pld_tpr_bound(fprs, history)
+    assert np.all(pld <= dp_tpr_bound(fprs, eps, 1e-5) + 1e-9)
+    assert np.all(pld >= fprs)
+    assert pld_tpr_bound(0.01, [(50.0, 0.01, 10)]) == pytest.approx(0.01, abs=2e-3)  # almost no leakage
+
+
+# --------------------------------------------------------------------------- scores and ROC
+
+
+def test_confidences_are_the_logit_and_log_of_the_true_label_probability():
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(3, 6, 4)) * 3, np.array([0, 1, 2, 3, 0, 1])
+    p = torch.softmax(torch.as_tensor(logits), -1).numpy()[..., labels][:, np.arange(6), np.arange(6)]
+    np.testing.assert_allclose(true_label_log_prob(logits, labels), np.log(p), rtol=1e-10)
+    np.testing.assert_allclose(logit_confidence(logits, labels), np.log(p / (1 - p)), rtol=1e-8)
+    assert np.isfinite(logit_confidence(np.array([[[200.0, 0.0]]]), np.array([0])))  # p_y rounds to 1
+
+
+def test_lira_and_rmia_find_members_on_synthetic_confidences():
+    """phi ~ N(mu_i + 1.5 [member], 1) with per-example difficulty mu_i: the per-example calibration of LiRA (and
+    RMIA's Pr(x)) beats the global threshold of the loss attack."""
+    rng = np.random.default_rng(1)
+    n, r = 2000, 16
+    mu = rng.normal(0, 3, n)
+    ref_in = (rng.random((r, n)).argsort(0) < r // 2)
+    ref_phi = mu + 1.5 * ref_in + rng.normal(size=(r, n))
+    member = rng.random(n) < 0.5
+    target = mu + 1.5 * member + rng.normal(size=n)
+    loss_auc = roc_summary(target, member)["auc"]
+    for online in (True, False):
+        assert roc_summary(lira_scores(target, ref_phi, ref_in, online=online), member)["auc"] > loss_auc + 0.1
+    mu_z = rng.normal(0, 3, 500)  # the population z: never trained on
+    ref_phi_z, target_phi_z = mu_z + rng.normal(size=(r, 500)), mu_z + rng.normal(size=500)
+
+    def sigmoid(t):
+        return 1 / (1 + np.exp(-t))
+
+    scores = rmia_scores(sigmoid(target), sigmoid(ref_phi), ref_in, sigmoid(target_phi_z), sigmoid(ref_phi_z))
+    assert roc_summary(scores, member)["auc"] > loss_auc + 0.05
+
+
+def test_roc_summary_counts_intervals_and_bound_flags():
+    member = np.r_[np.ones(100, bool), np.zeros(100, bool)]
+    scores = np.r_[np.arange(100) + 1000.0, np.arange(100.0)]  # perfect separation
+    out = roc_summary(scores, member, epsilon=1.0, delta=0.0)
+    assert out["auc"] == 1.0 and out["members"] == 100 and out["non_members"] == 100
+    assert out["tpr_at_fpr"]["0.001"] == 1.0 and out["false_positives_at_fpr"]["0.001"] == 0
+    lo, hi = out["tpr_interval_at_fpr"]["0.01"]
+    assert lo == pytest.approx(0.025 ** (1 / 100)) and hi == 1.0  # Clopper-Pearson at 97.5 % one-sided
+    assert out["exceeds_bound"] == {"0.001": True, "0.01": True}
+    chance = roc_summary(np.zeros(200), member, epsilon=1.0, delta=0.0)
+    assert chance["auc"] == 0.5 and not any(chance["exceeds_bound"].values())
+
+
+# --------------------------------------------------------------------------- the model batch's halves
+
+
+def test_halves_are_balanced_and_independent_of_the_target():
+    halves = draw_halves(101, 8, torch.Generator().manual_seed(0))
+    assert halves.shape == (9, 101) and int(halves[0].sum()) == 50
+    assert (halves[1:].sum(0) == 4).all()
+    with pytest.raises(ConfigError, match="reference_models"):
+        draw_halves(10, 3, torch.Generator())
+
+
+def test_an_inclusion_mask_restricts_sampling_and_no_mask_changes_nothing():
+    task = load_task(dataset="digits", seed=0, public_fraction=0.05, train_limit=300, data_root="", device=CPU)
+    config = DPSGDConfig().replace(**{**RECIPE, "epochs": 1.0, "noise_mode": "sigma"})
+    plan = Plan(noise_multiplier=1.0, sample_rate=0.2, steps=5, expected_batch_size=32)
+    members = [Member(0.0, seed, seed, lambda *a: None) for seed in range(3)]
+    plain = _Batch(task, config, plan, members, CPU)
+    everything = _Batch(task, config, plan, members, CPU, inclusion=torch.ones(3, task.n_private, dtype=torch.bool))
+    plain.run(lambda: False)
+    everything.run(lambda: False)
+    for a, b in zip(plain.params, everything.params):
+        assert torch.equal(a, b)
+    halves = draw_halves(task.n_private, 2, torch.Generator().manual_seed(3))
+    masked = _Batch(task, config, plan, members, CPU, inclusion=halves)
+    for _ in range(20):
+        idx, valid, _ = masked._sample()
+        for k in range(3):
+            assert halves[k, idx[k][valid[k]]].all()
+
+
+# --------------------------------------------------------------------------- the attack on DP-SGD
+
+
+def test_the_attack_on_a_dp_sgd_target_stays_under_its_bound(attacked):
+    assert attacked["epsilon"] == pytest.approx(1.0, abs=0.05)
+    assert attacked["members"] == 142 and attacked["non_members"] == 143
+    for name, result in attacked["all_attacks"].items():
+        assert not any(result["exceeds_bound"].values()), name
+    for key, tpr in attacked["tpr_at_fpr"].items():
+        fpr_hi = attacked["fpr_interval_at_fpr"][key][1]
+        assert attacked["tpr_interval_at_fpr"][key][0] <= dp_tpr_bound(fpr_hi, attacked["epsilon"], 1e-5)
+        assert attacked["pld_bound_at_fpr"][key] <= attacked["bound_at_fpr"][key] + 1e-9
+    assert attacked["auc"] < 0.62
+
+
+def test_the_non_private_twin_breaks_the_bound_and_lira_finds_it(attacked):
+    twin = attacked["non_private_twin"]
+    assert twin["auc"] > 0.7 and twin["auc"] > attacked["auc"] + 0.15  # LiRA on an overfit model
+    assert twin["exceeds_bound"]["0.01"]
+
+
+def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, attacked):
+    from privengine import cli
+    from privengine.audit import cli as audit_cli
+    from privengine.audit import membership_dpsgd
+    from privengine.store import RunStore
+
+    store = RunStore()  # conftest: this test's own PRIVENGINE_HOME, the CLI's store too
+    run_id = store.create_run("dpsgd", DPSGDConfig().replace(**RECIPE).to_dict())
+    monkeypatch.setattr(membership_dpsgd, "attack_dpsgd", lambda config, **kw: attacked)
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0
+    document = json.loads(out.getvalue())
+    assert list(document)[:11] == ["run", "attack", "epsilon", "delta", "members", "non_members",
+                                   "reference_models", "auc", "tpr_at_fpr", "bound_at_fpr", "non_private_twin"]
+    assert set(document["tpr_at_fpr"]) == set(document["bound_at_fpr"]) == {"0.001", "0.01"}
+    assert {"auc", "tpr_at_fpr"} <= set(document["non_private_twin"])
+    assert audit_cli.membership_json(attacked, run_id)["run"] == run_id
+    other = store.create_run("pate", {})
+    assert cli.main(["audit", "membership", "--run", other, "--json"], stdout=io.StringIO(), stderr=err) == 2
+    assert "DP-SGD runs only" in err.getvalue()
+    with pytest.raises(ConfigError, match="model batch"):
+        membership_dpsgd.check_target(DPSGDConfig().replace(**{**RECIPE, "model": "cnn"}))
