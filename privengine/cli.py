@@ -284,9 +284,11 @@ def submit_and_follow(store: RunStore, name: str, config: Any, *, source: str, e
         print("\ninterrupted: stopping the run...", file=err)
         manager.stop(run_id)
         manager.wait(run_id, timeout=10)
+        manager.join(run_id, timeout=10)
         progress.finish()
         print(f"run {run_id} {store.get_run(run_id).state}", file=err)
         return None
+    manager.join(run_id)  # the run's thread exits before the process does (see JobManager.join)
     progress.finish()
     return store.get_run(run_id)
 

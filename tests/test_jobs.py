@@ -192,3 +192,17 @@ def test_a_charge_with_two_headlines_is_refused(manager, monkeypatch):
     _toy_with(monkeypatch, run)
     failed = manager.wait(manager.submit("toy", {}), timeout=10)
     assert failed.summary is None and "exactly one headline claim" in failed.error
+
+
+def test_join_and_shutdown_leave_no_run_thread_behind(manager, store):
+    """A process exits only after the run threads did: interpreter shutdown during a daemon thread's torch work
+    aborted the CLI (exit 134) after a finished Fashion-MNIST run."""
+    import threading
+
+    first = manager.submit("toy", {"steps": 2})
+    manager.wait(first, timeout=30)
+    manager.join(first)
+    second = manager.submit("toy", {"steps": 10_000, "delay": 0.01})
+    manager.shutdown()
+    assert store.get_run(first).state == "finished" and store.get_run(second).state == "stopped"
+    assert [t.name for t in threading.enumerate() if t.name.startswith("privengine-run-")] == []
