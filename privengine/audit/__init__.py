@@ -10,6 +10,9 @@
   :func:`register_audit`, which makes an audit an entry of the mechanism registry, run as a job
   and stored like any run; :mod:`.pate_gnmax`, :mod:`.dpsgd_one_run` and :mod:`.dp_bayes_release` (with its
   neighbouring data sets in :mod:`.dp_bayes_neighbours`) are the audits so far; :mod:`.cli` the ``audit`` command.
+- :mod:`.membership`: membership-inference attacks (LiRA, RMIA, loss) and the bound a DP claim puts on their
+  TPR at each FPR; :mod:`.membership_dpsgd` trains a DP-SGD recipe's target and reference models for them
+  (``audit membership --run RUN_ID``).
 
 The names below are loaded on first use, so the CLI starts without importing ``scipy.stats``.
 """

@@ -102,10 +102,11 @@ DPSGD = registry.register(registry.Mechanism(
         Preset("fmnist-membership", "The target of the membership-inference attack (python -m privengine audit "
                                     "membership --run RUN_ID): a small Fashion-MNIST private set (2 000 training "
                                     "images minus a 5 % public part) and the one-hidden-layer MLP on pixels, 30 "
-                                    "epochs of batch 64 at ε = 8, δ = 1e-5, one model; without clipping and noise "
-                                    "the same recipe overfits visibly (docs/results/membership.md).",
+                                    "epochs of batch 64, lr 0.1, at ε = 8, δ = 1e-5, one model; without clipping "
+                                    "and noise the same recipe overfits visibly (on a half of the set: 96 % train "
+                                    "against 79 % test accuracy; docs/results/membership.md).",
                {"dataset": "fashion_mnist", "model": "mlp", "train_limit": 2000, "public_fraction": 0.05,
                 "alphas": [0.0], "n_seeds": 1, "target_epsilon": 8.0, "delta": 1e-5, "epochs": 30.0,
-                "batch_size": 64, "lr": 0.5, "max_grad_norm": 1.0}),
+                "batch_size": 64, "lr": 0.1, "max_grad_norm": 1.0}),
     ),
 ), replace=True)
