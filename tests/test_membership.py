@@ -20,6 +20,7 @@ import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.audit.membership import (dp_tpr_bound, lira_scores, logit_confidence, pld_tpr_bound, rmia_scores,
                                          roc_summary, true_label_log_prob)
+from privengine.audit import membership_dpsgd
 from privengine.audit.membership_dpsgd import attack_dpsgd, draw_halves
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
@@ -186,3 +187,22 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     assert "DP-SGD runs only" in err.getvalue()
     with pytest.raises(ConfigError, match="model batch"):
         membership_dpsgd.check_target(DPSGDConfig().replace(**{**RECIPE, "model": "cnn"}))
+
+
+def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatch):
+    """Attacked with the run's own seed, a one-seed isotropic run's recipe equals the attack's: the model indices
+    keep the attack's noise and sampling streams apart from the run's (which number their models from 0)."""
+    from privengine.dpsgd import model_batch
+
+    keys = []
+    real = model_batch.noise_generator
+
+    def recording(config, *key, **kw):
+        keys.append(key)
+        return real(config, *key, **kw)
+
+    monkeypatch.setattr(model_batch, "noise_generator", recording)
+    out = attack_dpsgd(DPSGDConfig().replace(**{**RECIPE, "epochs": 1.0}), attack="loss", reference_models=2, seed=0,
+                       device="cpu", twin=False, pld=False)
+    assert keys and all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
+    assert out["privacy"].startswith("Not covered by any privacy claim")

@@ -123,6 +123,7 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on run {run.id}: "
           f"{result['members']} members, {result['non_members']} non-members, {result['reference_models']} "
           f"reference models; claim ε = {result['epsilon']:.4g}, δ = {result['delta']:g}", file=out)
+    print(result["privacy"], file=out)
     print(f"AUC {result['auc']:.4f} (non-private twin {twin['auc']:.4f})", file=out)
     for key, tpr in result["tpr_at_fpr"].items():
         lo, hi = result["tpr_interval_at_fpr"][key]

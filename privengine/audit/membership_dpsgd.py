@@ -19,8 +19,13 @@ of a model the batch path trains: linear, mlp, scatter_linear, scatter_mlp) and:
    examples, RMIA's population, never trained on) and summarises the ROC (:func:`.membership.roc_summary`);
 5. repeats 3-4 with the **non-private twin**: the same halves, seeds and schedule, without clipping or noise.
 
-Streams: the models' seeds are ``seed + k`` and their noise and sampling streams are keyed by the run's config with
-its ``seed`` replaced by the attack's, so nothing is shared with the run's own models.
+Streams: model ``k``'s seed is ``seed + k`` and its index ``ATTACK_INDEX + k``: a run numbers its models from 0
+(fewer than a million), so even when the attack's seed and recipe equal the run's own (an isotropic one-seed run
+attacked with its own seed), no noise or sampling stream of the attack's models is one of the run's.
+
+Privacy of the attack itself: it reads the private split and reports statistics of models trained on it (members,
+scores, accuracies), so its figures are an operator's diagnostic covered by no privacy claim
+(:data:`NOT_COVERED`, in the result): keep them with the data, not with what is published.
 """
 
 from __future__ import annotations
@@ -81,6 +86,11 @@ def _scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in:
     return rmia_scores(p[0, :n], p[1:, :n], ref_in, p[0, n:], p[1:, n:], online=not offline)
 
 
+ATTACK_INDEX = 1_000_000  # first model index of the attack's streams: above any run's own model indices
+NOT_COVERED = ("Not covered by any privacy claim: the attack trains models on the private split and reports their "
+               "statistics (an operator's diagnostic; keep it with the data, do not publish it).")
+
+
 def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models: int = 16, seed: int = 0,
                  offline: bool = False, twin: bool = True, device: str | torch.device | None = None,
                  log: Callable[[str], None] = lambda text: None, pld: bool = True) -> dict:
@@ -110,7 +120,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     refs = max(reference_models, 2)
     inclusion = draw_halves(n, refs, gen)
     trained = 1 if attack == "loss" else refs + 1  # the loss attack needs no reference model
-    members = [Member(alpha=0.0, seed=seed + k, index=k, on_eval=lambda step, values, history: None)
+    members = [Member(alpha=0.0, seed=seed + k, index=ATTACK_INDEX + k, on_eval=lambda step, values, history: None)
                for k in range(trained)]
     x = torch.cat([task.x_private, task.x_test])
     labels = torch.cat([task.y_private, task.y_test]).cpu().numpy()
@@ -132,7 +142,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     epsilon = epsilon_of(history, accountant=config.accountant, delta=config.delta)[0]
     scores = _scores(attack, logits, labels, n, ref_in, offline=offline)
     summary = roc_summary(scores, is_member, epsilon=epsilon, delta=config.delta)
-    out = {"attack": attack, "offline": offline, "epsilon": epsilon, "delta": config.delta,
+    out = {"attack": attack, "offline": offline, "epsilon": epsilon, "delta": config.delta, "privacy": NOT_COVERED,
            "accountant": config.accountant, "reference_models": refs if attack != "loss" else 0,
            "pool": n, "seed": seed, **summary,
            "target": {"dataset": task.name, "model": config.model, "noise_multiplier": plan.noise_multiplier,
