@@ -73,7 +73,8 @@ DPSGD = registry.register(registry.Mechanism(
                {"dataset": "linreg", "epochs": 10.0, "alphas": [0.0, 0.25, 1.0, 4.0], "n_seeds": 3}),
         Preset("fmnist-scatter-eps3", "Fashion-MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, "
                                       "on the full training split minus a 1 % public part; batch 8192, lr 16, "
-                                      "EMA 0.9 of the iterates; one model (about 4 minutes on two CPU cores).",
+                                      "EMA 0.9 of the iterates; one model (about 75 s on two CPU cores, plus about "
+                                      "a minute the first time, to compute and cache the scattering).",
                {**_SCATTER, "dataset": "fashion_mnist", "batch_size": 8192, "lr": 16.0, "ema_decay": 0.9},
                Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear; ε per model)")),
         Preset("mnist-scatter-eps3", "MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, on the "
