@@ -161,7 +161,7 @@ class Soak:
             time.sleep(0.2)
         running = {r.id for r in store.list_runs(states=["running"]) if r.owner_pid == proc.pid}
         time.sleep(1.0)
-        victims = [(pid, cmd) for pid, cmd in _descendants(proc.pid)
+        victims = [(pid, cmd) for pid, cmd in descendants(proc.pid)
                    if (cmd.startswith("ray::_execute") if fault == "worker" else cmd.split()[0].endswith("/raylet"))]
         if victims:
             os.kill(victims[0][0], signal.SIGKILL)
@@ -232,7 +232,9 @@ class Soak:
         store.close()
 
 
-def _descendants(pid: int) -> list[tuple[int, str]]:
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below ``pid``, from /proc (the faults test kills its own Ray
+    processes with it too)."""
     children: dict[int, list[tuple[int, str]]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():

@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from bench.bench_soak import descendants
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -45,28 +46,6 @@ def _wait_for(condition, timeout: float, what: str):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of every process below ``pid`` (this test's own Ray processes, never another's)."""
-    children: dict[int, list[tuple[int, str]]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline") as fh:
-                cmd = fh.read().replace("\0", " ").strip()
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append((int(entry), cmd))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
 
 
 def _running_runs(store) -> list:
@@ -147,7 +126,7 @@ def _sweep_with_fault(kill) -> tuple[subprocess.CompletedProcess, str]:
         store = RunStore()
         _wait_for(lambda: len(_running_runs(store)) >= 2, 180, "two running Ray runs")
         time.sleep(0.5)
-        kill(_descendants(proc.pid))
+        kill(descendants(proc.pid))
         out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
