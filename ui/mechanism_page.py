@@ -41,6 +41,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     run_id = _current_run(name)
     presenting = _presenting()
     if presenting:  # the charts take the page; the form folds away under them
+        st.html(PRESENTING_STYLE)
         form_area, charts_area = st.container(), st.container()
         with form_area:
             folded = st.expander("Configure and launch", expanded=run_id is None)
@@ -72,6 +73,14 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
                     icon=":material/insights:")
         else:
             live_run(run_id, draw)
+
+
+# presentation mode: less empty space above the title, and a smaller title, so a finished run's charts start
+# within a 720 px screen under its state, claim and result tiles
+PRESENTING_STYLE = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0; }
+</style>"""
 
 
 def _presenting() -> bool:
