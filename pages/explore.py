@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from privengine import registry
-from privengine.config import FieldSpec
+from privengine.config import FieldSpec, RunConfig
 from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, run_configs, runner, suggest_values
 from ui import services, sweep_view
@@ -25,6 +25,13 @@ EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a n
 FIELDS = {"seeds": "Seeds per point", "workers": "Workers (runs at once)", "address": "Ray address"}
 # never varied: the seeds are the sweep's, the device is shared, replicas are for resumed runs
 _FIXED = ("device", "seed", "replica")
+_SHARED = {s.name for s in RunConfig.specs()}  # fields every mechanism has (secure noise, ...): listed last
+
+
+def _knob_order(spec: FieldSpec) -> tuple[bool, bool]:
+    """The mechanism's own knobs first, its main ones before its advanced ones; the fields every run has last
+    (sorted is stable, so each group keeps the config's order)."""
+    return spec.name in _SHARED, spec.knob.advanced
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
     name = st.selectbox("Mechanism", names, format_func=lambda n: registry.get(n).title, key="explore.mechanism")
     mech = registry.get(name)
     cls, fixed = mech.config_cls, dict(mech.frontier.fixed)
-    knobs = [s for s in cls.specs() if s.name not in _FIXED and s.name not in fixed]
+    knobs = sorted((s for s in cls.specs() if s.name not in _FIXED and s.name not in fixed), key=_knob_order)
     labels = {s.name: s.label for s in knobs}
     varied = st.multiselect("Knobs to vary", list(labels), format_func=labels.get, key=f"explore.{name}.knobs",
                             placeholder="none: one point, repeated over the seeds")

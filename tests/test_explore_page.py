@@ -186,3 +186,10 @@ def test_two_knobs_launched_from_the_page_keep_their_settings(store):
     res = runner.result(store, sweep_id)
     assert sorted((p.settings["rate"], p.settings["mode"], p.privacy) for p in res.points) == [
         (0.1, "a", 1.0), (0.1, "b", 1.0), (1.0, "a", 10.0), (1.0, "b", 10.0)]
+
+
+def test_the_knobs_to_vary_list_the_mechanisms_own_main_knobs_first():
+    at = _page()
+    at.selectbox(key="explore.mechanism").set_value("dpsgd").run()
+    options = at.multiselect(key="explore.dpsgd.knobs").options
+    assert options[0] == "model" and options[-1] == "secure noise (OS entropy)"  # not secure noise first
