@@ -61,6 +61,11 @@ def short_source(source: str) -> str:
     return source.split(" (", 1)[0].strip() or source
 
 
+def source_detail(source: str) -> str:
+    """The parenthesised detail :func:`short_source` leaves out (``"ScatterNet + linear"`` above), or ''."""
+    return source.split(" (", 1)[1].rstrip(")") if " (" in source else ""
+
+
 @dataclass(frozen=True)
 class Preset:
     """A named setting: ``overrides`` of the mechanism's config defaults."""

@@ -16,10 +16,11 @@ from privengine.audit import result_of
 from privengine.config import BaseConfig
 from privengine.errors import RunNotFoundError
 from privengine.figures import audit as figures
+from privengine.figures.text import value_text
 from privengine.store import RunSnapshot
 
 from . import charts, services
-from .form import config_form, field_label
+from .form import FIXED_FIELDS, config_form, field_label
 from .launch import launch
 from .run_panel import live_run
 
@@ -52,7 +53,7 @@ def _audit_block(entry: registry.Mechanism) -> None:
             initial = services.store().get_run(run_id).config if run_id else None
             config, errors = config_form(entry.config_cls, key=f"audit.form.{entry.name}", initial=initial)
         if config is not None:
-            st.caption(what_it_audits(config))
+            st.caption(what_it_audits(entry.name, config))
         clicked = st.button("Launch audit", disabled=config is None, key=f"audit.launch.{entry.name}",
                             icon=":material/fact_check:", width="stretch")
         if errors:
@@ -74,21 +75,15 @@ def _audit_block(entry: registry.Mechanism) -> None:
 AUDITED_KNOBS = 4  # knobs named in the sentence under Launch audit; the rest are under "Audit settings"
 
 
-def what_it_audits(config: BaseConfig) -> str:
-    """One sentence on what an audit tests: its own setting (its first knobs by label), not the run on the page
-    (e.g. "It audits its own setting (Sigma 20, Votes 100, 95, 5, Trials 1000000, Confidence 0.95, ...), not the
-    run shown above: change it under Audit settings.")."""
-    specs = [s for s in config.specs() if s.name not in ("device", "seed", "secure_noise")]
-    knobs = [f"{field_label(s)} {_value_text(getattr(config, s.name))}" for s in specs[:AUDITED_KNOBS]]
+def what_it_audits(audit: str, config: BaseConfig) -> str:
+    """One sentence on what audit ``audit`` tests: its own setting (its first knobs by label, values as the form
+    shows them), not the run on the page (e.g. "It audits its own setting (Sigma 20, Votes 100, 95, 5, Trials
+    1000000, Confidence 0.95, ...), not the run shown above: change it under Audit settings.")."""
+    specs = [s for s in config.specs() if s.name not in FIXED_FIELDS]
+    knobs = [f"{field_label(s)} {value_text(audit, s.name, getattr(config, s.name))}" for s in specs[:AUDITED_KNOBS]]
     more = ", ..." if len(specs) > AUDITED_KNOBS else ""
     return (f"It audits its own setting ({', '.join(knobs)}{more}), not the run shown above: change it under "
             "Audit settings.")
-
-
-def _value_text(value) -> str:
-    if isinstance(value, tuple):
-        return ", ".join(_value_text(v) for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def draw_audit(snapshot: RunSnapshot) -> None:

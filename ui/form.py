@@ -18,7 +18,7 @@ from privengine.errors import ConfigError
 
 from . import services
 
-_FIXED_FIELDS = ("device", "seed", "secure_noise")  # rendered last, outside the mechanism's own knobs
+FIXED_FIELDS = ("device", "seed", "secure_noise")  # rendered last, outside the mechanism's own knobs
 
 
 def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, Any] | None = None
@@ -31,9 +31,9 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
     errors: list[ConfigError] = []
     specs = config_cls.specs()
     start = {s.name: s.default for s in specs} | (initial or {})
-    main = [s for s in specs if not s.knob.advanced and s.name not in _FIXED_FIELDS]
-    advanced = [s for s in specs if s.knob.advanced and s.name not in _FIXED_FIELDS]
-    fixed = [s for s in specs if s.name in _FIXED_FIELDS]
+    main = [s for s in specs if not s.knob.advanced and s.name not in FIXED_FIELDS]
+    advanced = [s for s in specs if s.knob.advanced and s.name not in FIXED_FIELDS]
+    fixed = [s for s in specs if s.name in FIXED_FIELDS]
 
     hidden: set[str] = set()
 

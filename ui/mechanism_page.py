@@ -33,18 +33,17 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     through_app()
     mech = registry.get(name)
     st.title(mech.title)
-    if not _presenting():
+    presenting = _presenting()
+    if not presenting:
         st.markdown(intro or mech.description)
         with st.expander("What it protects, and against whom"):
             st.markdown(mech.protects)
 
     run_id = _current_run(name)
-    presenting = _presenting()
-    if presenting:  # the charts take the page; the form folds away under them
+    if presenting:  # the charts take the page; the form folds away above them
         st.html(PRESENTING_STYLE)
-        form_area, charts_area = st.container(), st.container()
-        with form_area:
-            folded = st.expander("Configure and launch", expanded=run_id is None)
+        folded = st.expander("Configure and launch", expanded=run_id is None)
+        charts_area = st.container()
     else:
         folded, charts_area = st.columns([1, 2.2], gap="large")
     with folded:

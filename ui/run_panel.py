@@ -18,7 +18,7 @@ import streamlit as st
 from privengine.claims import PrivacyClaim, claims_of
 from privengine.figures import changed_from_preset, preset_of, published_value
 from privengine.figures.text import claim_label, summary_values
-from privengine.presets import Published, short_source
+from privengine.presets import Published, short_source, source_detail
 from privengine.store import RunSnapshot
 
 from . import services
@@ -102,7 +102,7 @@ def two_epsilons_text(published: Published, claims: list[PrivacyClaim]) -> str |
         return None
     if math.isclose(headline.epsilon, published.epsilon, rel_tol=0.01):
         return None
-    detail = published.source.split(" (", 1)[1].rstrip(")") if " (" in published.source else ""
+    detail = source_detail(published.source)
     paper = f"the paper's own figure ({detail})" if detail else "the paper's own figure"
     return (f"Why two ε: the published ε = {published.epsilon:g} is {paper}; this run's headline "
             f"ε = {headline.epsilon:.3g} is its {claim_label(headline.label)} claim, the one this tool stands behind.")
