@@ -5,12 +5,13 @@ import functools
 import streamlit as st
 
 from privengine import registry
+from privengine.figures import overlay_figures
 from privengine.figures.compare import comparison_figures, mechanism_name, single_values
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
 from ui.report_button import report_button
-from ui.runs_table import column_config, config_differences, runs_frame
+from ui.runs_table import column_config, config_differences, identical_configs, runs_frame
 from ui.shell import through_app
 
 through_app()
@@ -33,7 +34,8 @@ table = runs_frame(runs)
 event = charts.table(table, on_select="rerun", selection_mode="multi-row", key="runs.table",
                      column_config=column_config())
 selected = [runs[i] for i in event.selection.rows]
-st.caption(f"{len(runs)} runs · select rows to act on them; select two or more to compare their curves.")
+st.caption(f"{len(runs)} runs · **open ↗** opens a run; select rows (left edge) to act on them; select two or more "
+           "to compare their curves.")
 if not selected:
     st.stop()
 
@@ -75,7 +77,7 @@ if len(selected) >= 2:
     st.markdown("Privacy and the settings that differ:")
     differences = config_differences(selected)
     charts.table(differences, column_config=column_config())
-    if differences.shape[1] <= 3:
+    if identical_configs(differences):
         st.caption("The selected runs have identical configs.")
     report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
     per_run = {r.id: store.metrics(r.id, max_points=400) for r in selected}
@@ -83,7 +85,8 @@ if len(selected) >= 2:
     if once is not None:
         st.markdown(f"**{once.title}**")
         charts.table(once.frame)
-    figures = comparison_figures(selected, per_run)
+    figures = (overlay_figures(selected, {r.id: store.artifacts(r.id) for r in selected})
+               + comparison_figures(selected, per_run))
     if not figures and once is None:
         st.caption("The selected runs reported no metrics.")
     columns = st.columns(2)

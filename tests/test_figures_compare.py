@@ -119,3 +119,41 @@ def test_pate_epsilon_chart_names_each_curve_for_what_it_is(store):
                      "realised, paper-style (not a bound)"]
     unit, names = chart(["eps_realised", "eps_odometer"])
     assert unit == "queries answered" and names[1] == "realised data-independent (odometer)"
+
+
+def test_dp_bayes_runs_are_compared_by_their_posterior_densities_first(store):
+    """Issue 29, item 6: a DP-Bayes comparison overlays each run's private draw on its reference posterior, one chart
+    per parameter, before the metric curves (the SGLD traces)."""
+    from privengine.figures import overlay_figures
+
+    ids = []
+    for epsilon, spread in ((1.0, 2.0), (10.0, 1.2)):
+        run_id = store.create_run("dp_bayes", {"epsilon": epsilon})
+        x = [-1.0, 0.0, 1.0]
+        store.put_artifact(run_id, "densities", {"beta1": {"x": x, "reference": [0.2, 0.6, 0.2],
+                                                           "private": [0.3 * spread, 0.4, 0.3 * spread]}})
+        ids.append(run_id)
+    ids.append(store.create_run("dp_bayes", {"epsilon": 3.0}))  # no densities yet: left out, no error
+    runs = [store.get_run(i) for i in ids]
+    (fig,) = overlay_figures(runs, {i: store.artifacts(i) for i in ids})
+    assert fig.layout.title.text.startswith("beta1: posterior densities")
+    labels = run_labels(runs)
+    assert [(t.legendgrouptitle.text, t.name) for t in fig.data] == [
+        (labels[ids[0]], "private draw"), (labels[ids[0]], "reference posterior"),
+        (labels[ids[1]], "private draw"), (labels[ids[1]], "reference posterior")]
+    assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color  # one colour per run
+    assert list(fig.data[2].y) == [0.36, 0.4, 0.36]
+    assert overlay_figures([store.get_run(_pate_run(store, 50, 1.0))], {}) == []  # PATE draws none
+
+
+def test_compared_runs_show_the_differing_knobs_before_the_long_privacy_text(store):
+    """Issue 29, item 6: at 1280 px the only differing setting was hidden right of the wide privacy column; each
+    row also links to its run's page."""
+    from ui.runs_table import config_differences, identical_configs
+
+    ids = [_pate_run(store, 50, 1.0), _pate_run(store, 80, 2.0)]
+    table = config_differences([store.get_run(i) for i in ids])
+    assert list(table.columns) == ["open", "run", "mechanism", "teachers", "result", "privacy"]
+    assert list(table["open"]) == [f"pate?run={i}" for i in ids]
+    assert not identical_configs(table)
+    assert identical_configs(config_differences([store.get_run(ids[0])]))

@@ -18,15 +18,24 @@ from privengine.store import RunRecord
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 
-COLUMNS = ["run", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
+COLUMNS = ["open", "run", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
            "source", "accountant"]
 
 
 def column_config() -> dict:
-    """Widths of the runs tables' long text columns: the privacy claim stays readable beside the others."""
-    return {"privacy": st.column_config.TextColumn(width="large"),
+    """The runs tables' columns: "open", a link to the run's page (a click on it opens the run); widths of the long
+    text columns, so the privacy claim stays readable beside the others."""
+    return {"open": st.column_config.LinkColumn("open", display_text="open ↗", width=70,
+                                                help="Open the run's page (in a new tab)"),
+            "privacy": st.column_config.TextColumn(width="large"),
             "result": st.column_config.TextColumn(width="medium"),
             "settings": st.column_config.TextColumn(width="medium")}
+
+
+def run_url(run: RunRecord) -> str:
+    """The run's page, relative to the app's pages (``pate?run=ID``): a link that works from every page, whatever
+    path the app is served under."""
+    return f"{run.mechanism}?run={run.id}"
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
@@ -38,6 +47,7 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
     for run in runs:
         headline = headline_of(run.summary)
         rows.append({
+            "open": run_url(run),
             "run": run.id,
             "mechanism": mechanism_name(run.mechanism),
             "state": run.state,
@@ -70,10 +80,10 @@ def _differs(value, default) -> bool:
 
 
 def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
-    """The privacy of each of ``runs`` and the knobs whose values differ among the runs of its mechanism, by their
-    form labels (rows: runs; columns: run, mechanism, privacy, result, then the differing knobs)."""
-    rows = [{"run": r.id, "mechanism": mechanism_name(r.mechanism), "privacy": privacy_text(r),
-             "result": result_text(r)} for r in runs]
+    """The knobs whose values differ among the runs of each mechanism, by their form labels, then each run's result
+    and privacy (rows: runs; columns: open, run, mechanism, the differing knobs, result, privacy). The knobs come
+    first: they are what tells the runs apart, and the long privacy text would push them off a 1280 px screen."""
+    rows = [{"open": run_url(r), "run": r.id, "mechanism": mechanism_name(r.mechanism)} for r in runs]
     for mechanism in dict.fromkeys(r.mechanism for r in runs):
         group = [r for r in runs if r.mechanism == mechanism]
         for field in differing_fields(group):
@@ -81,4 +91,11 @@ def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
             for row, run in zip(rows, runs):
                 if run.mechanism == mechanism:
                     row[label] = value_text(mechanism, field, run.config.get(field))
+    for row, run in zip(rows, runs):
+        row.update(result=result_text(run), privacy=privacy_text(run))
     return pd.DataFrame(rows)
+
+
+def identical_configs(differences: pd.DataFrame) -> bool:
+    """Whether a :func:`config_differences` table has no differing knob."""
+    return set(differences.columns) <= {"open", "run", "mechanism", "result", "privacy"}

@@ -6,7 +6,9 @@ A mechanism with a page of its own has a module here (``pate``, ``dpsgd``, ``dp_
 (a registry entry with ``audits`` set) is drawn by ``audit``; any other mechanism gets one chart per reported
 metric, as on the generic page. A module may also define
 ``published_values(snapshot)``: the run's own value of each metric its presets publish (by the preset's
-metric name), shown beside the published figure.
+metric name), shown beside the published figure, and ``overlays(runs, artifacts, labels, styles)``: charts of
+several of its runs drawn from their artifacts (DP-Bayes: the posterior densities), which a comparison shows before
+the overlaid metric curves (:func:`overlay_figures`).
 
 A run started from a preset with a published figure gets it drawn on the chart of that metric (charts mark the
 metric they show with :func:`~privengine.figures.common.measures`), here for reports and by the dashboard's
@@ -27,7 +29,7 @@ from privengine.store import RunRecord, RunSnapshot
 
 from .common import Table, finish, metric_curves
 
-__all__ = ["Table", "preset_of", "published_of", "published_value", "run_figures", "run_tables"]
+__all__ = ["Table", "overlay_figures", "preset_of", "published_of", "published_value", "run_figures", "run_tables"]
 
 _VIEWS = {name: f"{__name__}.{name}" for name in ("pate", "dpsgd", "dp_bayes", "split_label")}
 
@@ -46,6 +48,21 @@ def run_figures(snapshot: RunSnapshot) -> list[go.Figure]:
     view = _view(snapshot.run.mechanism)
     published = published_of(snapshot.run)
     return [finish(fig, published) for fig in (view.figures(snapshot) if view else metric_curves(snapshot.metrics))]
+
+
+def overlay_figures(runs: list[RunRecord], artifacts: dict[str, dict]) -> list[go.Figure]:
+    """The charts that overlay ``runs`` (one mechanism at a time) from their stored artifacts (run id -> name ->
+    data), by their mechanism's ``overlays``; none for a mechanism without them. Runs are told apart as on the
+    metric overlays (:func:`~.compare.run_labels`, :func:`~.compare.run_styles`)."""
+    from .compare import run_labels, run_styles  # compare imports this package's modules, not the package
+
+    labels, styles, out = run_labels(runs), run_styles(runs), []
+    for mechanism in dict.fromkeys(r.mechanism for r in runs):
+        view = _view(mechanism)
+        if view is not None and hasattr(view, "overlays"):
+            group = [r for r in runs if r.mechanism == mechanism]
+            out += view.overlays(group, {r.id: artifacts.get(r.id, {}) for r in group}, labels, styles)
+    return out
 
 
 def preset_of(run: RunRecord) -> Preset | None:

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from privengine.store import RunSnapshot
+from privengine.store import RunRecord, RunSnapshot
 
 from .common import LAYOUT, Table, curves
 
@@ -39,6 +39,30 @@ def densities(table: dict) -> list[go.Figure]:
         ratio = d["private_log_sd_ratio"] / math.log(10)
         fig.update_layout(title=f"{name}: private sd = {_times_text(ratio)} posterior sd", xaxis_title=name,
                           yaxis=dict(range=[0, d["y_max"]], title="density"), **LAYOUT)
+        out.append(fig)
+    return out
+
+
+def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str, str],
+             styles: dict[str, dict]) -> list[go.Figure]:
+    """Several runs' posterior densities, one chart per parameter: each run's private draw (solid, in the run's
+    colour) over its reference posterior (dotted, same colour; runs on the same data share it). ``artifacts``: run
+    id -> the run's artifacts; runs without densities are left out."""
+    charts: dict[str, go.Figure] = {}
+    for run in runs:
+        for name, d in (artifacts.get(run.id, {}).get("densities") or {}).items():
+            fig = charts.setdefault(name, go.Figure())
+            style = styles[run.id]
+            for key, series, dash, width in (("private", "private draw", "solid", style["width"]),
+                                             ("reference", "reference posterior", "dot", 2)):
+                fig.add_trace(go.Scatter(x=d["x"], y=d[key], name=series, legendgroup=run.id,
+                                         legendgrouptitle_text=labels[run.id],
+                                         line=dict(color=style["color"], dash=dash, width=width)))
+    out = []
+    for name, fig in charts.items():
+        fig.update_layout(title=f"{name}: posterior densities, private draw against reference",
+                          xaxis_title=name, yaxis_title="density",
+                          **{**LAYOUT, "height": 300 + 22 * len(fig.data)})  # the legend lists every line below
         out.append(fig)
     return out
 

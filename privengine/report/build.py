@@ -22,7 +22,7 @@ from privengine.claims import claims_of, headline_of
 from privengine.cli_fields import flag_name
 from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError, UnknownMechanismError
 from privengine.explore import runner
-from privengine.figures import run_figures, run_tables
+from privengine.figures import overlay_figures, run_figures, run_tables
 from privengine.figures.compare import comparison_figures, single_values
 from privengine.figures.sweep import best_run_text, frontier_figure, point_seeds, points_frame
 from privengine.figures.text import headline_text, summary_values, value_text
@@ -167,7 +167,9 @@ def comparison_report(store: RunStore, run_ids: list[str]) -> str:
     doc.heading("Runs side by side")
     doc.table(_comparison_frame(runs))
     per_run = {r.id: store.metrics(r.id, max_points=MAX_POINTS) for r in runs}
-    once, figures = single_values(runs, per_run), comparison_figures(runs, per_run)
+    once = single_values(runs, per_run)
+    figures = (overlay_figures(runs, {r.id: store.artifacts(r.id) for r in runs})
+               + comparison_figures(runs, per_run))
     if once is not None:
         doc.heading(once.title)
         doc.table(once.frame)
