@@ -60,7 +60,7 @@ for run in selected[:6]:
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([2, 1, 1, 1.4])
         with c1:
-            link_to_mechanism(run.mechanism, f"Open run {run.id} ({mechanism_name(run.mechanism)}, {run.state})",
+            link_to_mechanism(run.mechanism, f"Open run {run.title} ({mechanism_name(run.mechanism)}, {run.state})",
                               run_id=run.id)
         # callables: the export is built when the button is clicked, not on every rerun
         c2.download_button("CSV", functools.partial(store.export_csv, run.id), file_name=f"{run.id}.csv",

@@ -29,7 +29,7 @@ from .explore import cli as sweep_cli
 from .figures.text import headline_text
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .presets import changed_fields, source_with_preset
-from .store import STATES, RunRecord, RunStore
+from .store import NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES, RunRecord, RunStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("html",), default="html",
                         help="html: one file that opens offline (default)")
     report.add_argument("--output", metavar="FILE", help="where to write it (default report-ID.html here)")
+
+    label = sub.add_parser("label", help="name a run and/or write its notes (shown in tables, links and reports)")
+    label.add_argument("run_id", metavar="ID")
+    label.add_argument("--name", help=f"a short name, one line of at most {NAME_MAX_CHARS} characters ('' clears it)")
+    label.add_argument("--notes", help=f"free text, at most {NOTES_MAX_CHARS} characters ('' clears them)")
 
     for name, text in (("stop", "ask a queued or running run to stop"), ("delete", "delete an ended run")):
         p = sub.add_parser(name, help=text)
@@ -181,6 +186,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _cmd_report(args, store, out, err)
         if args.command in sweep_cli.COMMANDS:
             return sweep_cli.dispatch(args, store, out, err, _config_values)
+        if args.command == "label":
+            return _cmd_label(args, store, out)
         if args.command == "stop":
             store.request_stop(args.run_id)
             print(f"stop requested for {args.run_id}", file=out)
@@ -332,7 +339,7 @@ def _run_json(run: RunRecord) -> dict[str, Any]:
 def _run_listing_json(run: RunRecord) -> dict[str, Any]:
     """A run as ``runs --json`` lists it: its record without config and summary, plus its headline claim (as the
     runs table shows it) and, for an audit, its result (``show ID --json`` gives the whole run)."""
-    keys = ("id", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at", "elapsed_s",
+    keys = ("id", "name", "notes", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at", "elapsed_s",
             "source", "sweep_id", "sweep_point", "progress", "progress_text")
     headline, audit = headline_of(run.summary), result_of(run.summary)
     return {**{k: getattr(run, k) for k in keys},
@@ -342,8 +349,10 @@ def _run_listing_json(run: RunRecord) -> dict[str, Any]:
 
 
 def _print_run(run: RunRecord, out: TextIO) -> None:
-    print(f"run {run.id}  {run.mechanism}  {run.state}  device: {run.device or '-'}  "
+    print(f"run {run.title}  {run.mechanism}  {run.state}  device: {run.device or '-'}  "
           f"elapsed: {run.elapsed_s or 0:.1f}s  source: {run.source}", file=out)
+    if run.notes:
+        print(f"notes: {run.notes}", file=out)
     print("config: " + " ".join(f"{k}={v}" for k, v in run.config.items()), file=out)
     if run.error:
         print(f"error: {run.error}", file=out)
@@ -373,7 +382,15 @@ def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
         privacy = f"  {headline_text(headline)}" if headline else ""  # worded as the pages' runs tables
         privacy += f"  {audit.headline()}" if audit else ""
         print(f"{run.id}  {created}  {run.mechanism:12s} {run.state:11s} {run.elapsed_s or 0:8.1f}s  "
-              f"{run.device or '':8s}{privacy}", file=out)
+              f"{run.device or '':8s}{privacy}" + (f"  \"{run.name}\"" if run.name else ""), file=out)
+    return EXIT_OK
+
+
+def _cmd_label(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    if args.name is None and args.notes is None:
+        raise ConfigError("label", "needs --name and/or --notes")
+    run = store.set_label(args.run_id, name=args.name, notes=args.notes)
+    print(f"run {run.id}: name {run.name!r}, notes {len(run.notes)} characters", file=out)
     return EXIT_OK
 
 

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from .errors import PrivengineError, RunNotFoundError
+from .errors import ConfigError, PrivengineError, RunNotFoundError
 from .claims import headline_of
 from .jsonable import to_jsonable
 
@@ -109,7 +109,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE runs SET summary = json_set(summary, '$.sanitized_epsilon.not_a_bound', json('true')) "
         f"WHERE id IN ({_OLD_CONFIDENT}) AND json_extract(summary, '$.sanitized_epsilon') IS NOT NULL",
     ),
+    (  # 4 -> 5: a run's name and notes, written by its user (shown in tables, links and reports)
+        "ALTER TABLE runs ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT ''",
+    ),
 )
+NAME_MAX_CHARS, NOTES_MAX_CHARS = 80, 4000  # a name fits a table cell and a legend; notes a paragraph or a few
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -141,6 +146,13 @@ class RunRecord:
     progress_text: str | None
     sweep_id: str | None = None
     sweep_point: int | None = None
+    name: str = ""
+    notes: str = ""
+
+    @property
+    def title(self) -> str:
+        """``"name (id)"`` for a named run, else its id: how links and legends name it."""
+        return f"{self.name} ({self.id})" if self.name else self.id
 
     @property
     def active(self) -> bool:
@@ -304,6 +316,29 @@ class RunStore:
         with self._tx() as conn:
             conn.execute("UPDATE runs SET progress=?, progress_text=? WHERE id=?",
                          (min(max(float(fraction), 0.0), 1.0), text, run_id))
+
+    def set_label(self, run_id: str, *, name: str | None = None, notes: str | None = None) -> RunRecord:
+        """Set a run's name and/or notes (None leaves one as it is), active or ended; returns the updated run.
+        Surrounding whitespace is dropped; a name is one line of at most :data:`NAME_MAX_CHARS` characters, notes
+        at most :data:`NOTES_MAX_CHARS` (ConfigError naming the field otherwise)."""
+        self.get_run(run_id)
+        changes = {}
+        if name is not None:
+            name = name.strip()
+            if len(name) > NAME_MAX_CHARS or "\n" in name:
+                raise ConfigError("Run name", f"must be one line of at most {NAME_MAX_CHARS} characters; got "
+                                              f"{len(name)} characters")
+            changes["name"] = name
+        if notes is not None:
+            notes = notes.strip()
+            if len(notes) > NOTES_MAX_CHARS:
+                raise ConfigError("Notes", f"must be at most {NOTES_MAX_CHARS} characters; got {len(notes)}")
+            changes["notes"] = notes
+        if changes:
+            with self._tx() as conn:
+                conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in changes)} WHERE id=?",
+                             (*changes.values(), run_id))
+        return self.get_run(run_id)
 
     def request_stop(self, run_id: str) -> None:
         """Ask a run to stop; the process that executes it sees the flag within a second."""
@@ -542,7 +577,7 @@ def _record(row: sqlite3.Row) -> RunRecord:
         summary=None if row["summary"] is None else json.loads(row["summary"]), source=row["source"],
         owner_host=row["owner_host"], owner_pid=row["owner_pid"], stop_requested=bool(row["stop_requested"]),
         progress=row["progress"], progress_text=row["progress_text"], sweep_id=row["sweep_id"],
-        sweep_point=row["sweep_point"])
+        sweep_point=row["sweep_point"], name=row["name"], notes=row["notes"])
 
 
 def _sweep_record(row: sqlite3.Row) -> SweepRecord:

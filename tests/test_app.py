@@ -54,7 +54,9 @@ def test_runs_page_empty_and_with_runs(store):
     assert table["privacy"].tolist() == ["ε = 2.5, δ = 1e-05 [toy]"]
     assert table["accountant"].tolist() == ["Opacus RDP accountant"]
     assert table["settings"].tolist() == ["steps = 1"]  # the knobs changed from the defaults, by their labels
-    assert table.columns.tolist()[:5] == ["run", "mechanism", "state", "privacy", "result"]  # before the details
+    assert table.columns.tolist()[:7] == ["open", "run", "name", "mechanism", "state", "privacy",
+                                          "result"]  # before the details
+    assert table["open"].tolist() == [f"toy?run={run_id}"]  # a click on it opens the run's page
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.name != "toy"])
@@ -246,6 +248,25 @@ def test_a_run_from_a_preset_draws_its_published_figure_as_a_reference_line(stor
     beside = [m.value for m in at.markdown if "Preset **fmnist-scatter-eps3**" in m.value]
     assert beside and "**89.7 %** at ε = 3" in beside[0] and "this run: **88.1 %**" in beside[0]
     assert any("the one model of this run released together" in m.value for m in at.markdown)  # not "all 1 models"
+
+
+def test_a_run_is_named_and_annotated_on_its_page(store):
+    """Issue 29 (run names and notes): the run panel's editor stores them; the heading and the Runs page show them
+    (the store's refusal of a name too long is tested through the CLI)."""
+    run_id = run_from_published_preset(store)
+    at = _page("pages/dpsgd.py", run=run_id)
+    name_box = next(w for w in at.text_input if w.label == "Run name")
+    name_box.input("baseline for the talk")
+    next(w for w in at.text_area if w.label == "Notes").input("first of three seeds")
+    next(b for b in at.button if b.label == "Save").click()
+    at.run()
+    _assert_clean(at)
+    run = store.get_run(run_id)
+    assert (run.name, run.notes) == ("baseline for the talk", "first of three seeds")
+    at = _page("pages/dpsgd.py", run=run_id)
+    assert any(f"**baseline for the talk** · run {run_id}" in m.value for m in at.markdown)
+    assert any(c.value == "first of three seeds" for c in at.caption)
+    assert _page("pages/runs.py").dataframe[0].value["name"].tolist() == ["baseline for the talk"]
 
 
 def test_a_run_without_a_preset_draws_no_reference_line(store):

@@ -118,3 +118,29 @@ def test_runs_and_show_word_claim_counts_as_the_pages_do(store):
     shown = cli("show", run_id)
     assert "privacy (headline): ε = 2.5, δ = 1e-05 [both models of this run released together]" in shown.stdout
     assert "all 2" not in shown.stdout
+
+
+def test_a_run_is_named_and_annotated_and_shows_it_everywhere(store):
+    """Issue 29 (run names and notes): set from the CLI, listed by runs (text and --json), shown by show and in the
+    report; a name that does not fit a table cell is refused naming the field and its limit, and changes nothing."""
+    run_id = store.create_run("toy", {"steps": 2})
+    store.mark_ended(run_id, "finished", summary={})
+    done = cli("label", run_id, "--name", "baseline for the talk", "--notes", "eps 1; *seed* 3")
+    assert done.returncode == 0, done.stderr
+    assert "baseline for the talk" in cli("runs").stdout
+    (listed,) = json.loads(cli("runs", "--json").stdout)
+    assert (listed["name"], listed["notes"]) == ("baseline for the talk", "eps 1; *seed* 3")
+    shown = cli("show", run_id).stdout
+    assert f"run baseline for the talk ({run_id})" in shown and "notes: eps 1; *seed* 3" in shown
+
+    too_long = cli("label", run_id, "--name", "x" * 81)
+    assert too_long.returncode == 2 and "`Run name` must be one line of at most 80 characters" in too_long.stderr
+    assert store.get_run(run_id).name == "baseline for the talk"
+    assert cli("label", run_id).returncode == 2  # nothing to set: said, not silently ignored
+    cleared = cli("label", run_id, "--notes", "")
+    assert cleared.returncode == 0 and store.get_run(run_id).notes == "" and store.get_run(run_id).name
+
+    from privengine.report import build
+
+    html = build(store, run_id).html
+    assert f"run baseline for the talk ({run_id})" in html and "<dt>notes</dt>" not in html  # notes cleared

@@ -24,6 +24,7 @@ from privengine.store import RunSnapshot
 from . import services
 from .charts import default_draw, published_reference, table
 from .report_button import report_button
+from .run_label import escape_markdown, heading, label_editor, notes_caption
 from .run_status import REFRESH_S, badge, controls, state_text
 
 MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
@@ -51,7 +52,11 @@ def live_run(run_id: str, draw: Draw | None = None) -> None:
 
 def _header(snapshot: RunSnapshot) -> None:
     run = snapshot.run
-    st.markdown(f"{badge(run)} Run **{run.id}** · {state_text(run)} · from {run.source}")
+    title, edit = st.columns([5, 1], vertical_alignment="center")
+    title.markdown(f"{badge(run)} {heading(run)} · {state_text(run)} · from {run.source}")
+    with edit:
+        label_editor(run)
+    notes_caption(run)
     controls(run, key="panel")
     if not run.active:
         report_button([run.id], key=f"report.{run.id}")
@@ -140,12 +145,7 @@ def privacy_claim(claim: PrivacyClaim) -> None:
             details.append(f"Optimal order: {claim.order:g}.")
         details.append(f"Neighbouring datasets: {claim.neighbouring}.")
         details.extend(claim.caveats)
-        st.caption(_escape_markdown(" ".join(details)))
-
-
-def _escape_markdown(text: str) -> str:
-    """Show ``*`` and ``_`` in formulas literally instead of as emphasis."""
-    return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+        st.caption(escape_markdown(" ".join(details)))
 
 
 def _log(run_id: str) -> None:

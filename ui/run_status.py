@@ -10,6 +10,7 @@ import streamlit as st
 from privengine.store import RunRecord
 
 from . import services
+from .run_label import heading
 from .scroll import scroll_into_view
 
 REFRESH_S = 1.0
@@ -60,7 +61,7 @@ def status_strip(run_id: str, *, bring_into_view: bool = False) -> None:
     def _strip() -> None:
         run = services.store().get_run(run_id)
         with st.container(border=True, key=f"status-strip-{run_id}"):
-            st.markdown(f"{badge(run)} Run **{run.id}** · {state_text(run)}")
+            st.markdown(f"{badge(run)} {heading(run)} · {state_text(run)}")
             controls(run, key="strip")
 
     _strip()

@@ -18,7 +18,7 @@ from privengine.store import RunRecord
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 
-COLUMNS = ["open", "run", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
+COLUMNS = ["open", "run", "name", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
            "source", "accountant"]
 
 
@@ -29,7 +29,8 @@ def column_config() -> dict:
                                                 help="Open the run's page (in a new tab)"),
             "privacy": st.column_config.TextColumn(width="large"),
             "result": st.column_config.TextColumn(width="medium"),
-            "settings": st.column_config.TextColumn(width="medium")}
+            "settings": st.column_config.TextColumn(width="medium"),
+            "name": st.column_config.TextColumn(width="small")}
 
 
 def run_url(run: RunRecord) -> str:
@@ -39,7 +40,7 @@ def run_url(run: RunRecord) -> str:
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
-    """One row per run: id, mechanism, state, privacy (headline claim, or the leakage of a mechanism without one),
+    """One row per run: a link to its page, id, name, mechanism, state, privacy (headline claim, or the leakage of a mechanism without one),
     result (the mechanism's main utility, e.g. the student's test accuracy), the settings that differ from the
     mechanism's defaults, start time, duration, device, origin and the headline's accountant (the run's page has
     the full statement: neighbouring relation, order, caveats)."""
@@ -49,6 +50,7 @@ def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
         rows.append({
             "open": run_url(run),
             "run": run.id,
+            "name": run.name,
             "mechanism": mechanism_name(run.mechanism),
             "state": run.state,
             "privacy": privacy_text(run),
@@ -83,7 +85,7 @@ def config_differences(runs: list[RunRecord]) -> pd.DataFrame:
     """The knobs whose values differ among the runs of each mechanism, by their form labels, then each run's result
     and privacy (rows: runs; columns: open, run, mechanism, the differing knobs, result, privacy). The knobs come
     first: they are what tells the runs apart, and the long privacy text would push them off a 1280 px screen."""
-    rows = [{"open": run_url(r), "run": r.id, "mechanism": mechanism_name(r.mechanism)} for r in runs]
+    rows = [{"open": run_url(r), "run": r.title, "mechanism": mechanism_name(r.mechanism)} for r in runs]
     for mechanism in dict.fromkeys(r.mechanism for r in runs):
         group = [r for r in runs if r.mechanism == mechanism]
         for field in differing_fields(group):

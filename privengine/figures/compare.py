@@ -47,9 +47,9 @@ def differing_fields(runs: list[RunRecord]) -> list[str]:
 
 
 def run_labels(runs: list[RunRecord]) -> dict[str, str]:
-    """Run id -> ``"37397c477b · teachers = 100, threshold = 80 (+6 more)"``: the settings in which the run differs
-    from the other runs of its mechanism among ``runs`` (at most :data:`MAX_SETTINGS`), after the mechanism's
-    name when ``runs`` are of several mechanisms."""
+    """Run id -> ``"37397c477b · teachers = 100, threshold = 80 (+6 more)"`` (``"name (37397c477b) · ..."`` for a
+    named run): the settings in which the run differs from the other runs of its mechanism among ``runs`` (at most
+    :data:`MAX_SETTINGS`), after the mechanism's name when ``runs`` are of several mechanisms."""
     several = len({r.mechanism for r in runs}) > 1
     labels = {}
     for mechanism in dict.fromkeys(r.mechanism for r in runs):
@@ -59,7 +59,7 @@ def run_labels(runs: list[RunRecord]) -> dict[str, str]:
             shown = [f"{knob_label(mechanism, k)} = {value_text(mechanism, k, run.config.get(k))}"
                      for k in fields[:MAX_SETTINGS]]
             more = f" (+{len(fields) - MAX_SETTINGS} more)" if len(fields) > MAX_SETTINGS else ""
-            parts = [run.id, mechanism_name(mechanism)] if several else [run.id]
+            parts = [run.title, mechanism_name(mechanism)] if several else [run.title]
             if shown:
                 parts.append(", ".join(shown) + more)
             labels[run.id] = " · ".join(parts)

@@ -106,7 +106,7 @@ def run_report(store: RunStore, run_id: str) -> str:
     """The HTML report of one run: facts, the headline claim in one line, charts, results, then every claim in
     full, the knobs, the command that reproduces it and the log."""
     run = store.get_run(run_id)
-    doc = Document(f"{_title(run.mechanism)} · run {run.id}")
+    doc = Document(f"{_title(run.mechanism)} · run {run.title}")
     _run_body(doc, store, run, level=2)
     return doc.html(footer=_footer())
 
@@ -178,14 +178,15 @@ def comparison_report(store: RunStore, run_ids: list[str]) -> str:
         for fig in figures:
             doc.figure(fig)
     for run in runs:
-        doc.heading(f"{_title(run.mechanism)} · run {run.id}")
+        doc.heading(f"{_title(run.mechanism)} · run {run.title}")
         _run_body(doc, store, run, level=3)
     return doc.html(footer=_footer())
 
 
 def _run_body(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> None:
     snapshot = store.snapshot(run.id, max_points=MAX_POINTS)
-    doc.facts([("mechanism", f"{_title(run.mechanism)} ({run.mechanism})"), ("state", run.state),
+    doc.facts([("name", run.name or None), ("notes", run.notes or None),
+               ("mechanism", f"{_title(run.mechanism)} ({run.mechanism})"), ("state", run.state),
                ("device", run.device or "not assigned"), ("source", run.source), ("created", _when(run.created_at)),
                ("started", _when(run.started_at)), ("finished", _when(run.finished_at)),
                ("elapsed", None if run.elapsed_s is None else f"{run.elapsed_s:.1f} s"),
