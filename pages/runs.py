@@ -5,14 +5,14 @@ import functools
 import streamlit as st
 
 from privengine import registry
-from privengine.figures import overlay_figures
-from privengine.figures.compare import comparison_figures, mechanism_name, single_values
+from privengine.figures.compare import mechanism_name
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
 from ui.report_button import report_button
 from ui.runs_table import column_config, config_differences, identical_configs, runs_frame
 from ui.shell import through_app
+from ui.side_by_side import draw_comparison
 
 through_app()
 st.title("Runs")
@@ -80,16 +80,4 @@ if len(selected) >= 2:
     if identical_configs(differences):
         st.caption("The selected runs have identical configs.")
     report_button([r.id for r in selected], key="report.compare", label="Report of the comparison (HTML)")
-    per_run = {r.id: store.metrics(r.id, max_points=400) for r in selected}
-    once = single_values(selected, per_run)
-    if once is not None:
-        st.markdown(f"**{once.title}**")
-        charts.table(once.frame)
-    figures = (overlay_figures(selected, {r.id: store.artifacts(r.id) for r in selected})
-               + comparison_figures(selected, per_run))
-    if not figures and once is None:
-        st.caption("The selected runs reported no metrics.")
-    columns = st.columns(2)
-    for i, fig in enumerate(figures):
-        with columns[i % 2]:
-            charts.show(fig, key=f"compare.{i}.{fig.layout.title.text}")
+    draw_comparison(selected, key="compare")

@@ -269,6 +269,29 @@ def test_a_run_is_named_and_annotated_on_its_page(store):
     assert _page("pages/runs.py").dataframe[0].value["name"].tolist() == ["baseline for the talk"]
 
 
+def test_a_run_is_overlaid_live_on_an_earlier_run_of_its_mechanism(store):
+    """Issue 29 (live side by side): the page's "Compare with an earlier run" (and ``?compare=ID``) overlays the shown
+    run's curves on the chosen run's, above its own charts; a link naming a run of another mechanism says why not."""
+    earlier, shown = run_from_published_preset(store), run_from_published_preset(store)
+    store.set_label(earlier, name="seed 0 baseline")
+    at = _page("pages/dpsgd.py", run=shown)
+    picker = next(s for s in at.selectbox if s.label == "Compare with an earlier run")
+    assert picker.value is None and picker.options[0].startswith("seed 0 baseline")  # the previous run first
+    picker.select(earlier)
+    at.run()
+    _assert_clean(at)
+    assert at.query_params["compare"] in (earlier, [earlier])  # shareable
+    assert any(f"this run against run seed 0 baseline ({earlier})" in m.value for m in at.markdown)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    overlaid = [s for s in specs if {t.get("legendgroup") for t in s["data"]} == {shown, earlier}]
+    assert overlaid and any(s["layout"]["title"]["text"].startswith("Test accuracy") for s in overlaid)
+
+    other = store.create_run("pate", {})
+    at = _page("pages/dpsgd.py", run=shown, compare=other)
+    _assert_clean(at)
+    assert any(f"Run {other} is a pate run" in w.value for w in at.warning)
+
+
 def test_a_run_without_a_preset_draws_no_reference_line(store):
     from privengine.figures import run_figures
 

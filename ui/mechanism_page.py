@@ -5,7 +5,8 @@ The page keeps only the run id, in ``st.session_state`` and in the URL
 ``?config=<JSON>`` pre-fills the form; ``?preset=NAME`` pre-fills it with a named preset, ready to launch,
 and a run launched from it records the preset (:mod:`ui.launch`). ``&launch=1`` launches it on arrival (once), and
 ``?present=1`` is presentation mode (no intro, the form folded, the charts full width), so a talk is a list of
-links such as ``/pate?preset=quick-demo&launch=1&present=1``.
+links such as ``/pate?preset=quick-demo&launch=1&present=1``; ``?compare=ID`` overlays the shown run's curves on
+run ID's (:mod:`ui.side_by_side`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .form import config_form, error_text
 from .launch import launch, preset_config
 from .run_panel import Draw, live_run
 from .run_status import status_strip
+from .side_by_side import compare_picker
 from .shell import through_app
 
 
@@ -66,12 +68,13 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
         if run_id is not None and not presenting:  # under Launch, where the eye is after clicking it
             status_strip(run_id, bring_into_view=st.session_state.pop(JUST_LAUNCHED, None) == run_id)
         _recent_runs_picker(name, run_id)
+        compare_with = None if run_id is None else compare_picker(name, run_id)
     with charts_area:
         if run_id is None:
             st.info("Set the knobs and press **Launch run**; the charts appear here as the run reports.",
                     icon=":material/insights:")
         else:
-            live_run(run_id, draw)
+            live_run(run_id, draw, compare_with=compare_with, columns=2 if presenting else 1)
 
 
 # presentation mode: less empty space above the title, and a smaller title, so a finished run's charts start
@@ -193,7 +196,7 @@ def _recent_runs_picker(name: str, run_id: str | None) -> None:
     if not runs:
         return
     ids = [r.id for r in runs]
-    labels = {r.id: f"{r.id} · {r.state}" for r in runs}
+    labels = {r.id: f"{r.title} · {r.state}" for r in runs}
     index = ids.index(run_id) if run_id in ids else None
     states = ",".join(r.state for r in runs)  # a new widget when a state changes, so labels never go stale
     choice = st.selectbox("Show a recent run", ids, index=index, format_func=labels.get,

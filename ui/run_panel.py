@@ -26,28 +26,43 @@ from .charts import default_draw, published_reference, table
 from .report_button import report_button
 from .run_label import escape_markdown, heading, label_editor, notes_caption
 from .run_status import REFRESH_S, badge, controls, state_text
+from .side_by_side import draw_comparison
 
 MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
 
 Draw = Callable[[RunSnapshot], None]
 
-def live_run(run_id: str, draw: Draw | None = None) -> None:
-    """Draw run ``run_id`` and keep it updating while it is active."""
-    active = services.store().get_run(run_id).active
+def live_run(run_id: str, draw: Draw | None = None, *, compare_with: str | None = None,
+             columns: int = 2) -> None:
+    """Draw run ``run_id`` and keep it updating while it is active; ``compare_with``: another run of its mechanism
+    whose curves its own are overlaid on (:mod:`.side_by_side`), above its own charts, updating while either runs;
+    ``columns``: charts per row of that overlay."""
+    store = services.store()
+    active = store.get_run(run_id).active or (compare_with is not None and store.get_run(compare_with).active)
 
     @st.fragment(run_every=REFRESH_S if active else None)
     def _live() -> None:
         snapshot = services.store().snapshot(run_id, max_points=MAX_POINTS)
         _header(snapshot)
+        if compare_with is not None:
+            other = services.store().get_run(compare_with)
+            with st.container(border=True):
+                st.markdown(f":material/compare_arrows: **Side by side**: this run against run {other.title} "
+                            f"({other.state})")
+                draw_comparison([snapshot.run, other], key=f"side.{run_id}.{compare_with}", columns=columns)
         with published_reference(snapshot.run):  # the preset's published figure on the chart of its metric
             (draw or default_draw)(snapshot)
         _log(run_id)
         if not snapshot.run.active:
             summary_table(snapshot.run.summary)
-        if active and not snapshot.run.active:
+        if active and not _any_active(run_id, compare_with):
             st.rerun()  # the run ended: redraw the whole page once, without the timer
 
     _live()
+
+
+def _any_active(*run_ids: str | None) -> bool:
+    return any(services.store().get_run(i).active for i in run_ids if i is not None)
 
 
 def _header(snapshot: RunSnapshot) -> None:
