@@ -339,8 +339,8 @@ def _run_json(run: RunRecord) -> dict[str, Any]:
 def _run_listing_json(run: RunRecord) -> dict[str, Any]:
     """A run as ``runs --json`` lists it: its record without config and summary, plus its headline claim (as the
     runs table shows it) and, for an audit, its result (``show ID --json`` gives the whole run)."""
-    keys = ("id", "name", "notes", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at", "elapsed_s",
-            "source", "sweep_id", "sweep_point", "progress", "progress_text")
+    keys = ("id", "name", "notes", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at",
+            "elapsed_s", "source", "sweep_id", "sweep_point", "progress", "progress_text")
     headline, audit = headline_of(run.summary), result_of(run.summary)
     return {**{k: getattr(run, k) for k in keys},
             "headline_privacy": None if headline is None else headline.to_dict(),

@@ -157,3 +157,16 @@ def test_compared_runs_show_the_differing_knobs_before_the_long_privacy_text(sto
     assert list(table["open"]) == [f"pate?run={i}" for i in ids]
     assert not identical_configs(table)
     assert identical_configs(config_differences([store.get_run(ids[0])]))
+
+
+def test_an_audit_run_is_listed_as_an_audit_with_its_bound_against_the_claim(store):
+    """Issue 29, item 8: audits were listed as "PATE · not DP"."""
+    from privengine.audit.interface import AuditResult
+    from privengine.figures.compare import mechanism_name
+
+    result = AuditResult("pate-gnmax", "pate", "threshold test", "GNMax, one query", claimed_epsilon=0.342,
+                         epsilon_lower=0.0612, confidence=0.95, delta=1e-5)
+    run_id = store.create_run("pate-gnmax", {})
+    store.mark_ended(run_id, "finished", summary=result.to_dict())
+    assert mechanism_name("pate-gnmax") == "PATE audit" and mechanism_name("pate") == "PATE"
+    assert privacy_text(store.get_run(run_id)) == "audited ε ≥ 0.0612 (95 %) against claimed ε = 0.342, δ = 1e-05"

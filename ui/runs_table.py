@@ -18,8 +18,8 @@ from privengine.store import RunRecord
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 
-COLUMNS = ["open", "run", "name", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)", "device",
-           "source", "accountant"]
+COLUMNS = ["open", "run", "name", "mechanism", "state", "privacy", "result", "settings", "created", "elapsed (s)",
+           "device", "source", "accountant"]
 
 
 def column_config() -> dict:
@@ -40,10 +40,10 @@ def run_url(run: RunRecord) -> str:
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
-    """One row per run: a link to its page, id, name, mechanism, state, privacy (headline claim, or the leakage of a mechanism without one),
-    result (the mechanism's main utility, e.g. the student's test accuracy), the settings that differ from the
-    mechanism's defaults, start time, duration, device, origin and the headline's accountant (the run's page has
-    the full statement: neighbouring relation, order, caveats)."""
+    """One row per run: a link to its page, id, name, mechanism, state, privacy (headline claim, or the leakage of a
+    mechanism without one), result (the mechanism's main utility, e.g. the student's test accuracy), the settings
+    that differ from the mechanism's defaults, start time, duration, device, origin and the headline's accountant
+    (the run's page has the full statement: neighbouring relation, order, caveats)."""
     rows = []
     for run in runs:
         headline = headline_of(run.summary)

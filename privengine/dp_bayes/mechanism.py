@@ -39,7 +39,7 @@ DP_BAYES = register(Mechanism(
                                               "claim"),)),
     presets=(
         Preset("quick-demo", "One private release at ε = 1 on 1 000 records, next to the exact posterior and "
-                             "non-private VI (about 10 s on two CPU cores).",
+                             "non-private VI (about 10 s on two quiet CPU cores, up to about 25 s on a busy machine).",
                {"n_records": 1000, "vi_steps": 1000, "warmup_steps": 500, "burn_in": 1000, "steps": 3000}),
         Preset("seed-article", "The DP-Bayes article's setting: Y = 2 X1 - 3.5 X2 - 5 + N(0, 0.1^2), N = 4 000, "
                                "τ = 4, ε = 1, one draw (the seed's SGLD replaced by preconditioned SGLD).",

@@ -63,7 +63,8 @@ DPSGD = registry.register(registry.Mechanism(
         Preset("quick-demo", "The embedded low-rank regression: isotropic DP-SGD against the elliptical variant "
                              "(α = −0.9: a tenth of the noise variance outside the public subspace, the clip shaped "
                              "alike) at the same ε = 3; the shaped run's excess risk is about a third (5 seeds: "
-                             "0.0009 ± 0.0003 vs 0.0027 ± 0.0008). About 10 s on two CPU cores.",
+                             "0.0009 ± 0.0003 vs 0.0027 ± 0.0008). About 10 s on two quiet CPU cores, up to about "
+                             "25 s on a busy machine.",
                {"dataset": "linreg", "epochs": 5.0, "alphas": [0.0, -0.9], "variant": "elliptical", "n_seeds": 1}),
         Preset("projected-demo", "The embedded low-rank regression: isotropic DP-SGD against the projected update "
                                  "at ε = 3 (the projection cuts the excess risk, less than the elliptical variant).",

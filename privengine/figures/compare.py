@@ -27,11 +27,14 @@ MAX_SETTINGS = 2  # settings named in a run's label (legends stay short); the co
 
 
 def mechanism_name(mechanism: str) -> str:
-    """A mechanism's short name: its title before any colon (``PATE``), its key when it is not registered."""
+    """A mechanism's short name: its title before any colon (``PATE``; ``PATE audit`` for an audit of it), its key
+    when it is not registered."""
     try:
-        return registry.get(mechanism).title.split(":")[0]
+        entry = registry.get(mechanism)
     except PrivengineError:
         return mechanism
+    short = entry.title.split(":")[0]
+    return f"{short} audit" if entry.audits else short
 
 
 def differing_fields(runs: list[RunRecord]) -> list[str]:

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from privengine import registry
+from privengine.audit.interface import result_of
 from privengine.claims import PrivacyClaim, claim_label, headline_of
 from privengine.errors import PrivengineError
 from privengine.explore.frontier import run_values
@@ -67,11 +68,16 @@ def headline_text(claim: PrivacyClaim | None) -> str:
 
 
 def privacy_text(run: RunRecord) -> str:
-    """What a run's privacy column says: its headline claim (:func:`headline_text`), or, for a mechanism that
-    states no (ε, δ), the leakage its frontier measures instead (``not DP: leak AUC 0.62``); empty while unknown."""
+    """What a run's privacy column says: its headline claim (:func:`headline_text`); for an audit, the audited
+    bound against the claim it tests (``audited ε ≥ 0.06 (95 %) against claimed ε = 0.34, δ = 1e-05``); for a
+    mechanism that states no (ε, δ), the leakage its frontier measures instead (``not DP: leak AUC 0.62``); empty
+    while unknown."""
     headline = headline_of(run.summary)
     if headline is not None:
         return headline_text(headline)
+    audit = result_of(run.summary)
+    if audit is not None:
+        return audit.headline()
     frontier = _frontier_of(run)
     if frontier is None or frontier.privacy.name == HEADLINE_EPSILON:
         return ""

@@ -40,7 +40,7 @@ PATE = register(Mechanism(
                       fixed=(("dataset", "it is the private data: runs on different data do not compose"),)),
     presets=(
         Preset("quick-demo", "50 teachers on the embedded synthetic data, Confident-GNMax on 300 queries, a small "
-                             "student (about 20 s on two CPU cores).",
+                             "student (about 20 s on two quiet CPU cores, up to about 40 s on a busy machine).",
                {"teachers": 50, "teacher_epochs": 5, "queries": 300, "threshold": 40.0, "sigma1": 20.0,
                 "sigma2": 10.0, "student_epochs": 40, "baseline": False}),
         Preset("mnist-lnmax", "Papernot et al. 2016 on MNIST: 250 teachers, LNMax with γ = 0.05, 100 queries, "
