@@ -93,6 +93,15 @@ def _checked(errors: list[ConfigError], config_cls, check, *args):
         return None
 
 
+def follow_shown_sweep(sweep_id: str | None) -> None:
+    """Set the form's mechanism to that of the sweep the page shows, once per shown sweep (the form showed PATE's
+    knobs beside a DP-Bayes sweep opened by its link); the user may pick another mechanism afterwards."""
+    if sweep_id is None or st.session_state.get("explore.form_follows") == sweep_id:
+        return
+    st.session_state["explore.form_follows"] = sweep_id
+    st.session_state["explore.mechanism"] = services.store().get_sweep(sweep_id).mechanism
+
+
 def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
     """Mechanism, knobs to vary and their values, seeds, executor, workers, and the base config."""
     names = [m.name for m in mechanisms]
@@ -190,6 +199,8 @@ if not sweepable:
 store = services.store()
 known = {m.name for m in sweepable}
 
+sweep_id = current_sweep(known)
+follow_shown_sweep(sweep_id)
 left, right = st.columns([1, 2.2], gap="large")
 with left:
     st.subheader("New sweep")
@@ -210,7 +221,6 @@ with left:
             st.rerun()
 
 with right:
-    sweep_id = current_sweep(known)
     recent = {r.id: sweep_view.sweep_label(r.mechanism, r.id) for r in store.list_sweeps(limit=50)
               if r.mechanism in known}
     if recent:

@@ -73,6 +73,14 @@ def test_finished_sweep_by_url_shows_points_frontier_and_claim(store):
     assert any("ε = 6, δ = 6e-05" in m.value and "selecting among all 6 runs" in m.value for m in at.markdown)
     assert any("6 of 6 runs ended" in p.proto.text for p in at.get("progress"))
 
+    at = _page()
+    at.selectbox(key="explore.mechanism").set_value("pate").run()
+    at.query_params["sweep"] = sweep_id
+    at.run()
+    assert at.selectbox(key="explore.mechanism").value == "toy"  # the New sweep form follows the shown sweep
+    at.selectbox(key="explore.mechanism").set_value("pate").run()
+    assert at.selectbox(key="explore.mechanism").value == "pate"  # once: the user may pick another afterwards
+
 
 def test_bad_value_shows_inline_error_and_launches_nothing(store):
     at = _toy_sweep_form(_page(), "0.1, 5")
