@@ -386,3 +386,18 @@ def test_a_published_epsilon_unlike_the_headline_is_explained_in_one_line():
     assert text.startswith("Why two ε: the published ε = 1.97 is the paper's own figure (realised data-dependent ε")
     assert "headline ε = 7.35 is its data-independent (a priori) claim" in text
     assert two_epsilons_text(published, [headline.__class__(**{**headline.__dict__, "epsilon": 1.975})]) is None
+
+
+def test_the_form_follows_the_url_back_from_a_preset_link():
+    """Issue 29, item 8: Back from ``/pate?preset=quick-demo`` to ``/pate`` kept the preset's values in the form
+    while the URL named none."""
+    from privengine import registry
+
+    config_cls = registry.get("pate").config_cls
+    at = _page("pages/pate.py", preset="quick-demo")
+    _assert_clean(at)
+    assert next(w for w in at.number_input if w.label == "Teachers").value == 50 != config_cls().teachers
+    del at.query_params["preset"]
+    at.run()
+    _assert_clean(at)
+    assert next(w for w in at.number_input if w.label == "Teachers").value == config_cls().teachers

@@ -54,6 +54,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
         origin = preset or _form_seed_preset(run_id)  # the preset the form starts from, if any
         _preset_picker(mech, origin)
         initial = _initial_config(mech, run_id, preset)
+        _form_follows_url(name)
         config, errors = config_form(mech.config_cls, key=_form_key(name), initial=initial)
         clicked = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
                             icon=":material/play_arrow:", width="stretch")
@@ -162,6 +163,22 @@ def _initial_config(mech: registry.Mechanism, run_id: str | None, preset: Preset
     return services.store().get_run(run_id).config
 
 
+def _form_follows_url(name: str) -> None:
+    """Start the form afresh from the URL whenever what the URL says it holds (``?preset=``, ``?config=``) changed
+    since the form was drawn, e.g. after the browser's Back from ``/pate?preset=X`` to ``/pate``: the browser kept the
+    old widgets' values, so form and URL disagreed. A fresh form (new widget keys) starts from the URL's seed."""
+    seed = (st.query_params.get("preset"), st.query_params.get("config"))
+    key = f"mechanism_page.{name}.form_seed"  # not under form.NAME: those keys are the form's widgets
+    if key in st.session_state and st.session_state[key] != seed:
+        _fresh_form(name)
+    st.session_state[key] = seed
+
+
+def _fresh_form(name: str) -> None:
+    """New widget keys for the form: the browser keeps the old widgets' values, new widgets start from the seed."""
+    st.session_state[f"form.{name}.generation"] = st.session_state.get(f"form.{name}.generation", 0) + 1
+
+
 def _form_key(name: str) -> str:
     """The form's widget key prefix: ``form.NAME``, then ``form.NAME.gN`` after the N-th preset load."""
     generation = st.session_state.get(f"form.{name}.generation", 0)
@@ -184,8 +201,8 @@ def _preset_picker(mech: registry.Mechanism, linked: Preset | None) -> None:
         st.caption(preset.description + (f" Published: {published.metric} {published.value_text()}{at} "
                                           f"({published.source})." if published else ""))
     if c2.button("Load", disabled=chosen is None, key=f"preset.load.{mech.name}", width="stretch"):
-        # new widget keys: the browser keeps the old widgets' values, new widgets start from the preset
-        st.session_state[f"form.{mech.name}.generation"] = st.session_state.get(f"form.{mech.name}.generation", 0) + 1
+        if st.query_params.get("preset") == chosen and not st.query_params.get("config"):
+            _fresh_form(mech.name)  # the URL stays as it is: the form returns to the preset all the same
         st.query_params.clear()
         st.query_params["preset"] = chosen
         st.rerun()
