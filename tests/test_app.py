@@ -202,6 +202,7 @@ def test_home_gallery_has_a_quick_demo_card_per_mechanism_and_the_presets_table(
             link = f"/{mech.name}?preset={preset.name}"  # the page with the preset loaded, ready to launch
             row = presets[presets["preset"] == link].iloc[0]
             assert row["mechanism"] == mech.title.split(":")[0]  # "PATE: teacher ensembles" -> "PATE"
+            assert row["what it is"] and preset.description.startswith(row["what it is"].rstrip("…"))
             if preset.published is not None:
                 assert row["source"] == preset.published.source
                 epsilon = preset.published.epsilon

@@ -61,8 +61,9 @@ def short_title(mech: registry.Mechanism) -> str:
 
 def presets_frame(mechanisms: list[registry.Mechanism]) -> pd.DataFrame:
     """One row per preset other than the quick demos: its link (``/MECHANISM?preset=NAME``: the mechanism's page
-    with the form filled in, ready to launch), mechanism, and the published figure it reproduces (metric, value,
-    ε, source; empty for the seeds' own settings)."""
+    with the form filled in, ready to launch), mechanism, what it is (its description's first sentence, so a preset
+    without a published figure is not a row of dashes), and the published figure it reproduces (metric, value, ε,
+    source; empty for the seeds' own settings)."""
     rows = []
     for mech in mechanisms:
         for preset in mech.presets:
@@ -71,12 +72,14 @@ def presets_frame(mechanisms: list[registry.Mechanism]) -> pd.DataFrame:
             pub = preset.published
             rows.append({
                 "preset": f"/{mech.name}?preset={preset.name}", "mechanism": short_title(mech),
+                "what it is": one_line(preset.description, limit=90),
                 "published metric": pub.metric if pub else None,
                 "value": metric_text(pub.metric, pub.value) if pub else None,
                 "ε": pub.epsilon if pub else None,
                 "source": pub.source if pub else None,
             })
-    return pd.DataFrame(rows, columns=["preset", "mechanism", "published metric", "value", "ε", "source"])
+    return pd.DataFrame(rows, columns=["preset", "mechanism", "what it is", "published metric", "value", "ε",
+                                       "source"])
 
 
 def presets_table(mechanisms: list[registry.Mechanism]) -> None:
@@ -86,9 +89,11 @@ def presets_table(mechanisms: list[registry.Mechanism]) -> None:
         st.caption("No mechanism declares presets beyond its quick demo.")
         return
     st.dataframe(frame, hide_index=True, width="stretch", placeholder="—", column_config={
-        "preset": st.column_config.LinkColumn("preset", display_text=r"\?preset=(.+)$", width=140,
+        # 205 px: the longest name (mnist-confident-gnmax-eps1) whole at the table's font
+        "preset": st.column_config.LinkColumn("preset", display_text=r"\?preset=(.+)$", width=205,
                                               help="Opens the mechanism's page with this preset loaded"),
-        "mechanism": st.column_config.TextColumn(width=150),
+        "mechanism": st.column_config.TextColumn(width=100),
+        "what it is": st.column_config.TextColumn(width=400),
         "published metric": st.column_config.TextColumn(width=222),
         "value": st.column_config.TextColumn(width=58),
         "ε": st.column_config.NumberColumn(format="%g", width=45),
