@@ -1,8 +1,9 @@
 """Issue 27: membership-inference attacks (privengine.audit.membership, .membership_dpsgd) drawn under the DP bound.
 
 Soundness: on a DP-SGD target at eps = 1 no attack beats the (eps, delta) bound at the FPRs of the grid (beyond the
-Clopper-Pearson intervals). Power: the same recipe without clipping and noise, on the same halves, is attacked far
-better (above that bound), LiRA's AUC on it well above 0.5. The bound against hand-computed values; the model batch's
+Clopper-Pearson intervals) and its one-run bound stays under the claim. Power: the same recipe without clipping and
+noise, on the same halves, is attacked far better: LiRA's AUC on it well above 0.5, its guesses' one-run bound above
+the private model's claim. The bound against hand-computed values; the model batch's
 inclusion masks (no mask: unchanged to the bit; masked examples never sampled).
 """
 
@@ -39,7 +40,8 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def attacked():
     """LiRA with 8 reference models on the eps = 1 recipe and on its non-private twin (one training of each)."""
-    return attack_dpsgd(DPSGDConfig().replace(**RECIPE), attack="lira", reference_models=8, seed=0, device="cpu")
+    return attack_dpsgd(DPSGDConfig().replace(**RECIPE), attack="lira", reference_models=8, seed=0, device="cpu",
+                        guesses=40)
 
 
 # --------------------------------------------------------------------------- the bound
@@ -119,8 +121,14 @@ def test_roc_summary_counts_intervals_and_bound_flags():
 
 def test_halves_are_balanced_and_independent_of_the_target():
     halves = draw_halves(101, 8, torch.Generator().manual_seed(0))
-    assert halves.shape == (9, 101) and int(halves[0].sum()) == 50
+    assert halves.shape == (9, 101) and 30 < int(halves[0].sum()) < 71  # independent coins: about half
     assert (halves[1:].sum(0) == 4).all()
+    for j in range(1, 9, 2):  # complementary pairs: every even prefix is balanced too (the ROC after each pass)
+        assert (halves[j] ^ halves[j + 1]).all() and int(halves[j].sum()) == 50
+        assert (halves[1:j + 2].sum(0) == (j + 1) // 2).all()
+    coins = draw_halves(20_000, 2, torch.Generator().manual_seed(1))[0].float()
+    lag_one = torch.corrcoef(torch.stack([coins[:-1], coins[1:]]))[0, 1]
+    assert abs(coins.mean().item() - 0.5) < 0.02 and abs(lag_one) < 0.03
     with pytest.raises(ConfigError, match="reference_models"):
         draw_halves(10, 3, torch.Generator())
 
@@ -149,7 +157,8 @@ def test_an_inclusion_mask_restricts_sampling_and_no_mask_changes_nothing():
 
 def test_the_attack_on_a_dp_sgd_target_stays_under_its_bound(attacked):
     assert attacked["epsilon"] == pytest.approx(1.0, abs=0.05)
-    assert attacked["members"] == 142 and attacked["non_members"] == 143
+    assert attacked["members"] + attacked["non_members"] == 285 and 100 < attacked["members"] < 185
+    assert attacked["one_run"]["epsilon_lower"] <= attacked["epsilon"]  # the audited bound stays under the claim
     for name, result in attacked["all_attacks"].items():
         assert not any(result["exceeds_bound"].values()), name
     for key, tpr in attacked["tpr_at_fpr"].items():
@@ -162,7 +171,9 @@ def test_the_attack_on_a_dp_sgd_target_stays_under_its_bound(attacked):
 def test_the_non_private_twin_breaks_the_bound_and_lira_finds_it(attacked):
     twin = attacked["non_private_twin"]
     assert twin["auc"] > 0.7 and twin["auc"] > attacked["auc"] + 0.15  # LiRA on an overfit model
-    assert twin["exceeds_bound"]["0.01"]
+    # its guesses refute the private model's claim (the one-run bound: sound whatever the examples share)
+    assert twin["one_run"]["epsilon_lower"] > 1.5 * attacked["epsilon"]
+    assert twin["tpr_interval_at_fpr"]["0.001"][0] > 10 * 0.001  # a visible attack at FPR 0.1 %
 
 
 def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, attacked):
@@ -173,6 +184,11 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
 
     store = RunStore()  # conftest: this test's own PRIVENGINE_HOME, the CLI's store too
     run_id = store.create_run("dpsgd", DPSGDConfig().replace(**RECIPE).to_dict())
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 2
+    assert "is still queued" in err.getvalue()  # refused before anything is queued
+    store.mark_running(run_id, device="cpu")
+    store.mark_ended(run_id, "finished", summary={})
     monkeypatch.setattr(membership_dpsgd, "attack_dpsgd", lambda config, **kw: attacked)
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0
@@ -182,6 +198,8 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     assert set(document["tpr_at_fpr"]) == set(document["bound_at_fpr"]) == {"0.001", "0.01"}
     assert {"auc", "tpr_at_fpr"} <= set(document["non_private_twin"])
     assert audit_cli.membership_json(attacked, run_id)["run"] == run_id
+    stored = store.get_run(document["audit_run"])  # the attack is a stored audit run of that run
+    assert stored.mechanism == "dpsgd-membership" and stored.config["run"] == run_id and stored.state == "finished"
     other = store.create_run("pate", {})
     assert cli.main(["audit", "membership", "--run", other, "--json"], stdout=io.StringIO(), stderr=err) == 2
     assert "DP-SGD runs only" in err.getvalue()

@@ -10,15 +10,17 @@ raises :class:`~privengine.errors.ConfigError`, which the main CLI turns into on
 the field and exit status 2.
 
 ``audit membership --run RUN_ID [--attack lira|rmia|loss] [--reference-models N] [--seed S] [--offline] [--json]``
-is the membership-inference attack of :mod:`.membership_dpsgd` on a stored DP-SGD run's recipe: it retrains the
-target, its reference models and its non-private twin in this process (not a stored job) and prints the ROC figures
-beside the DP bound of the target's claim (``--json``: one object; see :func:`membership_json`).
+is the membership-inference attack of :mod:`.membership_dpsgd` on a stored DP-SGD run's recipe, run and stored as the
+``dpsgd-membership`` audit job (:mod:`.membership_job`; the dashboard draws it on the run's page): it retrains the
+target, its reference models and its non-private twin and prints the ROC figures beside the DP bound of the target's
+claim (``--json``: one object; see :func:`membership_json`, with the stored job's id as ``audit_run``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Callable, TextIO
 
 from .. import registry
@@ -59,7 +61,7 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
     """Run the audit named on the command line as a stored job (``follow``: the CLI's submit-and-follow) and
     print its result."""
     if args.audit == MEMBERSHIP:
-        return _membership(args, store, out, err)
+        return _membership(args, store, out, err, follow)
     entry = registry.get(args.audit)
     config = entry.config_cls.from_dict(field_values(args, entry.config_cls))
     run = follow(store, entry.name, config, source="cli", err=err)
@@ -105,30 +107,38 @@ def membership_json(result: dict, run_id: str) -> dict:
     return {"run": run_id, **{k: result[k] for k in first}, **{k: v for k, v in result.items() if k not in first}}
 
 
-def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO) -> int:
-    run = store.get_run(args.run)
-    if run.mechanism != "dpsgd":
-        raise ConfigError("run", f"is a {run.mechanism} run; membership attacks cover DP-SGD runs only (PATE and "
-                                 "the other mechanisms are not attacked here yet)")
-    from ..dpsgd.config import DPSGDConfig
-    from .membership_dpsgd import attack_dpsgd
+def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
+    """``audit membership``: the ``dpsgd-membership`` audit of run ``--run`` as a stored job (refused before it is
+    queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
+    from .membership_job import MEMBERSHIP, MembershipAuditConfig, target_config
 
-    config = DPSGDConfig.from_dict(run.config)
-    result = attack_dpsgd(config, attack=args.attack, reference_models=args.reference_models, seed=args.seed,
-                          offline=args.offline, device=args.device, log=lambda text: print(text, file=err))
+    config = MembershipAuditConfig(run=args.run, attack=args.attack, reference_models=args.reference_models,
+                                   seed=args.seed, offline=args.offline, device=args.device or "auto")
+    config.validate()
+    target_config(config, store)  # ConfigError naming the field before anything is queued
+    job = follow(store, MEMBERSHIP, config, source="cli", err=err)
+    if job is None:
+        return EXIT_INTERRUPTED
+    result = job.summary and job.summary.get("details", {}).get("membership")
+    if not result or "auc" not in result:
+        print(f"membership attack {job.id} {job.state}: {job.error or 'nothing measured'}", file=err)
+        return EXIT_FAILED
     if args.json:
-        print(json.dumps(membership_json(result, run.id), indent=2, sort_keys=False), file=out)
-        return EXIT_OK
-    twin = result["non_private_twin"]
-    print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on run {run.id}: "
-          f"{result['members']} members, {result['non_members']} non-members, {result['reference_models']} "
-          f"reference models; claim ε = {result['epsilon']:.4g}, δ = {result['delta']:g}", file=out)
+        print(json.dumps(membership_json(result, args.run) | {"audit_run": job.id}, indent=2, sort_keys=False),
+              file=out)
+        return EXIT_OK if job.state == "finished" else EXIT_FAILED
+    twin = result.get("non_private_twin", {})
+    print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on run {args.run} (stored as "
+          f"{job.id}): {result['members']} members, {result['non_members']} non-members, "
+          f"{result['reference_models']} reference models; claim ε = {result['epsilon']:.4g}, "
+          f"δ = {result['delta']:g}", file=out)
     print(result["privacy"], file=out)
-    print(f"AUC {result['auc']:.4f} (non-private twin {twin['auc']:.4f})", file=out)
+    print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
     for key, tpr in result["tpr_at_fpr"].items():
         lo, hi = result["tpr_interval_at_fpr"][key]
         verdict = "ABOVE the bound" if result["exceeds_bound"][key] else "within the bound"
         print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
               + (f" (PLD {result['pld_bound_at_fpr'][key]:.4f})" if "pld_bound_at_fpr" in result else "")
-              + f", {verdict}; twin TPR {twin['tpr_at_fpr'][key]:.4f}", file=out)
-    return EXIT_OK
+              + f", {verdict}; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}", file=out)
+    print_result(result_of(job.summary), out, run_id=job.id)
+    return EXIT_OK if job.state == "finished" else EXIT_FAILED

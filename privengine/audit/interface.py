@@ -66,6 +66,8 @@ class AuditResult:
         counts: the raw counts the bound was computed from (trials, false positives, ...).
         notes: what the audit assumed and how to read it, one sentence or paragraph each.
         details: further numbers (e.g. a Gaussian-DP bound, the exact epsilon of the audited pair).
+        values: further top-level numbers of the run summary, the axes of an audit's own frontier (e.g. the
+            membership attack's AUC); :meth:`to_dict` puts them beside the fields.
     """
 
     audit: str
@@ -79,10 +81,12 @@ class AuditResult:
     counts: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "counts", _frozen_mapping(self.counts))
         object.__setattr__(self, "details", _frozen_mapping(self.details))
+        object.__setattr__(self, "values", _frozen_mapping(self.values))
         object.__setattr__(self, "notes", tuple(self.notes))
 
     @property
@@ -99,12 +103,14 @@ class AuditResult:
         """JSON-ready dict. The bound is under ``audited_epsilon_lower`` (the CLI's ``--json`` contract)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data |= {"counts": dict(self.counts), "details": dict(self.details), "notes": list(self.notes),
-                 "audited_epsilon_lower": data.pop("epsilon_lower"), "refutes_claim": self.refutes_claim}
-        return data
+                 "values": dict(self.values), "audited_epsilon_lower": data.pop("epsilon_lower"),
+                 "refutes_claim": self.refutes_claim}
+        return dict(self.values) | data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "AuditResult":
-        values = {k: v for k, v in data.items() if k != "refutes_claim"}
+        names = {f.name for f in fields(cls)} | {"audited_epsilon_lower"}
+        values = {k: v for k, v in data.items() if k in names}
         values["epsilon_lower"] = values.pop("audited_epsilon_lower")
         values["notes"] = tuple(values.get("notes", ()))
         return cls(**values)
@@ -124,9 +130,13 @@ class AuditResult:
 
 
 class NullReporter:
-    """The reporter of an audit called directly (no job): progress, metrics and logs go nowhere, never stops."""
+    """The reporter of an audit called directly (no job): progress, metrics, artifacts and logs go nowhere, never
+    stops."""
 
     def progress(self, fraction: float, text: str = "") -> None:
+        pass
+
+    def artifact(self, name: str, data: Any) -> None:
         pass
 
     def metric(self, step: int, **values: float) -> None:
@@ -150,7 +160,8 @@ def result_of(summary: Mapping[str, Any] | None) -> AuditResult | None:
 
 
 def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[BaseConfig], audit: AuditFunction,
-                   claim: str, description: str, smoke: Mapping[str, Any]) -> registry.Mechanism:
+                   claim: str, description: str, smoke: Mapping[str, Any],
+                   frontier: Frontier = AUDIT_FRONTIER) -> registry.Mechanism:
     """Register an audit of ``mechanism`` as a registry entry called ``name`` (e.g. ``"pate-gnmax"``).
 
     Args:
@@ -160,8 +171,10 @@ def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[Ba
         claim: one sentence: the guarantee the audit tests.
         description: one paragraph: what the audit does.
         smoke: config overrides for an audit of a few seconds (the shared audit tests launch it).
+        frontier: what its sweeps plot (default :data:`AUDIT_FRONTIER`, claimed against audited epsilon); other axes
+            name numbers of :attr:`AuditResult.values`.
     """
     return registry.register(registry.Mechanism(
         name=name, title=title, config_cls=config_cls, run=functools.partial(_run_as_job, audit),
         protects=f"Tests this guarantee of {mechanism}: {claim}", description=description, smoke=dict(smoke),
-        frontier=AUDIT_FRONTIER, audits=mechanism))
+        frontier=frontier, audits=mechanism))

@@ -125,6 +125,10 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
     return stats.norm.logpdf(target_phi, mu_in, s_in) - stats.norm.logpdf(target_phi, mu_out, s_out)
 
 
+def _log(p) -> np.ndarray:
+    return np.log(np.maximum(np.asarray(p, dtype=np.float64), np.finfo(np.float64).tiny))
+
+
 def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray, target_p_z: np.ndarray,
                 ref_p_z: np.ndarray, *, online: bool = True, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     """RMIA (see the module docstring): ``p(y | x)`` of the target ``(n,)`` and of the references ``(R, n)``, with
@@ -138,9 +142,10 @@ def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray,
             raise ValueError("offline RMIA needs an OUT reference model for every example")
         pr_x = 0.5 * ((1 + a) * np.where(out, ref_p_x, 0.0).sum(0) / out.sum(0) + (1 - a))
         pr_z = 0.5 * ((1 + a) * np.asarray(ref_p_z, dtype=np.float64).mean(0) + (1 - a))
-    with np.errstate(divide="ignore"):
-        log_ratio_x = np.log(target_p_x) - np.log(pr_x)
-        log_ratio_z = np.sort(np.log(target_p_z) - np.log(pr_z))
+    # probabilities that underflowed to 0 (a confidently wrong model) are floored at the smallest positive double:
+    # log 0 - log 0 would be nan and sort anywhere
+    log_ratio_x = _log(target_p_x) - _log(pr_x)
+    log_ratio_z = np.sort(_log(target_p_z) - _log(pr_z))
     # ratio_x / ratio_z > gamma  <=>  log ratio_z < log ratio_x - log gamma
     return np.searchsorted(log_ratio_z, log_ratio_x - math.log(gamma), side="left") / len(log_ratio_z)
 

@@ -5,11 +5,14 @@ random halves of the run's private split, attacked by :mod:`.membership` under t
 of a model the batch path trains: linear, mlp, scatter_linear, scatter_mlp) and:
 
 1. loads the run's splits; the **pool** is its private split, ``n`` examples (``x`` ``(n, *input_shape)``);
-2. draws ``R + 1`` halves from the attack's seed: the target's, a uniform subset of ``h = floor(n / 2)`` examples
-   (its members; the other ``n - h`` are the non-members), and the R reference models', drawn independently of the
-   target's and balanced (each example is in exactly ``R / 2`` of them, Carlini et al.'s design, so every example
-   has IN and OUT references); ``inclusion`` ``(R + 1, n)`` bool, row 0 the target;
-3. trains the R + 1 models together (:func:`~privengine.dpsgd.model_batch.train_and_predict`) with the run's recipe
+2. draws the target's members, each pool example in independently with probability 1/2 (about ``h = floor(n / 2)``;
+   the others are the non-members), and R reference halves, drawn independently of the target's, in complementary
+   pairs (a uniform half of ``h`` examples and the rest), so each example is in exactly R / 2 of them (Carlini et
+   al.'s balanced design, every example has IN and OUT references) and so is it for every even prefix of them;
+   ``inclusion`` ``(R + 1, n)`` bool, row 0 the target;
+3. trains the R + 1 models in model batches (:func:`~privengine.dpsgd.model_batch.train_and_predict`; all at once, or
+   the target and the first references, then the next references, ``models_per_pass`` at a time, so that a job
+   redraws the ROC after each pass; a model's streams do not depend on its pass) with the run's recipe
    on a private set of ``h`` examples: sigma (given, or calibrated to the target epsilon), ``q = B / h`` and
    ``steps = int(epochs / q)`` exactly as a run of that config on ``h`` private examples
    (:func:`~privengine.dpsgd.run.make_plan`); a reference model's half is about ``h`` examples, sampled at the same
@@ -18,6 +21,12 @@ of a model the batch path trains: linear, mlp, scatter_linear, scatter_mlp) and:
 4. scores the pool with the chosen attack from the models' logits ``(R + 1, n + m, C)`` (``m`` held-out test
    examples, RMIA's population, never trained on) and summarises the ROC (:func:`.membership.roc_summary`);
 5. repeats 3-4 with the **non-private twin**: the same halves, seeds and schedule, without clipping or noise.
+
+Beside the ROC, the attack's guesses give an epsilon lower bound that needs no independence between the examples'
+outcomes: the target's members are independent fair coins and everything else the scores use (the reference
+models, the population) is independent of them, so "in" for the ``r / 2`` highest scores and "out" for the ``r / 2``
+lowest, ``v`` of them right, is the one-run audit of Steinke, Nasr & Jagielski 2023 with the whole pool as canaries
+(:func:`.bounds.one_run_epsilon_lower`, m = n).
 
 Streams: model ``k``'s seed is ``seed + k`` and its index ``ATTACK_INDEX + k``: a run numbers its models from 0
 (fewer than a million), so even when the attack's seed and recipe equal the run's own (an isotropic one-seed run
@@ -44,10 +53,11 @@ from ..dpsgd.model_batch import Member, train_and_predict, unbatchable
 from ..dpsgd.run import make_plan
 from ..errors import ConfigError
 from .interface import NullReporter
+from .bounds import one_run_epsilon_lower
 from .membership import (ATTACKS, FPR_GRID, lira_scores, logit_confidence, loss_scores, pld_tpr_bound, rmia_scores,
                          roc_summary, true_label_log_prob)
 
-__all__ = ["attack_dpsgd", "check_target", "draw_halves"]
+__all__ = ["NOT_COVERED", "attack_dpsgd", "check_target", "draw_halves", "one_run_guesses"]
 
 
 def check_target(config: DPSGDConfig) -> None:
@@ -63,15 +73,28 @@ def check_target(config: DPSGDConfig) -> None:
 
 
 def draw_halves(n: int, reference_models: int, generator: torch.Generator) -> torch.Tensor:
-    """``(R + 1, n)`` bool: row 0 the target's half (exactly ``floor(n / 2)`` examples), rows 1..R the references',
-    balanced (each example in exactly R / 2 of them: a random ranking of the R models per example) and drawn
-    independently of row 0."""
+    """``(R + 1, n)`` bool: row 0 the target's members, each example in independently with probability 1/2 (the
+    one-run audit's coins; about ``n / 2`` members), rows 1..R the references', drawn independently of row 0 in
+    complementary pairs (rows 2j + 1 and 2j + 2: a uniform half of ``floor(n / 2)`` examples and the rest), so that
+    every even number of reference models, taken in order, has each example IN exactly half of them."""
     if reference_models < 2 or reference_models % 2:
         raise ConfigError("reference_models", f"must be an even number >= 2; got {reference_models}")
-    target = torch.zeros(n, dtype=torch.bool)
-    target[torch.randperm(n, generator=generator)[:n // 2]] = True
-    ranks = torch.rand(reference_models, n, generator=generator).argsort(0).argsort(0)
-    return torch.cat([target[None], ranks < reference_models // 2])
+    target = torch.rand(n, generator=generator) < 0.5
+    rows = [target]
+    for _ in range(reference_models // 2):
+        half = torch.zeros(n, dtype=torch.bool)
+        half[torch.randperm(n, generator=generator)[:n // 2]] = True
+        rows += [half, ~half]
+    return torch.stack(rows)
+
+
+def one_run_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> tuple[int, int]:
+    """``(r, v)``: the auditor guesses "in" for the ``r / 2`` highest scores and "out" for the ``r / 2`` lowest
+    (``r = 2 floor(min(guesses, n) / 2)``, fixed before the scores are seen), ``v`` of them right."""
+    order = np.argsort(np.asarray(scores), kind="stable")
+    k = min(guesses, len(order)) // 2
+    right = int(is_member[order[len(order) - k:]].sum()) + int((~is_member[order[:k]]).sum())
+    return 2 * k, right
 
 
 def _scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in: np.ndarray, *,
@@ -89,84 +112,175 @@ def _scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in:
 ATTACK_INDEX = 1_000_000  # first model index of the attack's streams: above any run's own model indices
 NOT_COVERED = ("Not covered by any privacy claim: the attack trains models on the private split and reports their "
                "statistics (an operator's diagnostic; keep it with the data, do not publish it).")
+CURVE_FPR = np.logspace(-4, 0, 41)  # where the PLD trade-off bound is drawn (the chart's FPR axis, 1e-4 to 1)
+SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
+                "one_run")
+
+
+class _Attack:
+    """One attack's state: the pool, the halves, the plan, and the logits ``(k, n + m, C)`` of the models trained so
+    far (row 0 the target), private and twin; :meth:`train` adds one pass of models, :meth:`summary` scores what
+    is there."""
+
+    def __init__(self, config: DPSGDConfig, task, *, attack: str, refs: int, seed: int, offline: bool, guesses: int,
+                 confidence: float, device: torch.device, reporter):
+        self.task, self.attack, self.offline, self.guesses, self.confidence = task, attack, offline, guesses, confidence
+        self.device, self.reporter, self.config = device, reporter, config
+        self.n = task.n_private
+        self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed)
+        self.inclusion = draw_halves(self.n, refs, torch.Generator().manual_seed(seed))
+        self.trained = 1 if attack == "loss" else refs + 1  # the loss attack needs no reference model
+        self.x = torch.cat([task.x_private, task.x_test])
+        self.labels = torch.cat([task.y_private, task.y_test]).cpu().numpy()
+        self.is_member = self.inclusion[0].numpy()
+        self.seed = seed
+        self.plan = None
+        self.logits: dict[bool, list[np.ndarray]] = {True: [], False: []}
+        self.results: dict[bool, list] = {True: [], False: []}
+        self.stopped = False
+
+    def done(self, private: bool) -> int:
+        return sum(len(part) for part in self.logits[private])
+
+    def train(self, private: bool, lo: int, hi: int, progress: Callable[[float], None]) -> None:
+        """Train models ``lo..hi-1`` (model ``k``: seed ``seed + k``, index ``ATTACK_INDEX + k``, members
+        ``inclusion[k]``) in one model batch; ``progress(fraction of this pass)`` at each evaluation."""
+        def on_eval(step, values, history):
+            progress(step / max(self.plan.steps, 1))
+
+        members = [Member(alpha=0.0, seed=self.seed + k, index=ATTACK_INDEX + k,
+                          on_eval=on_eval if k == lo else (lambda step, values, history: None))
+                   for k in range(lo, hi)]
+        results, logits = train_and_predict(self.task, self.recipe, self.plan, members, self.x, device=self.device,
+                                            should_stop=self.reporter.should_stop, inclusion=self.inclusion[lo:hi],
+                                            private=private)
+        if any(r.stopped for r in results):
+            self.stopped = True
+            return
+        self.results[private] += results
+        self.logits[private].append(logits.double().cpu().numpy())
+
+    def summary(self, private: bool, *, attack: str | None = None, epsilon: float, delta: float) -> dict:
+        """ROC summary (:func:`.membership.roc_summary`) and the one-run guesses of ``attack`` (default: the
+        chosen one) on the models trained so far: the target and an even number of reference models."""
+        logits = np.concatenate(self.logits[private])
+        refs = (len(logits) - 1) // 2 * 2
+        logits = logits[:refs + 1]
+        scores = _scores(attack or self.attack, logits, self.labels, self.n, self.inclusion[1:refs + 1].numpy(),
+                         offline=self.offline)
+        out = roc_summary(scores, self.is_member, epsilon=epsilon, delta=delta, confidence=self.confidence)
+        r, v = one_run_guesses(scores, self.is_member, self.guesses)
+        out["one_run"] = {"guesses": r, "correct": v, "confidence": self.confidence,
+                          "epsilon_lower": one_run_epsilon_lower(m=self.n, r=r, v=v, delta=delta,
+                                                                 confidence=self.confidence) if r else 0.0}
+        out["reference_models_so_far"] = refs
+        return out
+
+
+def _passes(trained: int, per_pass: int) -> list[tuple[int, int]]:
+    """Model ranges ``[lo, hi)`` of the passes: the target with the first references, then the others, each pass
+    of an even number of references (``per_pass`` rounded down to even, at least 2; 0: all in one pass)."""
+    if per_pass <= 0 or trained <= 1:
+        return [(0, trained)]
+    step = max(per_pass // 2 * 2, 2)
+    edges = [0] + list(range(1 + step, trained, step)) + [trained]
+    return list(zip(edges[:-1], edges[1:]))
 
 
 def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models: int = 16, seed: int = 0,
                  offline: bool = False, twin: bool = True, device: str | torch.device | None = None,
-                 log: Callable[[str], None] = lambda text: None, pld: bool = True) -> dict:
+                 log: Callable[[str], None] = lambda text: None, pld: bool = True, guesses: int = 100,
+                 confidence: float = 0.95, models_per_pass: int = 0, reporter=None,
+                 on_partial: Callable[[dict], None] = lambda out: None) -> dict:
     """Run the attack (see the module docstring); a JSON-ready dict.
 
     Keys: ``attack`` (with ``offline``), ``epsilon``, ``delta``, ``accountant``, ``members``, ``non_members``,
     ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound), ``pld_bound_at_fpr``
-    (the tighter trade-off of the history; with ``pld``), ``exceeds_bound``, the intervals and counts of
-    :func:`.membership.roc_summary`, ``roc``, ``all_attacks`` (AUC, TPRs and ``exceeds_bound`` of every attack on
-    the same models; not for ``loss``, which trains the target alone), ``target`` (sigma, q, steps, history, test
-    accuracy) and ``non_private_twin`` (its ``auc``, ``tpr_at_fpr``, intervals, ``exceeds_bound`` and test accuracy).
+    (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and ``tpr`` lists on
+    :data:`CURVE_FPR`), ``exceeds_bound``, the intervals and counts of :func:`.membership.roc_summary`, ``roc``,
+    ``one_run`` (``guesses``, ``correct`` and the epsilon lower bound of
+    :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair coins and
+    the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks`` (AUC, TPRs
+    and ``exceeds_bound`` of every attack on the same models; not for ``loss``, which trains the target alone),
+    ``target`` (sigma, q, steps, history, test accuracy) and ``non_private_twin`` (its ``auc``, ``tpr_at_fpr``,
+    intervals, ``exceeds_bound``, ``one_run`` and test accuracy).
+
+    ``models_per_pass``: models trained together in one model batch (0: all at once); after each private pass
+    with at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far, so
+    a job draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop ends the attack
+    after the current step, with ``stopped`` set and the figures of the passes done (none before the first).
     """
     if attack not in ATTACKS:
         raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
     if reference_models < 2 and attack != "loss":
         raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
     check_target(config)
+    reporter = reporter or NullReporter()
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     t0 = time.perf_counter()
+    reporter.progress(0.0, "loading the data")
     features = "scattering" if config.model.startswith("scatter") else "pixels"
     task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=dev, features=features)
-    n = task.n_private
-    recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed)
-    plan = make_plan(recipe, n // 2, NullReporter())
-    gen = torch.Generator().manual_seed(seed)
-    refs = max(reference_models, 2)
-    inclusion = draw_halves(n, refs, gen)
-    trained = 1 if attack == "loss" else refs + 1  # the loss attack needs no reference model
-    members = [Member(alpha=0.0, seed=seed + k, index=ATTACK_INDEX + k, on_eval=lambda step, values, history: None)
-               for k in range(trained)]
-    x = torch.cat([task.x_private, task.x_test])
-    labels = torch.cat([task.y_private, task.y_test]).cpu().numpy()
-    is_member = inclusion[0].numpy()
-    ref_in = inclusion[1:].numpy()
-    log(f"{task.name}: pool of {n} private examples, target on {int(is_member.sum())}, {refs} reference models; "
-        f"sigma = {plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps")
+    state = _Attack(config, task, attack=attack, refs=max(reference_models, 2), seed=seed, offline=offline,
+                    guesses=guesses, confidence=confidence, device=dev, reporter=reporter)
+    out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "accountant": config.accountant,
+           "delta": config.delta, "reference_models": state.trained - 1, "pool": state.n, "seed": seed,
+           "stopped": False}
+    state.plan = make_plan(state.recipe, state.n // 2, reporter)
+    if state.plan is None:  # stopped while calibrating sigma
+        return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
+    plan = state.plan
+    log(f"{task.name}: pool of {state.n} private examples, target on {int(state.is_member.sum())}, "
+        f"{out['reference_models']} reference models; sigma = {plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, "
+        f"{plan.steps} steps")
+    passes = _passes(state.trained, models_per_pass)
+    phases = (True, False) if twin else (True,)
+    total = state.trained * len(phases)
 
-    def one(private: bool) -> tuple[dict, float]:
-        started = time.perf_counter()
-        results, logits = train_and_predict(task, recipe, plan, members, x, device=dev, should_stop=lambda: False,
-                                            inclusion=inclusion[:trained], private=private)
-        log(f"{'private' if private else 'non-private twin'}: {trained} models trained in "
-            f"{time.perf_counter() - started:.1f} s; target test accuracy {results[0].final.get(M.TEST_ACC)}")
-        return results[0], logits.double().cpu().numpy()
-
-    target, logits = one(True)
-    history = list(target.history)
-    epsilon = epsilon_of(history, accountant=config.accountant, delta=config.delta)[0]
-    scores = _scores(attack, logits, labels, n, ref_in, offline=offline)
-    summary = roc_summary(scores, is_member, epsilon=epsilon, delta=config.delta)
-    out = {"attack": attack, "offline": offline, "epsilon": epsilon, "delta": config.delta, "privacy": NOT_COVERED,
-           "accountant": config.accountant, "reference_models": refs if attack != "loss" else 0,
-           "pool": n, "seed": seed, **summary,
-           "target": {"dataset": task.name, "model": config.model, "noise_multiplier": plan.noise_multiplier,
-                      "sample_rate": plan.sample_rate, "steps": plan.steps, "history": history,
-                      "test_accuracy": target.final.get(M.TEST_ACC)}}
-    if attack != "loss":  # the other attacks on the same models: AUC and TPRs, for comparison
-        out["all_attacks"] = {}
+    for phase, private in enumerate(phases):
+        for lo, hi in passes:
+            base = phase * state.trained + lo
+            word = "private" if private else "non-private twin"
+            reporter.progress(base / total, f"{word}: models {lo + 1}-{hi} of {state.trained}")
+            started = time.perf_counter()
+            state.train(private, lo, hi, lambda f, base=base, k=hi - lo, word=word, lo=lo, hi=hi: reporter.progress(
+                (base + k * f) / total, f"{word}: models {lo + 1}-{hi} of {state.trained}, {100 * f:.0f} %"))
+            if state.stopped:
+                out["stopped"] = True
+                break
+            log(f"{word}: models {lo + 1}-{hi} trained in {time.perf_counter() - started:.1f} s")
+            if private and lo == 0:
+                target = state.results[True][0]
+                history = list(target.history)
+                out["epsilon"] = epsilon_of(history, accountant=config.accountant, delta=config.delta)[0]
+                out["target"] = {"dataset": task.name, "model": config.model, "noise_multiplier": plan.noise_multiplier,
+                                 "sample_rate": plan.sample_rate, "steps": plan.steps, "history": history,
+                                 "test_accuracy": target.final.get(M.TEST_ACC)}
+                if pld:  # at the grid's levels, and on a log grid for the ROC chart
+                    bound = pld_tpr_bound(np.r_[FPR_GRID, CURVE_FPR], history)
+                    out["pld_bound_at_fpr"] = {f"{a:g}": float(b) for a, b in zip(FPR_GRID, bound)}
+                    out["pld_bound_curve"] = {"fpr": CURVE_FPR.tolist(), "tpr": bound[len(FPR_GRID):].round(6).tolist()}
+            if state.done(private) < 3 and attack != "loss":
+                continue  # no reference model on each side yet
+            summary = state.summary(private, epsilon=out["epsilon"], delta=config.delta)
+            if private:
+                out.update(summary)
+            else:
+                out["non_private_twin"] = {k: summary[k] for k in SUMMARY_KEYS + ("reference_models_so_far",)}
+                out["non_private_twin"]["test_accuracy"] = state.results[False][0].final.get(M.TEST_ACC)
+            on_partial(out | {"seconds": round(time.perf_counter() - t0, 2)})
+        if state.stopped:
+            break
+    if attack != "loss" and "auc" in out and not (out["stopped"] and state.done(True) < state.trained):
+        out["all_attacks"] = {}  # the other attacks on the same models: AUC and TPRs, for comparison
         for name in ATTACKS:
-            other = summary if name == attack else roc_summary(
-                _scores(name, logits, labels, n, ref_in, offline=offline), is_member, epsilon=epsilon,
-                delta=config.delta)
+            other = out if name == attack else state.summary(True, attack=name, epsilon=out["epsilon"],
+                                                             delta=config.delta)
             out["all_attacks"][name] = {k: other[k] for k in ("auc", "tpr_at_fpr", "exceeds_bound")}
-    if pld:
-        bound = pld_tpr_bound(list(FPR_GRID), history)
-        out["pld_bound_at_fpr"] = {f"{a:g}": float(b) for a, b in zip(FPR_GRID, bound)}
-    if twin:
-        twin_target, twin_logits = one(False)
-        twin_summary = roc_summary(_scores(attack, twin_logits, labels, n, ref_in, offline=offline), is_member,
-                                   epsilon=epsilon, delta=config.delta)
-        out["non_private_twin"] = {k: twin_summary[k] for k in ("auc", "tpr_at_fpr", "tpr_interval_at_fpr",
-                                                                "fpr_at_fpr", "exceeds_bound", "roc")}
-        out["non_private_twin"]["test_accuracy"] = twin_target.final.get(M.TEST_ACC)
     out["seconds"] = round(time.perf_counter() - t0, 2)
-    if any(out["exceeds_bound"].values()):
+    reporter.progress(1.0, "stopped" if out["stopped"] else "done")
+    if any(out.get("exceeds_bound", {}).values()):
         log("WARNING: the attack on the private model is above the DP bound of its claim at some FPR (beyond the "
             "confidence intervals): a bug to report in the mechanism or its accounting")
     return out

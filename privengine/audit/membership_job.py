@@ -1,0 +1,210 @@
+"""The membership-inference attack as a stored audit job (``dpsgd-membership``): launched through the job manager,
+progress while the reference models train, the ROC redrawn after each pass, stop, the result stored as the run's
+summary (:class:`~.interface.AuditResult`, the attack's whole output under ``details["membership"]``).
+
+Its knobs name the attacked DP-SGD run by id (``run``; empty: :data:`DEMO`, a recipe on the bundled digits, so the
+audit also runs without a stored run, as the shared audit tests launch it); the attack itself is
+:func:`.membership_dpsgd.attack_dpsgd`. The audited epsilon is the one-run bound of the attack's guesses (see that
+module); the ROC figures beside it (AUC, TPR at FPR 0.001 / 0.01 with intervals, the (eps, delta) and PLD bounds
+there, the non-private twin's) are :attr:`~.interface.AuditResult.values` and details.
+
+Sweeps: ``target_epsilon`` recalibrates the attacked recipe's sigma, so a sweep of this audit over it (one run,
+several epsilons) charts epsilon against the leakage axes of :data:`MEMBERSHIP_FRONTIER` (attack AUC, TPR at 1 %
+FPR) and the attacked models' accuracy. Those figures are computed on the private split: covered by no claim
+(``covered=False``), as every output of the attack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..config import DEVICE_CHOICES, BaseConfig, knob
+from ..errors import ConfigError, RunNotFoundError
+from ..registry import TEST_ACCURACY, Axis, Frontier
+from .interface import AuditResult, NullReporter, register_audit
+from .membership import ATTACKS
+
+if TYPE_CHECKING:
+    from ..dpsgd.config import DPSGDConfig
+    from ..store import RunStore
+
+__all__ = ["DEMO", "MEMBERSHIP", "MembershipAuditConfig", "attacks_of", "run", "target_config", "values_of"]
+
+MEMBERSHIP = "dpsgd-membership"
+# the attacked recipe when no run is named: 285 private digits, an MLP that overfits them without noise, eps 1
+DEMO = dict(dataset="digits", model="mlp", train_limit=300, batch_size=32, epochs=30.0, lr=0.5, max_grad_norm=1.0,
+            noise_mode="target_epsilon", target_epsilon=1.0, delta=1e-5, accountant="rdp", alphas=(0.0,),
+            n_seeds=1)
+CLAIM = ("DP-SGD's guarantee for the attacked model: (eps, delta)-DP for adding or removing one example "
+         "(Poisson-subsampled, clipped, Gaussian noise), from the run's accountant on the model's history; every "
+         "membership test then has TPR <= min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))")
+UNCOVERED = " (covered by no claim: computed on the private split)"
+MEMBERSHIP_FRONTIER = Frontier(
+    privacy=Axis("claimed_epsilon", "ε of the attacked model (its accountant)", "lower"),
+    utility=(Axis("attack_tpr_at_1pct_fpr", "membership attack: TPR at 1 % FPR" + UNCOVERED, "lower", covered=False),
+             Axis("attack_auc", "membership attack: AUC" + UNCOVERED, "lower", covered=False),
+             Axis("target_test_accuracy", "test accuracy of the attacked model (the recipe retrained on about half "
+                                          "the private split)" + UNCOVERED, "higher", kind=TEST_ACCURACY,
+                  covered=False),
+             Axis("audited_epsilon_lower", "audited ε ≥ (one-run bound of the attack's guesses)", "higher")))
+
+
+@dataclass(frozen=True)
+class MembershipAuditConfig(BaseConfig):
+    """Knobs of the membership attack on a DP-SGD run's recipe."""
+
+    run: str = knob("", label="attacked run",
+                    help="Id of a DP-SGD run whose recipe (its isotropic setting) is attacked; empty: a "
+                         "demonstration recipe on the bundled digits (285 private examples, MLP, ε = 1).")
+    attack: str = knob("lira", choices=ATTACKS,
+                       help="lira: Carlini et al. 2022; rmia: Zarifzadeh et al. 2024; loss: Yeom et al. 2018 (no "
+                            "reference model).")
+    offline: bool = knob(False, help="LiRA / RMIA from the reference models trained without each example only.")
+    reference_models: int = knob(16, low=2, high=1024, log=True,
+                                 help="R, even: each pool example is in half of them.")
+    models_per_pass: int = knob(8, low=0, high=1024, advanced=True,
+                                help="Models trained together in one model batch (0: all at once); the ROC is "
+                                     "redrawn after each pass.")
+    target_epsilon: float = knob(0.0, low=0.0, high=100.0, label="attacked ε",
+                                 help="0: the run's own noise; above 0: sigma recalibrated to this ε (sweep it to "
+                                      "chart leakage against ε).")
+    guesses: int = knob(100, low=2, high=1_000_000, log=True,
+                        help="r: 'in' for the r/2 highest scores, 'out' for the r/2 lowest (the audited ε).")
+    confidence: float = knob(0.95, low=0.5, high=1.0, high_open=True,
+                             help="Confidence of the intervals and of the audited ε.")
+    twin: bool = knob(True, label="non-private twin",
+                      help="Also attack the same models trained without clipping or noise.")
+    seed: int = knob(0, low=0, high=2**31 - 1, help="Seed of the halves and of the attack's models.")
+    device: str = knob("auto", choices=DEVICE_CHOICES, help="Where the attack's models train.")
+
+    def check_rules(self) -> None:
+        if self.attack != "loss" and self.reference_models % 2:
+            raise ConfigError("reference_models", f"must be even; got {self.reference_models}")
+
+
+def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "DPSGDConfig":
+    """The attacked recipe: run ``config.run``'s config (sigma recalibrated to ``target_epsilon`` when it is set),
+    or :data:`DEMO`. ConfigError (field ``run``) for an unknown, active or non-DP-SGD run or one the model batch
+    cannot retrain."""
+    from ..dpsgd.config import DPSGDConfig
+    from .membership_dpsgd import check_target
+
+    if not config.run:
+        recipe = DPSGDConfig().replace(**DEMO)
+    else:
+        if store is None:
+            raise ConfigError("run", "needs the run store to read the attacked run")
+        try:
+            record = store.get_run(config.run)
+        except RunNotFoundError:
+            raise ConfigError("run", f"must be the id of a stored run; {config.run!r} is not in the store") from None
+        if record.mechanism != "dpsgd":
+            raise ConfigError("run", f"is a {record.mechanism} run; membership attacks cover DP-SGD runs only (PATE "
+                                     "and the other mechanisms are not attacked here yet)")
+        if record.active:
+            raise ConfigError("run", f"is still {record.state}; attack it once it has ended")
+        recipe = DPSGDConfig.from_dict(record.config)
+    if config.target_epsilon > 0:
+        recipe = recipe.replace(noise_mode="target_epsilon", target_epsilon=config.target_epsilon)
+    check_target(recipe)
+    return recipe
+
+
+def values_of(out: dict) -> dict[str, float]:
+    """The summary numbers of an attack's output that sweeps chart (absent while unmeasured)."""
+    values = {"attack_auc": out.get("auc"), "attack_tpr_at_1pct_fpr": out.get("tpr_at_fpr", {}).get("0.01"),
+              "attack_tpr_at_0.1pct_fpr": out.get("tpr_at_fpr", {}).get("0.001"),
+              "target_test_accuracy": out.get("target", {}).get("test_accuracy"),
+              "twin_auc": out.get("non_private_twin", {}).get("auc")}
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+
+
+def _interval(values: dict, key: str) -> str | None:
+    lo_hi = values.get(key)
+    return None if lo_hi is None else f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]"
+
+
+def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[str, Any]:
+    """One row of the audited-settings table: the ROC figures of ``part`` (the target's output or the twin's)."""
+    row: dict[str, Any] = {"setting": setting, "claimed_epsilon": claimed,
+                           "epsilon_lower": part.get("one_run", {}).get("epsilon_lower", 0.0),
+                           "test_accuracy": part.get("test_accuracy", out.get("target", {}).get("test_accuracy")),
+                           "auc": part.get("auc")}
+    for key, pct in (("0.001", "0.1 %"), ("0.01", "1 %")):
+        row[f"TPR at {pct} FPR"] = part.get("tpr_at_fpr", {}).get(key)
+        row[f"interval at {pct}"] = _interval(part.get("tpr_interval_at_fpr", {}), key)
+        row[f"(ε, δ) bound at {pct}"] = out.get("bound_at_fpr", {}).get(key)
+        row[f"PLD bound at {pct}"] = out.get("pld_bound_at_fpr", {}).get(key)
+    return row
+
+
+def attacks_of(out: dict, config: MembershipAuditConfig) -> list[dict[str, Any]]:
+    """The audited settings of an attack's output: the DP-SGD target, then its non-private twin (once measured)."""
+    if "auc" not in out:
+        return []
+    target = {**out, "test_accuracy": out.get("target", {}).get("test_accuracy")}
+    rows = [_row(f"DP-SGD target ({config.attack})", target, claimed=out.get("epsilon"), out=out)]
+    if "non_private_twin" in out:
+        rows.append(_row("non-private twin (no claim)", out["non_private_twin"], claimed=None, out=out))
+    return rows
+
+
+def _report(reporter, out: dict) -> None:
+    """A pass is done: its figures as points of the curves (x: reference models so far) and the output so far as
+    the ``membership`` artifact the page draws the ROC from."""
+    twin = out.get("non_private_twin", {})
+    step = twin.get("reference_models_so_far", 0) + out.get("reference_models_so_far", 0)
+    reporter.metric(step, claimed_epsilon=out["epsilon"], audited_epsilon_lower=out["one_run"]["epsilon_lower"],
+                    **values_of(out))
+    reporter.artifact("membership", out)
+
+
+def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
+    """The job: attack the recipe of ``config.run`` (see the module docstring)."""
+    from .membership_dpsgd import NOT_COVERED, attack_dpsgd
+
+    reporter = reporter or NullReporter()
+    recipe = target_config(config, getattr(reporter, "store", None))
+    out = attack_dpsgd(recipe, attack=config.attack, reference_models=config.reference_models, seed=config.seed,
+                       offline=config.offline, twin=config.twin, device=getattr(reporter, "device", None),
+                       log=reporter.log, guesses=config.guesses, confidence=config.confidence,
+                       models_per_pass=config.models_per_pass, reporter=reporter,
+                       on_partial=lambda partial: _report(reporter, partial))
+    one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
+    claimed = out.get("epsilon", recipe.target_epsilon)
+    mode = "offline" if config.offline else "online"
+    notes = [NOT_COVERED,
+             "The target is the run's recipe retrained (runs keep no weights) on a random subset of its private "
+             f"split, each example in with probability 1/2, at q = B / floor(n / 2); {claimed:.4g} is that model's "
+             "own epsilon (its accountant history).",
+             "The audited ε is the one-run bound (Steinke, Nasr & Jagielski 2023) of the attack's guesses: 'in' for "
+             "the highest scores, 'out' for the lowest, the whole pool as canaries; sound because the members are "
+             "independent fair coins and the reference models independent of them.",
+             "The ROC's Clopper-Pearson intervals treat the examples as independent trials; they share one target "
+             "model, so they are the usual reading of membership-inference papers, not a proof."]
+    if out.get("stopped"):
+        notes.append("Stopped early: the figures cover the models trained before the stop" if "auc" in out else
+                     "Stopped before the target and a pair of reference models were trained: nothing measured.")
+    refs = out.get("reference_models_so_far", 0)
+    return AuditResult(
+        audit=MEMBERSHIP, mechanism="dpsgd",
+        method=(f"membership inference, {config.attack} {mode} with {refs} reference models, on the recipe of run "
+                f"{config.run or 'demo (digits)'}; one-run bound of {one_run['guesses']} guesses"),
+        claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", claimed_epsilon=float(claimed),
+        epsilon_lower=float(one_run["epsilon_lower"]), confidence=config.confidence, delta=recipe.delta,
+        counts={"members": out.get("members", 0), "non_members": out.get("non_members", 0),
+                "reference_models": refs, "guesses": one_run["guesses"], "correct": one_run["correct"]},
+        notes=tuple(notes), details={"settings": attacks_of(out, config), "membership": out},
+        values=values_of(out))
+
+
+register_audit(
+    name=MEMBERSHIP, mechanism="dpsgd", title="DP-SGD: membership inference on a run's recipe",
+    config_cls=MembershipAuditConfig, audit=run, claim=CLAIM, frontier=MEMBERSHIP_FRONTIER,
+    description=("Retrains a DP-SGD run's recipe on a random half of its private split, with reference models on "
+                 "other halves and a non-private twin, attacks it with LiRA, RMIA or the loss attack, and draws the "
+                 "ROC (TPR against FPR, log-log) under the bounds its claim implies: (ε, δ) and the tighter PLD "
+                 "trade-off of its history. Covered by no claim itself."),
+    smoke={"reference_models": 2, "models_per_pass": 2, "guesses": 40})
