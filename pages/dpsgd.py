@@ -9,6 +9,7 @@ from privengine.figures import dpsgd as figures
 from ui import charts
 from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
+from ui.membership_panel import membership_section
 
 INTRO = (
     "Private SGD whose noise, and optionally clip, is shaped by a gradient subspace **U** estimated from public "
@@ -45,4 +46,5 @@ def draw(snapshot) -> None:
 
 
 render_mechanism_page("dpsgd", draw, intro=INTRO)
+membership_section("dpsgd")
 audit_section("dpsgd")

@@ -33,7 +33,8 @@ INTRO = ("Every ε above is an accountant's **upper bound**. An audit measures a
 
 def audit_section(mechanism: str) -> None:
     """Draw the audits of ``mechanism`` (nothing if it has none)."""
-    audits = registry.audits_for(mechanism)
+    # an audit of a stored run (a "run" knob: the membership attack) is drawn beside the run, not here
+    audits = [a for a in registry.audits_for(mechanism) if "run" not in {s.name for s in a.config_cls.specs()}]
     if not audits:
         return
     st.divider()

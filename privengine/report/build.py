@@ -30,6 +30,7 @@ from privengine.store import RunRecord, RunStore
 
 from .command import Reproduction, run_command, sweep_command
 from .html import Document
+from .membership import membership_section
 
 Kind = Literal["run", "sweep", "comparison"]
 MAX_POINTS = 400  # per metric, as the dashboard draws them
@@ -210,6 +211,7 @@ def _run_body(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> 
         doc.table(table.frame)
     if not values and not tables:
         doc.paragraph("No result yet." if run.active else "The run stored no summary.")
+    membership_section(doc, store, run, level=level)
     doc.heading("Privacy", level)
     for claim in claims:
         doc.claim(claim)

@@ -1,0 +1,97 @@
+"""Membership-attack runs (``dpsgd-membership``): the ROC on log-log axes under the bounds of the attacked model's
+claim, beside the audit charts every audit has (:mod:`.audit`).
+
+The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the DP-SGD model, the same attack on
+its non-private twin, the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))``, the PLD
+trade-off bound of the model's history (tighter), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with their
+intervals. While the attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves
+fill in as reference models finish; points with FPR or TPR 0 are off a log axis and left out.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+
+from privengine.audit import result_of
+from privengine.audit.membership import dp_tpr_bound
+from privengine.store import RunSnapshot
+
+from . import audit
+from .common import LAYOUT, REFERENCE_COLOUR, Table, waiting_if_empty
+
+ATTACKED, TWIN, BOUND, PLD = "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"
+FPR_MIN = 1e-4
+CAVEAT = ("Covered by no privacy claim: the attack trains on the private split (an operator's diagnostic, not for "
+          "publication).")
+
+
+def output_of(snapshot: RunSnapshot) -> Mapping | None:
+    """The attack's output: the stored result's, else the last pass's (the ``membership`` artifact), else None."""
+    result = result_of(snapshot.run.summary)
+    if result is not None and "auc" in result.details.get("membership", {}):
+        return result.details["membership"]
+    partial = snapshot.artifacts.get("membership")
+    return partial if partial and "auc" in partial else None
+
+
+def _positive(fpr, tpr) -> tuple[list[float], list[float]]:
+    """The ROC points a log-log chart can show (both rates above 0; FPR from :data:`FPR_MIN`)."""
+    points = [(f, t) for f, t in zip(fpr, tpr) if f >= FPR_MIN and t > 0]
+    return [f for f, _ in points], [t for _, t in points]
+
+
+def roc(out: Mapping) -> go.Figure:
+    """The ROC of the attack (and of the twin) under the (eps, delta) and PLD bounds; ``out`` an attack output
+    (:func:`privengine.audit.membership_dpsgd.attack_dpsgd`)."""
+    fig = go.Figure()
+    grid = np.logspace(np.log10(FPR_MIN), 0, 81)
+    eps, delta = out["epsilon"], out["delta"]
+    fig.add_trace(go.Scatter(x=grid, y=grid, mode="lines", name="chance (TPR = FPR)",
+                             line=dict(color=REFERENCE_COLOUR, dash="dot", width=1)))
+    fig.add_trace(go.Scatter(x=grid, y=dp_tpr_bound(grid, eps, delta), mode="lines",
+                             name=f"(ε, δ) bound, ε = {eps:.3g}, δ = {delta:g}",
+                             line=dict(color=BOUND, dash="dash")))
+    curve = out.get("pld_bound_curve")
+    if curve:
+        fig.add_trace(go.Scatter(x=curve["fpr"], y=curve["tpr"], mode="lines", name="PLD trade-off bound (tighter)",
+                                 line=dict(color=PLD, dash="dash")))
+    twin = out.get("non_private_twin")
+    if twin:
+        x, y = _positive(twin["roc"]["fpr"], twin["roc"]["tpr"])
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"non-private twin (AUC {twin['auc']:.3f})",
+                                 line=dict(color=TWIN)))
+    x, y = _positive(out["roc"]["fpr"], out["roc"]["tpr"])
+    fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"attack on the DP-SGD model (AUC {out['auc']:.3f})",
+                             line=dict(color=ATTACKED, width=2.5)))
+    levels = list(out["tpr_at_fpr"])
+    tpr = [out["tpr_at_fpr"][k] for k in levels]
+    lo_hi = [out["tpr_interval_at_fpr"][k] for k in levels]
+    fig.add_trace(go.Scatter(
+        x=[float(k) for k in levels], y=tpr, mode="markers", marker=dict(color=ATTACKED, size=9, symbol="diamond"),
+        name=f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % interval)",
+        error_y=dict(type="data", symmetric=False, array=[h - t for t, (_, h) in zip(tpr, lo_hi)],
+                     arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)])))
+    refs = out.get("reference_models_so_far", out.get("reference_models"))
+    fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the claim's bound",
+                      xaxis_title="false-positive rate", yaxis_title="true-positive rate", **{**LAYOUT, "height": 420})
+    fig.update_xaxes(type="log", range=[np.log10(FPR_MIN), 0])
+    fig.update_yaxes(type="log", range=[np.log10(FPR_MIN), 0])
+    return fig
+
+
+def figures(snapshot: RunSnapshot) -> list[go.Figure]:
+    """The ROC under the bounds (a note while no pass has finished), then the audit's own charts."""
+    out = output_of(snapshot)
+    first = roc(out) if out is not None else waiting_if_empty(
+        go.Figure(layout=dict(title="Membership attack under the claim's bound", **LAYOUT)),
+        "the ROC appears once the target and a pair of reference models are trained")
+    return [first] + audit.figures(snapshot)
+
+
+def tables(snapshot: RunSnapshot) -> list[Table]:
+    """The audit's tables: the attacked model and its twin (AUC, TPR at FPR 0.1 % / 1 % with intervals, the bounds
+    there), and what the audit assumed (the caveat first)."""
+    return audit.tables(snapshot)

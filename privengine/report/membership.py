@@ -1,0 +1,45 @@
+"""The membership section of a DP-SGD run's report: the latest stored membership attack of that run (the
+``dpsgd-membership`` audit, :mod:`privengine.audit.membership_job`) with its ROC under the claim's bounds, its table
+and what it assumed; nothing when no attack of the run has measured anything."""
+
+from __future__ import annotations
+
+from privengine.audit import result_of
+from privengine.audit.membership_job import MEMBERSHIP
+from privengine.figures import membership as figures
+from privengine.figures.common import finish
+from privengine.store import RunRecord, RunStore
+
+from .html import Document
+
+__all__ = ["latest_attack", "membership_section"]
+
+MAX_ATTACKS = 200  # attack runs searched for the run's (newest first)
+
+
+def latest_attack(store: RunStore, run_id: str) -> RunRecord | None:
+    """The newest ended attack of run ``run_id`` that measured a ROC (None if there is none)."""
+    for attack in store.list_runs(mechanism=MEMBERSHIP, limit=MAX_ATTACKS):
+        result = result_of(attack.summary)
+        if attack.config.get("run") == run_id and result is not None and "auc" in result.details.get("membership", {}):
+            return attack
+    return None
+
+
+def membership_section(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> None:
+    """Add the section to ``doc`` for a DP-SGD ``run`` with a stored attack."""
+    attack = None if run.mechanism != "dpsgd" else latest_attack(store, run.id)
+    if attack is None:
+        return
+    snapshot = store.snapshot(attack.id)
+    result = result_of(attack.summary)
+    out = result.details["membership"]
+    doc.heading("Membership inference", level)
+    doc.paragraph(f"Attack run {attack.id} ({attack.state}): {out['attack']} with {out['reference_models']} reference "
+                  f"models on the recipe of this run, {out['members']} members and {out['non_members']} non-members. "
+                  f"{result.headline()} (one-run bound of the attack's guesses).")
+    doc.paragraph(figures.CAVEAT, note=True)
+    doc.figure(finish(figures.roc(out)))
+    for table in figures.tables(snapshot):
+        doc.heading(table.title, level + 1)
+        doc.table(table.frame)

@@ -1,0 +1,143 @@
+"""The "Membership inference" section of the DP-SGD page: attack the run shown above (once it has ended) and watch
+the attack's ROC fill in under the bounds of the attacked model's claim.
+
+The attack is the ``dpsgd-membership`` audit (:mod:`privengine.audit.membership_job`), a stored run like any other:
+launched through the job manager, drawn by the same live panel (state, progress, stop, report), listed on the Runs
+page. The section keeps the attack run's id per attacked run in the session, and shows the latest attack of the run
+otherwise, so a reload reattaches.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from privengine.audit import result_of
+from privengine.audit.membership import ATTACKS
+from privengine.audit.membership_job import MEMBERSHIP, MembershipAuditConfig, target_config
+from privengine.errors import ConfigError
+from privengine.figures import membership as figures
+from privengine.store import RunRecord, RunSnapshot
+
+from . import charts, services
+from .form import error_text
+from .launch import launch
+from .run_panel import live_run
+
+INTRO = ("What can an attacker learn about the people in the training data? The attack retrains this run's recipe "
+         "on a random half of its private data, with reference models on other halves, and tries to tell members "
+         "from non-members (LiRA, RMIA or the loss attack). Its ROC is drawn under the bound the claim implies: "
+         "no attack on a model that keeps its (ε, δ) promise can go above it.")
+
+
+def membership_section(mechanism: str = "dpsgd") -> None:
+    """Draw the section for the run the mechanism page shows (kept in the session by :mod:`ui.mechanism_page`)."""
+    st.divider()
+    st.header("Membership inference", anchor="membership")
+    st.markdown(INTRO)
+    run_id = st.session_state.get(f"run.{mechanism}")
+    if run_id is None:
+        st.info("Launch or pick a run above; once it has ended you can attack it here.", icon=":material/policy:")
+        return
+    run = services.store().get_run(run_id)
+    if run.active:
+        st.info(f"Run {run_id} is {run.state}: attack it once it has ended.", icon=":material/policy:")
+        return
+    attack_id = _current_attack(run_id)
+    left, right = st.columns([1, 2.2], gap="large")
+    with left:
+        config = _settings(run_id)
+        refusal = _refusal(config)
+        if refusal:
+            st.warning(refusal, icon=":material/block:")
+        if st.button("Attack this run", disabled=config is None or refusal is not None, key="membership.launch",
+                     icon=":material/policy:", width="stretch"):
+            launched = launch(MEMBERSHIP, config)
+            if launched is not None:
+                st.session_state[f"membership.{run_id}"] = launched
+                st.rerun()
+        _picker(run_id, attack_id)
+    with right:
+        if attack_id is None:
+            st.info("Press **Attack this run**: the digits demonstration takes seconds, a Fashion-MNIST preset with "
+                    "16 reference models about a minute on two CPU cores.", icon=":material/policy:")
+        else:
+            live_run(attack_id, draw_membership)
+
+
+def _settings(run_id: str) -> MembershipAuditConfig | None:
+    """The attack's main knobs (the rest keep their defaults); None with the error shown when they are refused."""
+    attack = st.selectbox("Attack", ATTACKS, key="membership.attack",
+                          help="lira: Carlini et al. 2022; rmia: Zarifzadeh et al. 2024; loss: Yeom et al. 2018.")
+    refs = st.number_input("Reference models", min_value=2, max_value=1024, value=16, step=2, key="membership.refs",
+                           help="Even: each example is in half of them; more models, a stronger attack.")
+    seed = st.number_input("Seed", min_value=0, value=0, step=1, key="membership.seed")
+    twin = st.checkbox("Also attack the non-private twin", value=True, key="membership.twin")
+    try:
+        config = MembershipAuditConfig(run=run_id, attack=attack, reference_models=int(refs), seed=int(seed),
+                                       twin=twin)
+        config.validate()
+        return config
+    except ConfigError as exc:
+        st.error(error_text(exc, MembershipAuditConfig), icon=":material/error:")
+        return None
+
+
+def _refusal(config: MembershipAuditConfig | None) -> str | None:
+    """Why the run cannot be attacked (a CNN, shaped noise only, a regression, ...), or None."""
+    if config is None:
+        return None
+    try:
+        target_config(config, services.store())
+    except ConfigError as exc:
+        return error_text(exc, MembershipAuditConfig)
+    return None
+
+
+def _attacks_of(run_id: str) -> list[RunRecord]:
+    return [r for r in services.store().list_runs(mechanism=MEMBERSHIP, limit=200) if r.config.get("run") == run_id]
+
+
+def _current_attack(run_id: str) -> str | None:
+    """The attack shown: the one picked or launched in this session, else the run's latest."""
+    attacks = _attacks_of(run_id)
+    chosen = st.session_state.get(f"membership.{run_id}")
+    if chosen in {r.id for r in attacks}:
+        return chosen
+    return attacks[0].id if attacks else None
+
+
+def _picker(run_id: str, attack_id: str | None) -> None:
+    attacks = _attacks_of(run_id)
+    if len(attacks) < 2:
+        return
+    ids = [r.id for r in attacks]
+    labels = {r.id: f"{r.id} · {r.config.get('attack')} · {r.state}" for r in attacks}
+    choice = st.selectbox("Show another attack of this run", ids, index=ids.index(attack_id) if attack_id in ids
+                          else None, format_func=labels.get, key=f"membership.pick.{run_id}.{attack_id}")
+    if choice is not None and choice != attack_id:
+        st.session_state[f"membership.{run_id}"] = choice
+        st.rerun()
+
+
+def draw_membership(snapshot: RunSnapshot) -> None:
+    """The live view of one attack: the caveat, AUC and TPR tiles, the ROC under the bounds, the table."""
+    st.caption(f":material/warning: {figures.CAVEAT}")
+    out = figures.output_of(snapshot)
+    if out is not None:
+        auc, tpr, twin = st.columns(3)
+        auc.metric("Attack AUC", f"{out['auc']:.3f}", help="0.5: no better than a coin")
+        bound = out.get("pld_bound_at_fpr", out["bound_at_fpr"])["0.01"]
+        tpr.metric("TPR at 1 % FPR", f"{out['tpr_at_fpr']['0.01']:.3f}", help=f"the claim's bound there: {bound:.3f}")
+        if "non_private_twin" in out:
+            twin.metric("Non-private twin AUC", f"{out['non_private_twin']['auc']:.3f}")
+        if any(out.get("exceeds_bound", {}).values()):
+            st.error("The attack is above the bound of the claim beyond its intervals: report it as a bug.",
+                     icon=":material/error:")
+    for i, fig in enumerate(figures.figures(snapshot)[:1]):
+        charts.show(fig, key=f"membership.{snapshot.run.id}.roc{i}")
+    result = result_of(snapshot.run.summary)
+    for table in figures.tables(snapshot):
+        with st.expander(table.title, expanded=table.title == "Audited settings"):
+            charts.table(table.frame)
+    if result is not None:
+        st.caption(result.headline() + " (one-run bound of the attack's guesses)")
