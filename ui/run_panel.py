@@ -67,14 +67,13 @@ def _any_active(*run_ids: str | None) -> bool:
 
 def _header(snapshot: RunSnapshot) -> None:
     run = snapshot.run
-    title, edit = st.columns([5, 1], vertical_alignment="center")
-    title.markdown(f"{badge(run)} {heading(run)} · {state_text(run)} · from {run.source}")
-    with edit:
-        label_editor(run)
+    st.markdown(f"{badge(run)} {heading(run)} · {state_text(run)} · from {run.source}")
     notes_caption(run)
     controls(run, key="panel")
-    if not run.active:
-        report_button([run.id], key=f"report.{run.id}")
+    with st.container(horizontal=True):  # the buttons side by side, each as wide as its label
+        if not run.active:
+            report_button([run.id], key=f"report.{run.id}")
+        label_editor(run)
     if run.state == "failed":
         st.error(f"The run failed: {run.error}", icon=":material/error:")
         with st.expander("Details (traceback)"):
