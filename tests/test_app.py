@@ -203,6 +203,7 @@ def test_home_gallery_has_a_quick_demo_card_per_mechanism_and_the_presets_table(
             row = presets[presets["preset"] == link].iloc[0]
             assert row["mechanism"] == mech.title.split(":")[0]  # "PATE: teacher ensembles" -> "PATE"
             assert row["what it is"] and preset.description.startswith(row["what it is"].rstrip("…"))
+            assert not row["what it is"].endswith(" al.")  # "Papernot et al." is not a sentence
             if preset.published is not None:
                 assert row["source"] == preset.published.source
                 epsilon = preset.published.epsilon

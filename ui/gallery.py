@@ -18,9 +18,9 @@ QUICK_DEMO = "quick-demo"  # the preset name every shipped mechanism declares (t
 
 
 def one_line(text: str, limit: int = 120) -> str:
-    """The first sentence of ``text``; past ``limit`` characters, cut at the last clause (" that ", " which ", ", ")
+    """The first sentence of ``text`` (a period of "et al.", "e.g." or "i.e." ends none); past ``limit`` characters, cut at the last clause (" that ", " which ", ", ")
     or word boundary before it, with "…" (markdown emphasis kept closed)."""
-    first = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0]
+    first = re.split(r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s", text.strip(), maxsplit=1)[0]  # not "et al. "
     if len(first) <= limit:
         return first
     head = first[:limit]

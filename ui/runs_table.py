@@ -30,7 +30,7 @@ def column_config() -> dict:
             "privacy": st.column_config.TextColumn(width="large"),
             "result": st.column_config.TextColumn(width="medium"),
             "settings": st.column_config.TextColumn(width="medium"),
-            "name": st.column_config.TextColumn(width="small")}
+            "name": st.column_config.TextColumn(width="medium")}
 
 
 def run_url(run: RunRecord) -> str:
