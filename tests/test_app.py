@@ -403,3 +403,19 @@ def test_the_form_follows_the_url_back_from_a_preset_link():
     at.run()
     _assert_clean(at)
     assert next(w for w in at.number_input if w.label == "Teachers").value == config_cls().teachers
+
+
+def test_an_active_run_keeps_the_place_of_its_claim_so_the_charts_do_not_jump_when_it_ends(store):
+    """Issue 29, item 8: the claim box appeared above the charts when a run ended and pushed them down."""
+    running = store.create_run("dpsgd", {})
+    store.mark_running(running, device="cpu")
+    at = _page("pages/dpsgd.py", run=running)
+    _assert_clean(at)
+    assert any("privacy claim appears here when it ends" in m.value for m in at.markdown)
+    store.mark_ended(running, "stopped", summary={})
+    split = store.create_run("split_label", {})  # states no (ε, δ): nothing to hold a place for
+    store.mark_running(split, device="cpu")
+    at = _page("pages/split_label.py", run=split)
+    _assert_clean(at)
+    assert not any("privacy claim appears here" in m.value for m in at.markdown)
+    store.mark_ended(split, "stopped", summary={})

@@ -15,10 +15,13 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
+from privengine import registry
 from privengine.claims import PrivacyClaim, claims_of
+from privengine.errors import PrivengineError
 from privengine.figures import changed_from_preset, preset_of, published_value
 from privengine.figures.text import claim_label, summary_values
 from privengine.presets import Published, short_source, source_detail
+from privengine.registry import HEADLINE_EPSILON
 from privengine.store import RunSnapshot
 
 from . import services
@@ -84,7 +87,11 @@ def _header(snapshot: RunSnapshot) -> None:
         st.warning(f"Stopped during {run.summary['stopped_during']}; the results below are partial.",
                    icon=":material/stop_circle:")
     published_beside_own(snapshot)
-    claims_in_brief(claims_of(run.summary))
+    claims = claims_of(run.summary)
+    if not claims and run.active and _states_a_claim(run.mechanism):
+        _claim_placeholder()
+    else:
+        claims_in_brief(claims)
 
 
 def published_beside_own(snapshot: RunSnapshot) -> None:
@@ -140,6 +147,24 @@ def claims_in_brief(claims: list[PrivacyClaim]) -> None:
     with st.expander(f"What the ε rests on: accountant, neighbouring datasets, caveats{others}"):
         for claim in claims:
             privacy_claim(claim)
+
+
+def _states_a_claim(mechanism: str) -> bool:
+    """Whether the mechanism's runs end with an (ε, δ) headline claim (its frontier's privacy axis is that ε)."""
+    try:
+        frontier = registry.get(mechanism).frontier
+    except PrivengineError:
+        return False
+    return frontier is not None and frontier.privacy.name == HEADLINE_EPSILON
+
+
+def _claim_placeholder() -> None:
+    """While the run is active: the claim's box and expander, saying when they fill in, so the charts below do not
+    jump down when the run ends (issue 29, item 8)."""
+    with st.container(border=True):
+        st.markdown(":material/shield: The run's privacy claim appears here when it ends.")
+    with st.expander("What the ε rests on: accountant, neighbouring datasets, caveats"):
+        st.caption("Stated with the claim when the run ends.")
 
 
 def _claim_line(claim: PrivacyClaim) -> None:
