@@ -74,7 +74,7 @@ if len(selected) > 6:
 
 if len(selected) >= 2:
     st.subheader("Compare")
-    st.markdown("Privacy and the settings that differ:")
+    st.markdown("The settings that differ, then each run's result and privacy:")
     differences = config_differences(selected)
     charts.table(differences, column_config=column_config())
     if identical_configs(differences):

@@ -130,7 +130,7 @@ def test_dp_bayes_runs_are_compared_by_their_posterior_densities_first(store):
     for epsilon, spread in ((1.0, 2.0), (10.0, 1.2)):
         run_id = store.create_run("dp_bayes", {"epsilon": epsilon})
         x = [-1.0, 0.0, 1.0]
-        store.put_artifact(run_id, "densities", {"beta1": {"x": x, "reference": [0.2, 0.6, 0.2],
+        store.put_artifact(run_id, "densities", {"beta1": {"x": x, "reference": [0.2, 0.6, 0.2], "y_max": spread,
                                                            "private": [0.3 * spread, 0.4, 0.3 * spread]}})
         ids.append(run_id)
     ids.append(store.create_run("dp_bayes", {"epsilon": 3.0}))  # no densities yet: left out, no error
@@ -143,6 +143,7 @@ def test_dp_bayes_runs_are_compared_by_their_posterior_densities_first(store):
         (labels[ids[1]], "private draw"), (labels[ids[1]], "reference posterior")]
     assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color  # one colour per run
     assert list(fig.data[2].y) == [0.36, 0.4, 0.36]
+    assert list(fig.layout.yaxis.range) == [0, 2.0]  # the highest of the runs' clips: a spike does not flatten all
     assert overlay_figures([store.get_run(_pate_run(store, 50, 1.0))], {}) == []  # PATE draws none
 
 

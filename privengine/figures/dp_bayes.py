@@ -49,9 +49,12 @@ def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str
     colour) over its reference posterior (dotted, same colour; runs on the same data share it). ``artifacts``: run
     id -> the run's artifacts; runs without densities are left out."""
     charts: dict[str, go.Figure] = {}
+    tops: dict[str, float] = {}  # per parameter, the highest of the runs' y_max (each page clips its narrow draws)
     for run in runs:
         for name, d in (artifacts.get(run.id, {}).get("densities") or {}).items():
             fig = charts.setdefault(name, go.Figure())
+            if "y_max" in d:
+                tops[name] = max(tops.get(name, 0.0), float(d["y_max"]))
             style = styles[run.id]
             for key, series, dash, width in (("private", "private draw", "solid", style["width"]),
                                              ("reference", "reference posterior", "dot", 2)):
@@ -60,8 +63,9 @@ def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str
                                          line=dict(color=style["color"], dash=dash, width=width)))
     out = []
     for name, fig in charts.items():
+        top = [0, tops[name]] if name in tops else None
         fig.update_layout(title=f"{name}: posterior densities, private draw against reference",
-                          xaxis_title=name, yaxis_title="density",
+                          xaxis_title=name, yaxis=dict(title="density", range=top),
                           **{**LAYOUT, "height": 300 + 22 * len(fig.data)})  # the legend lists every line below
         out.append(fig)
     return out
