@@ -291,7 +291,7 @@ def test_a_run_is_overlaid_live_on_an_earlier_run_of_its_mechanism(store):
     other = store.create_run("pate", {})
     at = _page("pages/dpsgd.py", run=shown, compare=other)
     _assert_clean(at)
-    assert any(f"Run {other} is a pate run" in w.value for w in at.warning)
+    assert any(f"Run {other} to compare with is a pate run, not dpsgd" in w.value for w in at.warning)
 
 
 def test_a_run_without_a_preset_draws_no_reference_line(store):

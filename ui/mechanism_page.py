@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from privengine import registry
-from privengine.errors import ConfigError, RunNotFoundError
+from privengine.errors import ConfigError
 from privengine.figures import preset_of
 from privengine.presets import Preset
 
@@ -110,13 +110,7 @@ def _current_run(name: str) -> str | None:
     wanted = st.query_params.get("run") or st.session_state.get(f"run.{name}")
     if not wanted:
         return None
-    try:
-        run = services.store().get_run(wanted)
-    except RunNotFoundError:
-        st.warning(f"Run {wanted} is not in the store (deleted?).", icon=":material/warning:")
-        return None
-    if run.mechanism != name:
-        st.warning(f"Run {wanted} is a {run.mechanism} run, not {name}.", icon=":material/warning:")
+    if services.stored_run_of(name, wanted) is None:
         return None
     _select_run(name, wanted)
     return wanted

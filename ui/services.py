@@ -8,10 +8,10 @@ import os
 import streamlit as st
 
 from privengine.device import DeviceChoice, available_devices
-from privengine.errors import ConfigError
+from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore.cli import make_executor
 from privengine.jobs import JobManager
-from privengine.store import RunStore, default_home
+from privengine.store import RunRecord, RunStore, default_home
 
 
 @st.cache_resource(show_spinner=False)
@@ -74,3 +74,17 @@ def sweep_executor(kind: str, *, workers: int, address: str | None = None):
         _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
         executor = _sweep_executor_for(*key, _GENERATIONS[key])
     return executor
+
+
+def stored_run_of(mechanism: str, run_id: str, *, role: str = "") -> RunRecord | None:
+    """Run ``run_id`` when it is stored and of ``mechanism``; otherwise None, with a warning that says which
+    (``role``, e.g. " to compare with", follows the run's id in it)."""
+    try:
+        run = store().get_run(run_id)
+    except RunNotFoundError:
+        st.warning(f"Run {run_id}{role} is not in the store (deleted?).", icon=":material/warning:")
+        return None
+    if run.mechanism != mechanism:
+        st.warning(f"Run {run_id}{role} is a {run.mechanism} run, not {mechanism}.", icon=":material/warning:")
+        return None
+    return run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from privengine.errors import RunNotFoundError
 from privengine.figures import overlay_figures
 from privengine.figures.compare import comparison_figures, single_values
 from privengine.store import RunRecord
@@ -69,14 +68,7 @@ def compare_picker(mechanism: str, run_id: str) -> str | None:
 
 
 def _linked_run(wanted: str, mechanism: str, run_id: str) -> RunRecord | None:
-    """The run ``?compare=`` names, or None with the reason shown (not stored, another mechanism, the shown run)."""
-    try:
-        other = services.store().get_run(wanted)
-    except RunNotFoundError:
-        st.warning(f"Run {wanted} to compare with is not in the store (deleted?).", icon=":material/warning:")
-        return None
-    if other.mechanism != mechanism:
-        st.warning(f"Run {wanted} is a {other.mechanism} run: compare it with {mechanism} runs on the Runs page.",
-                   icon=":material/warning:")
-        return None
-    return None if other.id == run_id else other
+    """The run ``?compare=`` names, or None with the reason shown (not stored, another mechanism), or the shown run
+    itself."""
+    other = services.stored_run_of(mechanism, wanted, role=" to compare with")
+    return None if other is None or other.id == run_id else other
