@@ -6,7 +6,9 @@ time, each in its own thread; the others wait in FIFO order. A run function that
 raises marks its run *failed* with the message and traceback, and with the summary
 whose claims cover what it stored before failing (``reporter.charge``); nothing it does can
 take the caller (the dashboard or the CLI) down. Stops are cooperative: the run
-sees ``reporter.should_stop()`` turn true and returns.
+sees ``reporter.should_stop()`` turn true and returns. ``submit_group`` queues runs that execute
+together (a mechanism's ``run_group``: a sweep's compatible DP-SGD points in one model batch) as one job of
+one thread, each still its own run: stopped, waited for and ended on its own.
 
 Threads here never touch Streamlit: pages read the store.
 """
@@ -37,12 +39,35 @@ class _Job:
     thread: threading.Thread | None = None
 
 
+@dataclass
+class _GroupJob:
+    """Several runs executed together by the mechanism's ``run_group`` (one slot of the queue, one thread)."""
+
+    run_ids: list[str]
+    mechanism: registry.Mechanism
+    configs: dict[str, BaseConfig]
+    device_id: str
+    device_name: str
+    stop_events: dict[str, threading.Event] = field(default_factory=dict)
+    thread: threading.Thread | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run_ids[0]
+
+
+def run_ids(job) -> list[str]:
+    """The runs of a queued or running job: its ``run_ids`` (a group of runs executed together), or its one run."""
+    return list(job.run_ids) if hasattr(job, "run_ids") else [job.run_id]
+
+
 class RunQueue:
     """A FIFO of runs with at most ``max_concurrent`` executing: what every executor shares.
 
-    Subclasses start a queued job in ``_start_locked(job)`` (called with the lock held), tell a
-    running one to stop in ``_stop_running(job)``, and call :meth:`_ended` once it has ended.
-    Jobs need a ``run_id`` attribute.
+    Subclasses start a queued job in ``_start_locked(job)`` (called with the lock held), tell one run of a
+    running job to stop in ``_stop_running(job, run_id)``, and call :meth:`_ended` once a run has ended.
+    Jobs need a ``run_id`` attribute, or ``run_ids`` for a group of runs executed together (one slot of the
+    ``max_concurrent``, each of its runs stopped, waited for and ended on its own).
     """
 
     def __init__(self, store: RunStore, max_concurrent: int):
@@ -62,14 +87,17 @@ class RunQueue:
         """
         with self._lock:
             for job in self._queue:
-                if job.run_id == run_id:
-                    self._queue.remove(job)
+                if run_id in run_ids(job):
+                    if len(run_ids(job)) == 1:
+                        self._queue.remove(job)
+                    else:  # the group starts without it
+                        job.run_ids.remove(run_id)
                     self.store.mark_ended(run_id, "stopped", error=None)
                     self._done.notify_all()
                     return
             job = self._running.get(run_id)
         if job is not None:
-            self._stop_running(job)
+            self._stop_running(job, run_id)
         self.store.request_stop(run_id)
 
     def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:
@@ -81,13 +109,13 @@ class RunQueue:
     def active_run_ids(self) -> list[str]:
         """Ids of this executor's queued and running runs."""
         with self._lock:
-            return list(self._running) + [j.run_id for j in self._queue]
+            return list(self._running) + [i for j in self._queue for i in run_ids(j)]
 
     def ahead_of(self, run_id: str) -> list[str]:
         """The runs queued run ``run_id`` waits for: this executor's running runs, then the runs queued before
         it; empty when ``run_id`` is not queued here (running, ended, or queued by another process)."""
         with self._lock:
-            queued = [j.run_id for j in self._queue]
+            queued = [i for j in self._queue for i in run_ids(j)]
             if run_id not in queued:
                 return []
             return list(self._running) + queued[:queued.index(run_id)]
@@ -105,16 +133,26 @@ class RunQueue:
             self._start_ready_locked()
 
     def _owns(self, run_id: str) -> bool:
-        return run_id in self._running or any(j.run_id == run_id for j in self._queue)
+        return run_id in self._running or any(run_id in run_ids(j) for j in self._queue)
+
+    def _jobs_running(self) -> int:
+        return len({id(job) for job in self._running.values()})
 
     def _start_ready_locked(self) -> None:
-        while self._queue and len(self._running) < self.max_concurrent:
+        while self._queue and self._jobs_running() < self.max_concurrent:
             job = self._queue.popleft()
-            if self.store.stop_requested(job.run_id):  # stopped while queued, e.g. by another process
-                self.store.mark_ended(job.run_id, "stopped", error=None)
-                self._done.notify_all()
+            for run_id in run_ids(job):
+                if self.store.stop_requested(run_id):  # stopped while queued, e.g. by another process
+                    self.store.mark_ended(run_id, "stopped", error=None)
+                    self._done.notify_all()
+                    if hasattr(job, "run_ids"):
+                        job.run_ids.remove(run_id)
+                    else:
+                        job = None
+            if job is None or not run_ids(job):
                 continue
-            self._running[job.run_id] = job
+            for run_id in run_ids(job):
+                self._running[run_id] = job
             self._start_locked(job)
 
     def _ended(self, run_id: str) -> None:
@@ -127,7 +165,7 @@ class RunQueue:
     def _start_locked(self, job) -> None:
         raise NotImplementedError
 
-    def _stop_running(self, job) -> None:
+    def _stop_running(self, job, run_id: str) -> None:
         raise NotImplementedError
 
 
@@ -179,16 +217,38 @@ class JobManager(RunQueue):
         self._enqueue(_Job(run_id, mech, config, device.id, device.name))
         return run_id
 
+    def submit_group(self, mechanism: str, configs: list[BaseConfig], *, source: str = "api",
+                     sweep_id: str | None = None, sweep_points: list[int | None] | None = None) -> list[str]:
+        """Validate and queue runs that execute together (the mechanism's ``run_group``; their configs share its
+        ``group_key``), each its own run in the store; return their ids. One run: :meth:`submit`."""
+        points = sweep_points or [None] * len(configs)
+        if len(configs) == 1:
+            return [self.submit(mechanism, configs[0], source=source, sweep_id=sweep_id, sweep_point=points[0])]
+        mech = registry.get(mechanism)
+        if mech.run_group is None:
+            raise ValueError(f"{mechanism} runs no groups")
+        for config in configs:
+            config.validate()
+        configure_torch_threads()
+        device = resolve_device(getattr(configs[0], "device", "cpu"))
+        ids = [self.store.create_run(mech.name, c.to_dict(), source=source, sweep_id=sweep_id, sweep_point=point)
+               for c, point in zip(configs, points)]
+        self._enqueue(_GroupJob(list(ids), mech, dict(zip(ids, configs)), device.id, device.name,
+                                {i: threading.Event() for i in ids}))
+        return ids
+
     # ---- RunQueue hooks ----------------------------------------------------------------
 
-    def _start_locked(self, job: _Job) -> None:
-        job.thread = threading.Thread(target=self._execute, args=(job,), daemon=True,
-                                      name=f"privengine-run-{job.run_id}")
-        self._threads[job.run_id] = job.thread
+    def _start_locked(self, job: _Job | _GroupJob) -> None:
+        group = isinstance(job, _GroupJob)
+        job.thread = threading.Thread(target=self._execute_group if group else self._execute, args=(job,),
+                                      daemon=True, name=f"privengine-run-{job.run_id}" + ("-group" if group else ""))
+        for run_id in run_ids(job):
+            self._threads[run_id] = job.thread
         job.thread.start()
 
-    def _stop_running(self, job: _Job) -> None:
-        job.stop_event.set()
+    def _stop_running(self, job: _Job | _GroupJob, run_id: str) -> None:
+        (job.stop_events[run_id] if isinstance(job, _GroupJob) else job.stop_event).set()
 
     def _execute(self, job: _Job) -> None:
         """Run the job; a run that raises is recorded *failed* with its error, traceback and the summary its
@@ -212,6 +272,48 @@ class JobManager(RunQueue):
         finally:
             store.close()
             self._ended(job.run_id)
+
+
+    def _execute_group(self, job: _GroupJob) -> None:
+        """Run a group (the mechanism's ``run_group``): each run is marked running, then ended as soon as the group
+        says it has (finished or stopped with its summary, or failed with its charge, as in :meth:`_execute`);
+        should the group itself raise, every run it has not ended fails with its own charge."""
+        store = self.store
+        ids = run_ids(job)
+        ended: set[str] = set()
+        reporters: list[Reporter] = []
+
+        def end(i: int, outcome) -> None:
+            run_id, reporter = ids[i], reporters[i]
+            ended.add(run_id)
+            try:
+                if isinstance(outcome, BaseException):
+                    _flush_quietly(reporter)
+                    store.mark_ended(run_id, "failed", **failure_record(reporter, outcome))
+                else:
+                    reporter.flush()
+                    store.mark_ended(run_id, "stopped" if reporter.stop_was_requested else "finished",
+                                     summary=outcome)
+            finally:
+                self._ended(run_id)
+
+        try:
+            for run_id in ids:
+                store.mark_running(run_id, device=job.device_name)
+                reporters.append(Reporter(store, run_id, device=job.device_id, stop_event=job.stop_events[run_id]))
+            try:
+                registry.load_callable(job.mechanism.run_group)([job.configs[i] for i in ids], reporters, end)
+            except BaseException as exc:  # as in _execute: recorded, never propagated
+                for i, run_id in enumerate(ids):
+                    if run_id not in ended and i < len(reporters):
+                        end(i, exc)
+                if not isinstance(exc, Exception):
+                    raise
+        finally:
+            store.close()
+            for run_id in ids:
+                if run_id not in ended:  # never marked running (the store failed): not left owned forever
+                    self._ended(run_id)
 
 
 def _flush_quietly(reporter: Reporter) -> None:

@@ -136,6 +136,10 @@ class Mechanism:
         presets: named settings (:class:`~privengine.presets.Preset`), e.g. published configurations.
         audits: for an audit, the registry name of the mechanism it tests (its run returns an audit
             summary, :meth:`privengine.audit.AuditResult.to_dict`); None for a mechanism.
+        group_key, run_group: optional, together (``"module:function"`` or the functions): runs that may train
+            together in one pass (a sweep's compatible points). ``group_key(config) -> str | None`` (None: alone);
+            ``run_group(configs, reporters, ended)`` runs configs of one key, each with its own reporter, and calls
+            ``ended(i, summary or exception)`` as each run ends; each run's outputs must be those it has alone.
     """
 
     name: str
@@ -148,6 +152,8 @@ class Mechanism:
     frontier: Frontier | None = None
     presets: tuple[Preset, ...] = ()
     audits: str | None = None
+    group_key: str | Callable | None = None
+    run_group: str | Callable | None = None
 
     def load_run(self) -> RunFunction:
         return load_callable(self.run)

@@ -20,7 +20,7 @@ from privengine.dpsgd import metrics as M
 from privengine.dpsgd import run as dpsgd_run
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
-from privengine.dpsgd.model_batch import Member, _Batch, unbatchable
+from privengine.dpsgd.model_batch import Member, _Batch, train_models, unbatchable
 from privengine.dpsgd.training import STREAM_SAMPLING, Plan, _Training
 from privengine.randomness import noise_generator
 from tests.memory_reporter import MemoryReporter
@@ -209,3 +209,66 @@ def test_a_failure_during_the_batch_charges_every_model_that_reported():
     assert charged["models_trained"] == 0 and charged["models_charged"] == 2
     assert charged["failed_during"].startswith("the batch of 2 models trained together (models 1, 2 of 2)")
     assert all(m["failed"] and m["steps"] == charged["steps_per_model"] for m in charged["models"])
+
+
+@pytest.mark.parametrize("model", ["scatter_linear", "mlp"])
+def test_per_model_lr_clip_sigma_and_ema_agree_with_each_model_alone_on_opacus(tasks, model):
+    """Models of several runs in one batch (a sweep's group): each with its own config (lr, clip norm, EMA decay,
+    seed) and plan (sigma) agrees with its run's model trained alone on Opacus, keyed by its own config."""
+    base = DPSGDConfig().replace(**DIGITS, model=model, momentum=0.5)
+    task = tasks("scattering" if model.startswith("scatter") else "pixels")
+    own = [(base.replace(lr=2.0, max_grad_norm=0.1, ema_decay=0.9, seed=0), 1.0),
+           (base.replace(lr=0.5, max_grad_norm=1.0, ema_decay=0.0, seed=0), 2.5),
+           (base.replace(lr=1.0, max_grad_norm=0.5, ema_decay=0.5, seed=3), 0.7)]
+    plans = [dataclasses.replace(_plan(config, task), noise_multiplier=sigma) for config, sigma in own]
+    reports: dict[int, list] = {}
+    members = [Member(0.0, config.seed, 0, lambda step, values, history, i=k: reports.setdefault(i, []).append(
+        (step, values, history)), config=config, plan=plan) for k, ((config, _), plan) in enumerate(zip(own, plans))]
+    batch = _Batch(task, base, plans[0], members, CPU)
+    results = batch.run(lambda: False)
+    for k, ((config, sigma), plan) in enumerate(zip(own, plans)):
+        alone: list = []
+        training = _Training(task, config, plan, alpha=0.0, seed=config.seed, index=0, device=CPU)
+        result = training.run(lambda: False, lambda step, values, history: alone.append((step, values, history)))
+        for mine, theirs in zip(batch.parameters_of(k), training.model.parameters(), strict=True):
+            torch.testing.assert_close(mine, theirs.detach(), rtol=1e-4, atol=1e-5)
+        assert results[k].history == result.history == [(sigma, plan.sample_rate, plan.steps)]
+        for (s1, mine, h1), (s2, theirs, h2) in zip(reports[k], alone, strict=True):
+            assert (s1, h1) == (s2, h2)
+            assert mine[M.TEST_ACC] == pytest.approx(theirs[M.TEST_ACC], abs=1.5 / task.n_test)
+            assert mine[M.TRAIN_LOSS] == pytest.approx(theirs[M.TRAIN_LOSS], rel=1e-4)
+    assert not torch.equal(batch.parameters_of(0)[-1], batch.parameters_of(1)[-1])  # same seed and index, own keys
+
+
+def test_a_member_that_stops_leaves_the_batch_and_the_others_are_unchanged(tasks):
+    """Member 1's own stop comes after a few steps: it returns its partial result (on_done at once) while the others
+    train on to the end with exactly the models they have without it."""
+    config = DPSGDConfig().replace(**DIGITS, model="linear", lr=0.5)
+    task = tasks("pixels")
+    plan = _plan(config, task)
+    steps = iter(range(10**6))
+    done: list = []
+    stop_after = 3  # checks: before step 1, 2, 3 say no, then yes
+    members = [Member(0.0, 0, 0, lambda *a: None, on_done=done.append),
+               Member(0.0, 0, 1, lambda *a: None, should_stop=lambda: next(steps) >= stop_after, on_done=done.append),
+               Member(0.0, 1, 2, lambda *a: None, on_done=done.append)]
+    batch = _Batch(task, config, plan, members, CPU)
+    results = batch.run(lambda: False)
+    assert results[1].stopped and 0 < results[1].steps_done < plan.steps and done[0] is results[1]
+    assert results[1].history == [(1.0, plan.sample_rate, results[1].steps_done)]
+    assert [r.stopped for r in (results[0], results[2])] == [False, False]
+    assert results[0].steps_done == results[2].steps_done == plan.steps
+    reference, _, _ = _batched(task, config, plan, [(0, 0), (1, 2)])
+    for k, position in ((0, 0), (1, 2)):
+        for a, b in zip(reference.parameters_of(k), batch.parameters_of(position), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_members_that_differ_in_a_shared_setting_are_refused(tasks):
+    config = DPSGDConfig().replace(**DIGITS, model="linear")
+    task = tasks("pixels")
+    plan = _plan(config, task)
+    other = Member(0.0, 0, 1, lambda *a: None, config=config.replace(momentum=0.9))
+    with pytest.raises(ValueError, match="its config differs in momentum"):
+        train_models(task, config, plan, [Member(0.0, 0, 0, lambda *a: None), other], device=CPU,
+                     should_stop=lambda: False)

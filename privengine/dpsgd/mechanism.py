@@ -31,6 +31,8 @@ DPSGD = registry.register(registry.Mechanism(
     title="Anisotropic DP-SGD",
     config_cls=DPSGDConfig,
     run="privengine.dpsgd.run:run",
+    group_key="privengine.dpsgd.group:group_key",  # a sweep's compatible points train in one model batch
+    run_group="privengine.dpsgd.group:run_group",
     protects=(
         "Each example of the private training split. Every trained model, and all of its noisy updates, is "
         "(ε, δ)-differentially private with respect to adding or removing one private example, against anyone "

@@ -98,15 +98,44 @@ def unbatchable(config: DPSGDConfig, alpha: float) -> str | None:
     return None
 
 
+# The config fields the models of one batch may differ in (each model reads its own); every other field is shared.
+# Per model: the seed and attempt; the noise (sigma or its target and the accountant and delta it is calibrated
+# with, its secure source); the learning rate, clip norm and EMA decay (per-model scalars broadcast on the K axis);
+# the run's model count (n_seeds); and fields the batched models do not read (alpha's subspace knobs, the Opacus
+# path's batch splitting and clipping route, the GDP display).
+PER_MODEL_FIELDS = frozenset({
+    "seed", "replica", "n_seeds", "noise_mode", "noise_multiplier", "target_epsilon", "delta", "accountant",
+    "secure_noise", "show_gdp", "lr", "max_grad_norm", "ema_decay", "alphas", "variant", "subspace_rank",
+    "refresh_every", "public_batch", "grad_sample_mode", "physical_batch_size"})
+
+
+def shared_settings(config: DPSGDConfig) -> dict:
+    """The fields of ``config`` every model of a batch must share (all but :data:`PER_MODEL_FIELDS`)."""
+    return {k: v for k, v in config.to_dict().items() if k not in PER_MODEL_FIELDS}
+
+
 @dataclass(frozen=True)
 class Member:
-    """One model of a batch: its setting, its seed (initialisation, warm start) and its index in the run (the key
-    of its Poisson batches and noise); ``on_eval(step, values, history)`` reports its evaluations."""
+    """One model of a batch: its setting, its seed (initialisation, warm start) and its index in its run (the key
+    of its Poisson batches and noise); ``on_eval(step, values, history)`` reports its evaluations.
+
+    ``config`` / ``plan``: the model's own run config and plan when the batch holds models of several runs (a
+    sweep's compatible points); None: the batch's. They may differ from the batch's only in
+    :data:`PER_MODEL_FIELDS` and sigma. Every key of the model (initialisation, Poisson batches, noise) and its
+    accountant come from its own config, exactly as when its run trains alone.
+    ``should_stop``: its run's stop (None: the batch's); a model whose stop comes leaves the batch with its partial
+    result while the others go on. ``on_done(result)``: called once, when the model's result is final (it
+    finished, or it stopped).
+    """
 
     alpha: float
     seed: int
     index: int
     on_eval: Callable[[int, dict[str, float], History], None]
+    config: DPSGDConfig | None = None
+    plan: Plan | None = None
+    should_stop: Callable[[], bool] | None = None
+    on_done: Callable[[ModelResult], None] | None = None
 
 
 def train_models(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[Member], *, device: torch.device,
@@ -114,9 +143,12 @@ def train_models(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[
                  private: bool = True) -> list[ModelResult]:
     """Train the ``members`` together; one :class:`~.training.ModelResult` per member, in their order.
 
-    Every member must be batchable (:func:`unbatchable`). ``should_stop()`` is asked before every step and every
-    evaluation chunk; when it says yes every member returns its partial result with ``stopped=True``. Each
-    result's ``seconds`` is its share of the batch's wall time (the time divided by K).
+    Every member must be batchable (:func:`unbatchable`) and share the batch's settings but its
+    :data:`PER_MODEL_FIELDS` (models of several runs: each member's own ``config`` and ``plan``). Each member's stop
+    (its ``should_stop``, else ``should_stop``) is asked before every step and every evaluation chunk; when it says
+    yes the member returns its partial result with ``stopped=True`` and leaves the batch (the others go on; when
+    all share one stop, all stop at the same step). Each result's ``seconds`` is its share of the batch's wall
+    time (the time divided by K).
 
     ``inclusion``: optional ``(K, n_private)`` bool, model k's training subset (the reference models of a
     membership attack, :mod:`privengine.audit.membership_dpsgd`). Model k then samples only the examples of row k:
@@ -126,7 +158,7 @@ def train_models(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[
     ``private=False`` (the non-private twin of an attack, never a run): no clipping (every factor 1), no noise, and
     nothing accounted (each history holds only what precedes the first step).
     """
-    _check_batchable(config, members)
+    _check_batchable(config, plan, members)
     return _Batch(task, config, plan, list(members), device, inclusion=inclusion, private=private).run(should_stop)
 
 
@@ -136,16 +168,26 @@ def train_and_predict(task: Task, config: DPSGDConfig, plan: Plan, members: Sequ
     """:func:`train_models`, then the K trained models' outputs on ``x`` ``(n, *input_shape)``: ``(K, n, outputs)``
     logits (of the evaluated parameters: the EMA when ``config.ema_decay`` > 0, else the last iterate), on the
     device."""
-    _check_batchable(config, members)
+    _check_batchable(config, plan, members)
     batch = _Batch(task, config, plan, list(members), device, inclusion=inclusion, private=private)
     results = batch.run(should_stop)
     return results, batch.outputs(x)
 
 
-def _check_batchable(config: DPSGDConfig, members: Sequence[Member]) -> None:
+def _check_batchable(config: DPSGDConfig, plan: Plan, members: Sequence[Member]) -> None:
+    """ValueError unless every member is batchable under its own config and shares what the batch shares."""
+    shared = shared_settings(config)
     for m in members:
-        if (why := unbatchable(config, m.alpha)) is not None:
+        own = m.config or config
+        if (why := unbatchable(own, m.alpha)) is not None:
             raise ValueError(f"model {m.index} cannot be batched: {why}")
+        differ = sorted(k for k, v in shared_settings(own).items() if shared.get(k) != v)
+        if differ:
+            raise ValueError(f"model {m.index} cannot join this batch: its config differs in {', '.join(differ)}")
+        own_plan = m.plan or plan
+        if (own_plan.sample_rate, own_plan.steps, own_plan.expected_batch_size) != \
+                (plan.sample_rate, plan.steps, plan.expected_batch_size):
+            raise ValueError(f"model {m.index} cannot join this batch: its q, steps or batch size differ")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -459,11 +501,13 @@ class _Batch:
             if not bool(inclusion.any(1).all()):
                 raise ValueError("inclusion leaves a model without training examples")
         self.inclusion, self.private = inclusion, private
+        self.configs = [m.config or config for m in members]
+        self.sigmas = [(m.plan or plan).noise_multiplier for m in members]
         models = []
-        for m in members:  # each model's own initialisation and public warm start, exactly as training.py builds it
-            model = _model(task, config, m.seed, device, _normalizer(task, config, m.seed, m.index, device))
-            if config.warm_start_epochs > 0:
-                warm_start(model, task, config, derived_generator(m.seed, STREAM_WARM_START))
+        for m, own in zip(members, self.configs):  # each model's own initialisation and warm start, as training.py's
+            model = _model(task, own, m.seed, device, _normalizer(task, own, m.seed, m.index, device))
+            if own.warm_start_epochs > 0:
+                warm_start(model, task, own, derived_generator(m.seed, STREAM_WARM_START))
             models.append(model)
         self.projection_captured = next((x.captured for x in models[0].modules() if isinstance(x, PublicProjection)),
                                         None)
@@ -473,18 +517,19 @@ class _Batch:
         self.k = k
         self.momentum_buffers: list[torch.Tensor] | None = None
         self.ema: list[torch.Tensor] | None = None
-        self.noise_gens = [noise_generator(config, m.seed, m.index, STREAM_NOISE, data=task.private_fingerprint,
-                                           device=device) for m in members]
-        self.sampling_gens = [noise_generator(config, m.seed, m.index, STREAM_SAMPLING, data=task.private_fingerprint,
-                                              device=task.x_private.device, on="cpu") for m in members]
+        # every key from the model's own config, seed and index, as in training.py (its run alone gives the same)
+        self.noise_gens = [noise_generator(own, m.seed, m.index, STREAM_NOISE, data=task.private_fingerprint,
+                                           device=device) for m, own in zip(members, self.configs)]
+        self.sampling_gens = [noise_generator(own, m.seed, m.index, STREAM_SAMPLING, data=task.private_fingerprint,
+                                              device=task.x_private.device, on="cpu")
+                              for m, own in zip(members, self.configs)]
         self.queues = [torch.empty(0, dtype=torch.int64) for _ in members]  # shuffle sampling: the pending indices
         self.accountants = []
-        for _ in members:
-            accountant = make_accountant(config.accountant)
-            accountant.history.extend(normalization_history(config))  # charged before the first step
+        for own in self.configs:
+            accountant = make_accountant(own.accountant)
+            accountant.history.extend(normalization_history(own))  # charged before the first step
             self.accountants.append(accountant)
-        self.lrs = _learning_rates(config, plan.steps)
-        self.std = plan.noise_multiplier * config.max_grad_norm  # Opacus: noise_multiplier * max_grad_norm
+        self._set_scalars()
         self.criterion = "mse" if task.regression else "ce"
         with torch.no_grad():
             self.private_features = self._private_features()
@@ -495,6 +540,37 @@ class _Batch:
         self.steps_done = 0
         self.losses: list[torch.Tensor] = []   # (K,) mean per-example loss of each step since the last evaluation
         self.final: list[dict[str, float]] = [{} for _ in members]
+        self.alive = list(range(k))            # the members still training, by their position in ``members``
+        self.results: list[ModelResult | None] = [None] * k
+
+    def _set_scalars(self) -> None:
+        """The per-model scalars of the models in the batch, broadcast on the K axis: learning rates ``(steps, K)``,
+        clip norms ``(K,)``, EMA weights ``(K,)``, and the noise std sigma_k C_k of each (a float, drawn per model).
+        """
+        configs, device = self.configs, self.device
+        self.lrs = torch.tensor([_learning_rates(c, self.plan.steps) for c in configs], dtype=torch.float64).T
+        self.uniform_lr = all(c.lr == configs[0].lr for c in configs)
+        self.clips = torch.tensor([c.max_grad_norm for c in configs], device=device)
+        self.decays = [c.ema_decay for c in configs]
+        # Opacus: std = noise_multiplier * max_grad_norm, per model
+        self.stds = [sigma * c.max_grad_norm for sigma, c in zip(self.sigmas, configs)]
+
+    def _keep(self, keep: list[int]) -> None:
+        """Only the models at positions ``keep`` (of the current K) go on: every per-model state sliced on K."""
+        rows = torch.tensor(keep, dtype=torch.int64)
+        on_device = rows.to(self.device)
+        self.params = [p[on_device] for p in self.params]
+        if self.momentum_buffers is not None:
+            self.momentum_buffers = [b[on_device] for b in self.momentum_buffers]
+        if self.ema is not None:
+            self.ema = [e[on_device] for e in self.ema]
+        self.losses = [loss[on_device] for loss in self.losses]
+        if self.inclusion is not None:
+            self.inclusion = self.inclusion[rows]
+        for name in ("noise_gens", "sampling_gens", "queues", "accountants", "configs", "sigmas", "alive"):
+            setattr(self, name, [getattr(self, name)[i] for i in keep])
+        self.k = len(keep)
+        self._set_scalars()
 
     # -- data ---------------------------------------------------------------------------------------------------
 
@@ -573,7 +649,7 @@ class _Batch:
         the sum of each model's per-example losses over its batch (``(K,)``)."""
         sums = [torch.zeros_like(p) for p in self.params]
         loss_sum = torch.zeros(self.k, device=self.device)
-        clip = self.config.max_grad_norm
+        clip = self.clips.unsqueeze(1)  # (K, 1): each model's clip norm
         for start in range(0, idx.shape[1], self.chunk):
             i = idx[:, start:start + self.chunk]
             weight = valid[:, start:start + self.chunk].to(sums[0].dtype)
@@ -600,52 +676,71 @@ class _Batch:
         idx, valid = idx.to(self.device, non_blocking=True), valid.to(self.device, non_blocking=True)
         sums, loss_sum = self._clipped_sums(idx, valid)
         with torch.no_grad():
-            if self.std != 0 and self.private:  # Opacus draws nothing when the std is 0
-                for k, g in enumerate(self.noise_gens):  # each model's own stream, parameters in model order
-                    for s in sums:
-                        s[k] += torch.normal(mean=0, std=self.std, size=s.shape[1:], device=s.device,
+            if self.private:
+                for k, (g, std) in enumerate(zip(self.noise_gens, self.stds)):  # its own stream and std
+                    if std == 0:  # Opacus draws nothing when the std is 0
+                        continue
+                    for s in sums:  # parameters in model order
+                        s[k] += torch.normal(mean=0, std=std, size=s.shape[1:], device=s.device,
                                              generator=g, dtype=s.dtype)
             b = self.plan.expected_batch_size
             grads = [s / b for s in sums]  # Opacus' scale_grad (loss_reduction "mean")
             self._sgd(grads, self.lrs[self.steps_done])
             self._update_ema()
-        for accountant in self.accountants if self.private else ():  # Opacus' step hook: one (sigma, q) per step
-            accountant.step(noise_multiplier=self.plan.noise_multiplier, sample_rate=self.plan.sample_rate)
+        for accountant, sigma in zip(self.accountants, self.sigmas) if self.private else ():
+            accountant.step(noise_multiplier=sigma, sample_rate=self.plan.sample_rate)  # Opacus' step hook
         self.steps_done += 1
         self.losses.append(loss_sum / counts.to(loss_sum.device))  # NaN for an empty batch, left out of the mean
 
-    def _sgd(self, grads: list[torch.Tensor], lr: float) -> None:
-        """torch.optim.SGD's update (no weight decay, dampening 0, not Nesterov) on the stacked parameters."""
+    def _sgd(self, grads: list[torch.Tensor], lrs: torch.Tensor) -> None:
+        """torch.optim.SGD's update (no weight decay, dampening 0, not Nesterov) on the stacked parameters;
+        ``lrs`` ``(K,)``: each model's learning rate at this step (one scalar when the K are equal)."""
         momentum = self.config.momentum
         if momentum == 0:
-            for p, g in zip(self.params, grads):
-                p.add_(g, alpha=-lr)
-            return
-        if self.momentum_buffers is None:
-            self.momentum_buffers = [g.clone() for g in grads]
+            directions = grads
         else:
-            for buf, g in zip(self.momentum_buffers, grads):
-                buf.mul_(momentum).add_(g)
-        for p, buf in zip(self.params, self.momentum_buffers):
-            p.add_(buf, alpha=-lr)
+            if self.momentum_buffers is None:
+                self.momentum_buffers = [g.clone() for g in grads]
+            else:
+                for buf, g in zip(self.momentum_buffers, grads):
+                    buf.mul_(momentum).add_(g)
+            directions = self.momentum_buffers
+        if self.uniform_lr:
+            for p, d in zip(self.params, directions):
+                p.add_(d, alpha=-float(lrs[0]))
+            return
+        per_model = lrs.to(device=self.device, dtype=self.params[0].dtype)
+        for p, d in zip(self.params, directions):
+            p.sub_(d * per_model.reshape(-1, *([1] * (d.dim() - 1))))
 
     def _update_ema(self) -> None:
-        """AveragedModel with get_ema_multi_avg_fn: a copy at the first update, then lerp by 1 - decay."""
-        decay = self.config.ema_decay
-        if decay <= 0:
+        """AveragedModel with get_ema_multi_avg_fn: a copy at the first update, then lerp by 1 - decay_k (per model;
+        a model with decay 0 has no EMA: its average is never evaluated, see :meth:`_evaluated`)."""
+        if all(d <= 0 for d in self.decays):
             return
         if self.ema is None:
             self.ema = [p.clone() for p in self.params]
+        elif all(d == self.decays[0] for d in self.decays):
+            torch._foreach_lerp_(self.ema, self.params, 1 - self.decays[0])
         else:
-            torch._foreach_lerp_(self.ema, self.params, 1 - decay)
+            weight = 1 - torch.tensor(self.decays, device=self.device, dtype=self.params[0].dtype)
+            for e, p in zip(self.ema, self.params):
+                e.lerp_(p, weight.reshape(-1, *([1] * (p.dim() - 1))))
 
     # -- evaluation ---------------------------------------------------------------------------------------------
 
     def _evaluated(self) -> list[torch.Tensor]:
-        return self.params if self.ema is None else self.ema
+        """Per model, its EMA when its decay is > 0, else its last iterate (stacked on K)."""
+        if self.ema is None:
+            return self.params
+        if all(d > 0 for d in self.decays):
+            return self.ema
+        averaged = torch.tensor([d > 0 for d in self.decays], device=self.device)
+        return [torch.where(averaged.reshape(-1, *([1] * (p.dim() - 1))), e, p) for e, p in zip(self.ema, self.params)]
 
     def _accuracies(self, part: str, limit: int | None, should_stop) -> list[float] | None:
-        """Per model: accuracy on the first ``limit`` examples (None: all) of ``part``; None if a stop came."""
+        """Per model: accuracy on the first ``limit`` examples (None: all) of ``part``; None if every model's stop
+        came (a model whose stop alone came is evaluated with the others and leaves at the next step)."""
         x, y = {"test": (self.task.x_test, self.task.y_test), "validation": (self.task.x_val, self.task.y_val)}[part]
         n = len(x) if limit is None else min(limit, len(x))
         params = self._evaluated()
@@ -653,12 +748,12 @@ class _Batch:
         chunk = max(64, EVAL_CHUNK // self.k)
         with torch.no_grad():
             for start in range(0, n, chunk):
-                if should_stop():
+                if len(self._stopping(should_stop)) == self.k:
                     return None
                 stop = min(start + chunk, n)
                 out = _forward(self.ops, params, self.prefix(x[start:stop]), shared=True)
                 correct += (out.argmax(dim=-1) == y[start:stop]).sum(1)
-        return [c / n for c in correct.tolist()]
+        return [c / n for c in correct.tolist()]  # one host copy per evaluation, none per chunk
 
     def outputs(self, x: torch.Tensor) -> torch.Tensor:
         """``(K, n, outputs)``: every model's output on the examples ``x`` ``(n, *input_shape)`` (evaluated
@@ -693,43 +788,79 @@ class _Batch:
                 return False
         losses = torch.stack(self.losses).nanmean(0).tolist() if self.losses else None
         self.losses.clear()
-        for k, member in enumerate(self.members):
+        for k, position in enumerate(self.alive):
+            member = self.members[position]
             reported = {name: values[k]}
             if losses is not None and not math.isnan(losses[k]):
                 reported[M.TRAIN_LOSS] = losses[k]
             selecting = {} if validation is None else {M.VAL_ACC: validation[k]}
-            self.final[k] = {**self.final[k], **reported, **selecting}
+            self.final[position] = {**self.final[position], **reported, **selecting}
             member.on_eval(self.steps_done, reported, list(self.accountants[k].history))
         return True
 
     # -- the loop -----------------------------------------------------------------------------------------------
 
+    def _stopping(self, should_stop: Callable[[], bool]) -> list[int]:
+        """The positions (in the current K) of the models whose stop has come: each run's ``should_stop`` is asked
+        once (the models of one run share it)."""
+        asked: dict[int, bool] = {}
+        out = []
+        for k, position in enumerate(self.alive):
+            fn = self.members[position].should_stop or should_stop
+            if id(fn) not in asked:
+                asked[id(fn)] = bool(fn())
+            if asked[id(fn)]:
+                out.append(k)
+        return out
+
+    def _conclude(self, ks: list[int], *, stopped: bool, t0: float) -> None:
+        """The models at positions ``ks`` (of the current K) are done: their results are final (``on_done``), and
+        they leave the batch."""
+        share = (time.perf_counter() - t0) / len(self.members)
+        for k in ks:
+            position = self.alive[k]
+            m = self.members[position]
+            result = ModelResult(setting=M.setting_label(m.alpha, self.configs[k].variant), alpha=m.alpha,
+                                 seed=m.seed, steps_done=self.steps_done, history=list(self.accountants[k].history),
+                                 final=self.final[position], energy_mean=math.nan, seconds=share, stopped=stopped,
+                                 projection_captured=self.projection_captured)
+            self.results[position] = result
+            if m.on_done is not None:
+                m.on_done(result)
+        if len(ks) < self.k:  # the rest go on
+            gone = set(ks)
+            self._keep([k for k in range(self.k) if k not in gone])
+
     def run(self, should_stop: Callable[[], bool]) -> list[ModelResult]:
+        """Train until every model has finished or stopped; the results in the members' order.
+
+        A model whose stop comes (its ``should_stop``, else the batch's) before a step leaves the batch with its
+        partial result; the others go on with the same keys (each model's streams are its own). When every model's
+        stop comes during an evaluation, all stop without reporting it (as one model on Opacus does)."""
         t0 = time.perf_counter()
-        stopped, evaluated_at = False, -1
+        evaluated_at = -1
         for _ in range(self.plan.steps):
-            if should_stop():
-                stopped = True
-                break
+            if stopping := self._stopping(should_stop):
+                self._conclude(stopping, stopped=True, t0=t0)
+                if not self.results.count(None):
+                    break
             self._step()
             at = self.steps_done
             if at % self.plan.eval_every == 0 or at == self.plan.steps:
                 if not self._evaluate(should_stop):
-                    stopped = True
+                    self._conclude(list(range(self.k)), stopped=True, t0=t0)
                     break
                 evaluated_at = at
-        if not stopped and evaluated_at != self.steps_done:
-            stopped = not self._evaluate(should_stop)
-        share = (time.perf_counter() - t0) / self.k
-        return [ModelResult(setting=M.setting_label(m.alpha, self.config.variant), alpha=m.alpha, seed=m.seed,
-                            steps_done=self.steps_done, history=list(self.accountants[k].history), final=self.final[k],
-                            energy_mean=math.nan, seconds=share, stopped=stopped,
-                            projection_captured=self.projection_captured)
-                for k, m in enumerate(self.members)]
+        if self.results.count(None) and evaluated_at != self.steps_done and not self._evaluate(should_stop):
+            self._conclude(list(range(self.k)), stopped=True, t0=t0)
+        if self.results.count(None):
+            self._conclude(list(range(self.k)), stopped=False, t0=t0)
+        return list(self.results)
 
     def parameters_of(self, k: int) -> list[torch.Tensor]:
-        """Model k's trained parameters (the last iterate), in its ``nn.Module`` order (for tests)."""
-        return [p[k] for p in self.params]
+        """The trained parameters (the last iterate) of member k (its position in ``members``; it must have
+        finished with the batch's last models), in its ``nn.Module`` order (for tests)."""
+        return [p[self.alive.index(k)] for p in self.params]
 
 
 def _learning_rates(config: DPSGDConfig, steps: int) -> list[float]:

@@ -22,7 +22,6 @@ import math
 import threading
 from typing import Callable
 
-import numpy as np
 import torch
 from opacus.validators import ModuleValidator
 
@@ -41,6 +40,7 @@ from .models import build_model, num_parameters
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
 from .projection import PublicProjection
+from .summary import _final_text, _normalization_caveats, comparison, summarise
 from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
@@ -56,86 +56,139 @@ def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
     and claims are the same either way, and the summary lists the models in (seed, setting) order.
     """
     device = torch.device(reporter.device)
-    reporter.progress(0.0, "loading data")
+    task = load(config, device, should_stop=reporter.should_stop, progress=reporter.progress)
+    if task is None:
+        return STOPPED_LOADING | {"dataset": config.dataset}
+    state = RunState(config, reporter, task, model_batch=model_batch)
+    if not state.prepare():
+        return state.stopped_calibrating()
+    if state.batched:
+        new = train_models(task, config, state.plan, state.members(), device=device, should_stop=reporter.should_stop)
+        if (stopped := state.batch_done(new)) is not None:
+            return stopped
+    return state.train_rest(device)
+
+
+STOPPED_LOADING = {"models_trained": 0, "stopped": True, "stopped_during": "scattering"}
+
+
+def load(config: DPSGDConfig, device: torch.device, *, should_stop: Callable[[], bool],
+         progress: Callable[..., None]) -> Task | None:
+    """The run's task (its data, or scattering features, on ``device``); None if a stop came during the
+    scattering."""
+    progress(0.0, "loading data")
     features = "scattering" if config.model.startswith("scatter") else "pixels"
     if features == "scattering":
-        reporter.progress(0.0, "scattering features (computed once per dataset, then cached)")
-    task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
+        progress(0.0, "scattering features (computed once per dataset, then cached)")
+    return load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=device, features=features,
-                     should_stop=reporter.should_stop, progress=reporter.progress)
-    if task is None:
-        return {"dataset": config.dataset, "models_trained": 0, "stopped": True, "stopped_during": "scattering"}
-    check_models(task, config)
-    plan = make_plan(config, task.n_private, reporter)
-    if plan is None:
-        return {"dataset": task.name, "models_trained": 0, "stopped": True, "stopped_during": "calibrating sigma"}
-    seeds = [config.seed + i for i in range(config.n_seeds)]
-    order = [(seed, alpha) for seed in seeds for alpha in config.alphas]  # a model's index is its place here
-    total = len(order)
-    reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
-                 f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
-                 f"{total} models")
-    reporter.artifact(EPSILON_BASIS_ARTIFACT, {M.EPSILON: {
-        "delta": config.delta, "accountant": f"{ACCOUNTANT_NAMES[config.accountant]}; one model alone, its steps so far"
-                                             + (", after the private normalisation statistics"
-                                                if config.normalization == "private" else "")}})
-    batched = [i for i, (_, alpha) in enumerate(order) if model_batch and unbatchable(config, alpha) is None]
-    for alpha in config.alphas:
-        why = "the model batch is off" if not model_batch else unbatchable(config, alpha)
-        reporter.log(f"{M.setting_label(alpha, config.variant)}: "
-                     + (f"its {config.n_seeds} model(s) train together in a model batch" if why is None
-                        else f"one model at a time on Opacus ({why})"))
-    results: list[ModelResult] = []
-    # The models in training, by index: setting, seed, and the last step each reported (None: none yet).
-    under_way: dict[int, dict] = {}
-    # From here on every output is covered should the run fail (see charged_summary); computed only then.
-    reporter.charge(functools.partial(charged_summary, results, under_way, task, config, plan))
+                     should_stop=should_stop, progress=progress)
 
-    def finished(new: list[ModelResult]) -> None:
-        results.extend(new)
-        results.sort(key=lambda r: order.index((r.seed, r.alpha)))  # in place: charged_summary holds this list
-        under_way.clear()  # charged by their own histories from now on
+
+class RunState:
+    """One run's models after its data is loaded: its plan, the order and index of its models, its results, its
+    charge, and the steps :func:`run` takes (also the steps of each run of a sweep's group, :mod:`.group`)."""
+
+    def __init__(self, config: DPSGDConfig, reporter, task: Task, *, model_batch: bool = True):
+        self.config, self.reporter, self.task, self.model_batch = config, reporter, task, model_batch
+        self.plan: Plan | None = None
+        seeds = [config.seed + i for i in range(config.n_seeds)]
+        self.order = [(seed, alpha) for seed in seeds for alpha in config.alphas]  # a model's index: its place here
+        self.total = len(self.order)
+        self.batched = [i for i, (_, alpha) in enumerate(self.order)
+                        if model_batch and unbatchable(config, alpha) is None]
+        self.results: list[ModelResult] = []
+        # The models in training, by index: setting, seed, and the last step each reported (None: none yet).
+        self.under_way: dict[int, dict] = {}
+
+    def prepare(self) -> bool:
+        """Check the models against the data, fix sigma (calibrated if asked), log the plan and declare the charge;
+        False if a stop came during the calibration (nothing trained). ConfigError before anything is released."""
+        config, reporter, task = self.config, self.reporter, self.task
+        check_models(task, config)
+        self.plan = plan = make_plan(config, task.n_private, reporter)
+        if plan is None:
+            return False
+        reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
+                     f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
+                     f"{self.total} models")
+        reporter.artifact(EPSILON_BASIS_ARTIFACT, {M.EPSILON: {
+            "delta": config.delta, "accountant": f"{ACCOUNTANT_NAMES[config.accountant]}; one model alone, its steps "
+                                                 "so far" + (", after the private normalisation statistics"
+                                                             if config.normalization == "private" else "")}})
+        for alpha in config.alphas:
+            why = "the model batch is off" if not self.model_batch else unbatchable(config, alpha)
+            reporter.log(f"{M.setting_label(alpha, config.variant)}: "
+                         + (f"its {config.n_seeds} model(s) train together in a model batch" if why is None
+                            else f"one model at a time on Opacus ({why})"))
+        # From here on every output is covered should the run fail (see charged_summary); computed only then.
+        reporter.charge(functools.partial(charged_summary, self.results, self.under_way, task, config, plan))
+        return True
+
+    def stopped_calibrating(self) -> dict:
+        return {"dataset": self.task.name, "models_trained": 0, "stopped": True,
+                "stopped_during": "calibrating sigma"}
+
+    def finished(self, new: list[ModelResult]) -> None:
+        self.results.extend(new)
+        self.results.sort(key=lambda r: self.order.index((r.seed, r.alpha)))  # in place: the charge holds this list
+        self.under_way.clear()  # charged by their own histories from now on
         for result in new:
             kept = "" if result.projection_captured is None else \
                 f"; its projection keeps {100 * result.projection_captured:.1f} % of the public features' variance"
             together = f" (its share of a batch of {len(new)})" if len(new) > 1 else ""
-            reporter.log(f"{result.setting}, seed {result.seed}: {_final_text(result, task)} after "
-                         f"{result.steps_done} steps in {result.seconds:.1f} s{together}"
-                         + (" (stopped)" if result.stopped else "") + kept)
-        reporter.artifact("comparison", comparison(results, task, config))
+            self.reporter.log(f"{result.setting}, seed {result.seed}: {_final_text(result, self.task)} after "
+                              f"{result.steps_done} steps in {result.seconds:.1f} s{together}"
+                              + (" (stopped)" if result.stopped else "") + kept)
+        self.reporter.artifact("comparison", comparison(self.results, self.task, self.config))
 
-    if batched:
+    def members(self, *, own: bool = False, on_done: Callable[[ModelResult], None] | None = None) -> list[Member]:
+        """The :class:`~.model_batch.Member` of each batched model, each under way from now on. ``own``: each
+        carries this run's config, plan and stop (a batch holding models of several runs)."""
         members = []
-        for index in batched:
-            seed, alpha = order[index]
+        stop = self.reporter.should_stop  # one object: the batch asks it once per check for all of them
+        for index in self.batched:
+            seed, alpha = self.order[index]
+            label = M.setting_label(alpha, self.config.variant)
+            self.under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=self.total,
+                                         reported=None)
+            on_eval = _eval_reporter(self.reporter, self.config, self.plan, label=label, seed=seed, index=index,
+                                     total=self.total, under_way=self.under_way[index],
+                                     batch=(len(self.batched), len(self.batched)))
+            extra = dict(config=self.config, plan=self.plan, should_stop=stop) if own else {}
+            members.append(Member(alpha=alpha, seed=seed, index=index, on_eval=on_eval, on_done=on_done, **extra))
+        return members
+
+    def batch_done(self, new: list[ModelResult]) -> dict | None:
+        """The batched models' results are in; the stopped summary if they stopped, else None (go on)."""
+        self.finished(new)
+        if not new[0].stopped:
+            return None
+        summary = summarise(self.results, self.task, self.config, self.plan, stopped=True)
+        return summary | {"stopped_during": f"the batch of {len(new)} models trained together (models "
+                                            f"{', '.join(str(i + 1) for i in self.batched)} of {self.total}) at "
+                                            f"step {new[0].steps_done} of {self.plan.steps}"}
+
+    def train_rest(self, device: torch.device) -> dict:
+        """Train the models left (one at a time on Opacus, in order) and return the run's summary."""
+        config, reporter, plan = self.config, self.reporter, self.plan
+        for index, (seed, alpha) in enumerate(self.order):
+            if index in self.batched:
+                continue
             label = M.setting_label(alpha, config.variant)
-            under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
-            members.append(Member(alpha=alpha, seed=seed, index=index, on_eval=_eval_reporter(
-                reporter, config, plan, label=label, seed=seed, index=index, total=total, under_way=under_way[index],
-                batch=(len(batched), len(batched)))))
-        new = train_models(task, config, plan, members, device=device, should_stop=reporter.should_stop)
-        finished(new)
-        if new[0].stopped:
-            summary = summarise(results, task, config, plan, stopped=True)
-            return summary | {"stopped_during": f"the batch of {len(new)} models trained together (models "
-                                                f"{', '.join(str(i + 1) for i in batched)} of {total}) at step "
-                                                f"{new[0].steps_done} of {plan.steps}"}
-    for index, (seed, alpha) in enumerate(order):
-        if index in batched:
-            continue
-        label = M.setting_label(alpha, config.variant)
-        under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=total, reported=None)
-        on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=total,
-                                 under_way=under_way[index], batch=(len(results), 1))
-        result = train_model(task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
-                             should_stop=reporter.should_stop, on_eval=on_eval)
-        finished([result])
-        if result.stopped:
-            summary = summarise(results, task, config, plan, stopped=True)
-            return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {total}) at "
-                                                f"step {result.steps_done} of {plan.steps}"}
-    reporter.progress(1.0, "done")
-    return summarise(results, task, config, plan, stopped=False)
+            self.under_way[index] = dict(label=label, alpha=alpha, seed=seed, index=index, total=self.total,
+                                         reported=None)
+            on_eval = _eval_reporter(reporter, config, plan, label=label, seed=seed, index=index, total=self.total,
+                                     under_way=self.under_way[index], batch=(len(self.results), 1))
+            result = train_model(self.task, config, plan, alpha=alpha, seed=seed, index=index, device=device,
+                                 should_stop=reporter.should_stop, on_eval=on_eval)
+            self.finished([result])
+            if result.stopped:
+                summary = summarise(self.results, self.task, config, plan, stopped=True)
+                return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {self.total}) at "
+                                                    f"step {result.steps_done} of {plan.steps}"}
+        reporter.progress(1.0, "done")
+        return summarise(self.results, self.task, config, plan, stopped=False)
 
 
 def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int,
@@ -350,145 +403,3 @@ def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], pol
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def _normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
-    if config.normalization == "public":
-        return ("The input channels are normalised with the public split's per-channel mean and sd (free).",)
-    if config.normalization != "private":
-        return ()
-    return (f"Each model first releases per-channel means and second moments of the private scattering "
-            f"features by the Gaussian mechanism (noise multiplier {config.norm_noise_multiplier:g}, each example's "
-            "statistics clipped to the 90 % quantile of the public examples' norms); that step is composed "
-            "into every epsilon here. The sums are divided by the number of private examples, which is "
-            "treated as public (as Opacus treats the expected batch size).",)
-
-
-def _metric_name(task: Task) -> str:
-    return M.EXCESS_RISK if task.regression else M.TEST_ACC
-
-
-def _final_text(result: ModelResult, task: Task) -> str:
-    name = _metric_name(task)
-    value = result.final.get(name)
-    return f"{name} = {value:.4g}" if value is not None else f"{name} not measured"
-
-
-def comparison(results: list[ModelResult], task: Task, config: DPSGDConfig) -> list[dict]:
-    """One row per setting: mean and sample std over seeds of the final metric (classification: on the test part
-    of the held-out split), epsilon, captured energy; classification rows also carry ``validation_mean`` /
-    ``validation_values``, the validation-part accuracy of the models that finished (None before any did): the
-    number the run selects its best setting by (:func:`summarise`)."""
-    name = _metric_name(task)
-    rows = []
-    for alpha in config.alphas:
-        mine = [r for r in results if r.alpha == alpha and name in r.final]
-        if not mine:
-            continue
-        values = np.array([r.final[name] for r in mine])
-        energies = [r.energy_mean for r in mine if not math.isnan(r.energy_mean)]
-        eps = max(epsilon_of(r.history, accountant=config.accountant, delta=config.delta)[0] for r in mine)
-        row = {"setting": mine[0].setting, "alpha": alpha, "metric": name, "n_seeds": len(mine),
-               "mean": float(values.mean()), "std": float(values.std(ddof=1)) if len(mine) > 1 else 0.0,
-               "values": values.tolist(), "epsilon": eps,
-               "captured_energy": float(np.mean(energies)) if energies else None}
-        if not task.regression:
-            validated = [r.final[M.VAL_ACC] for r in mine if M.VAL_ACC in r.final]
-            row |= {"validation_mean": float(np.mean(validated)) if validated else None,
-                    "validation_values": validated}
-        rows.append(row)
-    return rows
-
-
-def selection_parts(task: Task) -> dict[str, str]:
-    """The summary's ``selected_on`` / ``reported_on``: which examples chose the best setting, which report it."""
-    if task.regression:
-        exact = "population (the exact excess risk; no held-out sample, so none is reused)"
-        return {"selected_on": exact, "reported_on": exact}
-    return {"selected_on": f"validation ({task.n_val} examples)", "reported_on": f"test ({task.n_test} examples)"}
-
-
-def best_of(results: list[ModelResult], rows: list[dict], task: Task) -> dict | None:
-    """The run's best setting and its numbers: ``{"setting", "selection", "reported"}``, or None if none can be
-    chosen yet.
-
-    Classification: chosen by the mean over seeds of the final VALIDATION-part accuracy (only the models that
-    finished their last evaluation count, so a stopped run never selects on a partial test curve), and reported
-    by the mean TEST-part accuracy of those same models. The held-out split is halved even for a run with a single
-    (pre-declared) setting, rather than reporting that one on the whole split: a sweep chooses among its runs by
-    this same validation number (its frontier, the best run of a random-repetition sweep), so a run cannot know
-    whether it will be selected on, and one rule keeps every reported number (run, sweep, preset) on examples
-    nothing chose by. The cost is sampling noise: the test part is half the held-out split (MNIST: 5 000 of the
-    10 000 test images, so about 1.4x the standard error of the papers' full-test-set figures, e.g. ±0.42 instead
-    of ±0.30 points at 90 %).
-
-    Regression (``linreg``): the excess risk is the exact population value, with no held-out sample that choosing
-    could overfit, so the setting of least mean risk is chosen and reported by it.
-    """
-    name = _metric_name(task)
-    if task.regression:
-        if not rows:
-            return None
-        best = min(rows, key=lambda r: r["mean"])
-        return {"setting": best["setting"], "selection": best["mean"], "reported": best["mean"]}
-    candidates = [r for r in rows if r.get("validation_mean") is not None]
-    if not candidates:
-        return None
-    best = max(candidates, key=lambda r: r["validation_mean"])
-    chosen = [r.final[name] for r in results if r.alpha == best["alpha"] and M.VAL_ACC in r.final]
-    return {"setting": best["setting"], "selection": best["validation_mean"], "reported": float(np.mean(chosen))}
-
-
-def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan: Plan, *, stopped: bool) -> dict:
-    """The run summary: headline values per setting, per-model rows, and the privacy claims.
-
-    ``best_setting`` is chosen on the part named by ``selected_on`` and ``best_test_acc`` (``best_excess_risk``)
-    is its value on ``reported_on``; ``best_val_acc`` is its validation number (see :func:`best_of`).
-    """
-    name = _metric_name(task)
-    rows = comparison(results, task, config)
-    summary: dict = {
-        "dataset": task.name, "metric": name, "n_private": task.n_private, "n_public": task.n_public,
-        "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
-        "steps_per_model": plan.steps, "models_trained": len(results), "stopped": stopped,
-        "normalization": config.normalization,
-    }
-    if config.normalization == "private":
-        summary["norm_noise_multiplier"] = config.norm_noise_multiplier
-    if task.regression:
-        summary["null_excess_risk"] = task.population.null_risk()
-    for row in rows:
-        validation = "" if row.get("validation_mean") is None else f"; validation {row['validation_mean']:.4g}"
-        summary[f"{row['setting']}: {name}"] = (f"{row['mean']:.4g} ± {row['std']:.2g} "
-                                               f"({row['n_seeds']} seed{'s' if row['n_seeds'] > 1 else ''}"
-                                               f"{validation})")
-    summary |= selection_parts(task)
-    best = best_of(results, rows, task)
-    if best is not None:
-        summary["best_setting"] = best["setting"]  # chosen on `selected_on`
-        summary[f"best_{name}"] = best["reported"]  # on `reported_on`: the sweeps' utility (the headline covers all)
-        if not task.regression:
-            summary[f"best_{M.VAL_ACC}"] = best["selection"]  # what sweeps choose runs by (the frontier's select_by)
-    summary["comparison"] = rows
-    summary["models"] = [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
-                          "seconds": round(r.seconds, 3), "stopped": r.stopped, **r.final,
-                          "captured_energy": None if math.isnan(r.energy_mean) else r.energy_mean}
-                         | ({} if r.projection_captured is None else {"projection_captured": r.projection_captured})
-                         for r in results]
-    uses = [use for use, on in (("the subspace U", config.uses_subspace),
-                                ("the warm start", config.warm_start_epochs > 0),
-                                ("the normalisation statistics", config.normalization == "public"),
-                                ("the clip of the private normalisation statistics",
-                                 config.normalization == "private"),
-                                ("the principal directions of the model's fixed projection",
-                                 config.model == "scatter_mlp")) if on]
-    public_note = (f"Public data ({', '.join(uses) if uses else 'unused by this run'}): {task.n_public} training "
-                   f"examples (a seeded random {100 * config.public_fraction:.3g} % of the training split, the same "
-                   "for every model) are declared public; they are never in the private training and are not "
-                   "protected by this guarantee.")
-    claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
-                          delta=config.delta, n_private=task.n_private, public_note=public_note,
-                          sampling=config.sampling, show_gdp=config.show_gdp,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
-    summary["privacy"] = [c.to_dict() for c in claims]
-    return summary

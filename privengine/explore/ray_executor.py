@@ -37,7 +37,7 @@ from typing import Any
 
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError, PrivengineError
-from privengine.jobs import RunQueue
+from privengine.jobs import RunQueue, run_ids
 from privengine.reporter import ReleaseCharge, failure_record
 from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
@@ -206,6 +206,20 @@ class _Job:
     ref: Any = None
 
 
+@dataclass
+class _GroupJob:
+    """Runs executed together as one Ray task (one worker slot); each ends on its own (an ``"outcome"`` event)."""
+
+    run_ids: list[str]
+    mechanism: str
+    configs: dict[str, dict]
+    ref: Any = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run_ids[0]
+
+
 class RayExecutor(RunQueue):
     """The sweep executor on Ray (see the module docstring).
 
@@ -237,6 +251,9 @@ class RayExecutor(RunQueue):
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self._hub = ray.remote(num_cpus=0)(_Hub).options(scheduling_strategy=here).remote()
         self._task = ray.remote(_execute)
+        from .ray_groups import execute_group
+
+        self._group_task = ray.remote(execute_group)
         self._closed = False
         self._pump = threading.Thread(target=self._loop, name="privengine-ray-driver", daemon=True)
         self._pump.start()
@@ -253,6 +270,23 @@ class RayExecutor(RunQueue):
                                        sweep_point=sweep_point)
         self._enqueue(_Job(run_id, mechanism, config.to_dict()))
         return run_id
+
+    def submit_group(self, mechanism: str, configs: list[BaseConfig], *, source: str = "api",
+                     sweep_id: str | None = None, sweep_points: list[int | None] | None = None) -> list[str]:
+        """Runs that execute together as one Ray task (the mechanism's ``run_group``), each its own run in the
+        store; their ids. One run: :meth:`submit`."""
+        points = sweep_points or [None] * len(configs)
+        if len(configs) == 1:
+            return [self.submit(mechanism, configs[0], source=source, sweep_id=sweep_id, sweep_point=points[0])]
+        for config in configs:
+            config.validate()
+        if self.lost:
+            raise ExecutorLostError(f"the Ray executor lost its cluster ({self.lost}); start a new one to resume")
+        self._check_device(configs[0])
+        ids = [self.store.create_run(mechanism, c.to_dict(), source=source, sweep_id=sweep_id, sweep_point=point)
+               for c, point in zip(configs, points)]
+        self._enqueue(_GroupJob(list(ids), mechanism, {i: c.to_dict() for i, c in zip(ids, configs)}))
+        return ids
 
     def _check_device(self, config: BaseConfig) -> None:
         """Refuse at launch a ``device="cuda"`` run on a cluster without a GPU: its task asks Ray for one GPU and would
@@ -278,15 +312,19 @@ class RayExecutor(RunQueue):
 
     # ---- RunQueue hooks and the driver thread --------------------------------------------
 
-    def _start_locked(self, job: _Job) -> None:
-        num_gpus = 1 if job.config.get("device") == "cuda" else 0
+    def _start_locked(self, job: _Job | _GroupJob) -> None:
+        group = isinstance(job, _GroupJob)
+        first = job.configs[job.run_id] if group else job.config
+        num_gpus = 1 if first.get("device") == "cuda" else 0
         # no retries: a retried task would replay the same noise under the same run id
-        job.ref = self._task.options(num_cpus=1, num_gpus=num_gpus, max_retries=0).remote(
-            self._hub, job.run_id, job.mechanism, job.config)
+        options = self._group_task if group else self._task
+        args = (list(job.run_ids), [job.configs[i] for i in job.run_ids]) if group else (job.run_id, job.config)
+        job.ref = options.options(num_cpus=1, num_gpus=num_gpus, max_retries=0).remote(
+            self._hub, args[0], job.mechanism, args[1])
 
-    def _stop_running(self, job: _Job) -> None:
+    def _stop_running(self, job: _Job | _GroupJob, run_id: str) -> None:
         try:
-            self._hub.request_stop.remote(job.run_id)
+            self._hub.request_stop.remote(run_id)
         except Exception:  # noqa: BLE001  (the cluster is lost: the loop ends the run)
             pass
 
@@ -312,7 +350,7 @@ class RayExecutor(RunQueue):
             while True:
                 with self._lock:
                     closed = self._closed
-                    jobs = list(self._running.values())
+                    jobs = list({id(j): j for j in self._running.values()}.values())  # a group once
                 if closed:
                     if self.lost is None:
                         self._write(ray.get(self._hub.drain.remote()))
@@ -338,19 +376,20 @@ class RayExecutor(RunQueue):
         reason = f"the Ray cluster was lost ({type(exc).__name__}: {first})"
         with self._lock:
             self.lost = reason
-            in_flight = list(self._running.values())
-        for job in in_flight:
+            in_flight = list(self._running.items())
+        for job in {id(j): j for _, j in in_flight}.values():
             try:
                 _ray().cancel(job.ref, force=True)
             except Exception:  # noqa: BLE001  (best effort: the task may be gone with its node)
                 pass
+        for run_id, _ in in_flight:
             try:
-                if self.store.get_run(job.run_id).state == "running":
-                    self._mark_died(job.run_id, f"{reason} while it ran", trace)
+                if self.store.get_run(run_id).state == "running":
+                    self._mark_died(run_id, f"{reason} while it ran", trace)
                 else:
-                    self._never_started(job.run_id, reason)
+                    self._never_started(run_id, reason)
             finally:
-                self._ended(job.run_id)  # starts nothing: queued runs are marked never started instead
+                self._ended(run_id)  # starts nothing: queued runs are marked never started instead
         with self._lock:
             self._start_ready_locked()
 
@@ -378,9 +417,11 @@ class RayExecutor(RunQueue):
                 self._finish(job, _outcome(ray, job.ref))
         if time.monotonic() - last_stop_check >= STOP_POLL_S:
             last_stop_check = time.monotonic()
-            for job in jobs:
-                if self.store.stop_requested(job.run_id):
-                    self._hub.request_stop.remote(job.run_id)
+            with self._lock:
+                running = list(self._running)
+            for run_id in running:
+                if self.store.stop_requested(run_id):
+                    self._hub.request_stop.remote(run_id)
         return last_stop_check
 
     def _write(self, events_by_run: dict[str, list]) -> None:
@@ -399,18 +440,32 @@ class RayExecutor(RunQueue):
                 elif kind == "running":
                     node = f" on node {event[2]}" if len(event) > 2 else ""
                     store.mark_running(run_id, device=f"{event[1]} (Ray){node}")
+                elif kind == "outcome":  # one run of a group has ended (the others go on)
+                    self._record(run_id, event[1])
+                    self._ended(run_id)
 
-    def _finish(self, job: _Job, outcome: dict, *, drain: bool = True) -> None:
+    def _finish(self, job: _Job | _GroupJob, outcome: dict, *, drain: bool = True) -> None:
+        """The task of ``job`` has returned (or died): every run of it not yet ended is ended by ``outcome`` (a
+        group's: one outcome per run it did not end through the hub, or the death of the whole task)."""
         if drain:
-            self._write(_ray().get(self._hub.drain.remote()))  # the run's last events before its end
+            self._write(_ray().get(self._hub.drain.remote()))  # the runs' last events before their end
+        with self._lock:
+            left = [i for i in run_ids(job) if self._running.get(i) is job]
+        for run_id in left:
+            mine = outcome if not isinstance(job, _GroupJob) or outcome.get("died") else outcome.get(run_id, {
+                "state": "failed", "error": "its group's task ended without ending it", "traceback": None})
+            self._record(run_id, mine)
+            self._ended(run_id)
+
+    def _record(self, run_id: str, outcome: dict) -> None:
+        """Store one run's end: its state, summary (a failed run's charged one) or what died."""
         if outcome.get("died"):  # the task died: no summary; the run never started if it never said so
-            if self.store.get_run(job.run_id).state == "queued":
-                self._never_started(job.run_id, outcome["error"])
+            if self.store.get_run(run_id).state == "queued":
+                self._never_started(run_id, outcome["error"])
             else:
-                self._mark_died(job.run_id, outcome["error"], outcome["traceback"])
+                self._mark_died(run_id, outcome["error"], outcome["traceback"])
         elif outcome["state"] == "failed":  # a run that raised has its charged summary
-            self.store.mark_ended(job.run_id, "failed", error=outcome["error"], traceback=outcome["traceback"],
+            self.store.mark_ended(run_id, "failed", error=outcome["error"], traceback=outcome["traceback"],
                                   summary=outcome.get("summary"))
         else:
-            self.store.mark_ended(job.run_id, outcome["state"], summary=outcome["summary"])
-        self._ended(job.run_id)
+            self.store.mark_ended(run_id, outcome["state"], summary=outcome["summary"])

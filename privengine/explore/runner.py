@@ -2,7 +2,11 @@
 
 An executor is anything with ``submit(mechanism, config, *, source, sweep_id, sweep_point) -> run id``,
 ``stop(run_id)``, ``wait(run_id, timeout) -> RunRecord`` and ``shutdown()``: the local
-:class:`~privengine.jobs.JobManager`, or :class:`~privengine.explore.ray_executor.RayExecutor`.
+:class:`~privengine.jobs.JobManager`, or :class:`~privengine.explore.ray_executor.RayExecutor`. Both also have
+``submit_group(mechanism, configs, *, source, sweep_id, sweep_points) -> run ids``: runs of a mechanism that
+declares ``group_key`` / ``run_group`` (DP-SGD: compatible points train in one model batch) whose configs share a
+key are submitted as groups (:func:`groups`), locally as one job and on Ray as one task; every run of a group is
+still its own run in the store, with its own claim, curves, progress and stop.
 The store is the single source of truth: a sweep is a row of ``sweeps`` and its runs carry
 its id and their point, so any process can draw, stop or resume it.
 """
@@ -50,8 +54,59 @@ def default_workers() -> int:
     return max(1, (os.cpu_count() or 1) // 2)
 
 
-def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api") -> str:
-    """Validate every run of ``spec`` (ConfigError before anything starts), record the sweep, submit its runs."""
+MAX_GROUP_RUNS = 32  # runs of one group at most (a group is one job: its models share one pass and one worker)
+
+
+def groups(mechanism: str, runs: list[tuple[Point, BaseConfig]], *, workers: int = 1
+           ) -> list[list[tuple[Point, BaseConfig]]]:
+    """``runs`` split into the groups that execute together, in their order: runs whose configs have the same
+    ``group_key`` of the mechanism (None: alone), each key's runs cut into ``max(ceil(n / MAX_GROUP_RUNS),
+    min(workers, n))`` contiguous groups of near-equal size, so that several workers share them; a mechanism
+    without ``group_key``: every run alone."""
+    mech = registry.get(mechanism)
+    if mech.group_key is None or mech.run_group is None:
+        return [[r] for r in runs]
+    key_of = registry.load_callable(mech.group_key)
+    by_key: dict[str, list[tuple[Point, BaseConfig]]] = {}
+    out: list[list[tuple[Point, BaseConfig]]] = []
+    for run in runs:
+        key = key_of(run[1])
+        if key is None:
+            out.append([run])
+        else:
+            by_key.setdefault(key, []).append(run)
+    for members in by_key.values():
+        n = len(members)
+        parts = max(math.ceil(n / MAX_GROUP_RUNS), min(max(1, workers), n))
+        edges = [round(i * n / parts) for i in range(parts + 1)]
+        out += [members[a:b] for a, b in zip(edges, edges[1:])]
+    return out
+
+
+def submit_all(executor: Executor, mechanism: str, runs: list[tuple[Point, BaseConfig]], *, source: str,
+               sweep_id: str, group: bool = True) -> list[str]:
+    """Submit ``runs`` (as :func:`groups` when ``group`` and the executor takes groups, else one by one); their
+    run ids in the order of ``runs``."""
+    if not group or not hasattr(executor, "submit_group"):
+        parts = [[r] for r in runs]
+    else:
+        parts = groups(mechanism, runs, workers=getattr(executor, "max_concurrent", 1))
+    ids: dict[int, str] = {}
+    for part in parts:
+        if len(part) == 1:
+            point, config = part[0]
+            new = [executor.submit(mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)]
+        else:
+            new = executor.submit_group(mechanism, [c for _, c in part], source=source, sweep_id=sweep_id,
+                                        sweep_points=[p.index for p, _ in part])
+        for run, run_id in zip(part, new):
+            ids[id(run)] = run_id
+    return [ids[id(run)] for run in runs]
+
+
+def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api", group: bool = True) -> str:
+    """Validate every run of ``spec`` (ConfigError before anything starts), record the sweep, submit its runs
+    (compatible runs together, see :func:`submit_all`; ``group=False``: each alone)."""
     mechanism = registry.get(spec.mechanism)
     if mechanism.frontier is None:
         raise ConfigError("mechanism", f"{spec.mechanism!r} declares no frontier, so it cannot be swept")
@@ -62,8 +117,7 @@ def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str 
 
         resolve_device(getattr(runs[0][1], "device", "cpu"))
     sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
-    for point, config in runs:
-        executor.submit(spec.mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)
+    submit_all(executor, spec.mechanism, runs, source=source, sweep_id=sweep_id, group=group)
     return sweep_id
 
 
@@ -99,13 +153,14 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
     return out
 
 
-def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api") -> list[str]:
-    """Run again only what is missing (see :func:`missing`); returns the new run ids."""
+def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api", group: bool = True
+           ) -> list[str]:
+    """Run again only what is missing (see :func:`missing`), compatible runs together as in :func:`launch`; returns
+    the new run ids."""
     todo = missing(store, sweep_id)
     store.set_sweep_stop(sweep_id, False)
     mechanism = store.get_sweep(sweep_id).mechanism
-    return [executor.submit(mechanism, config, source=source, sweep_id=sweep_id, sweep_point=point.index)
-            for point, config in todo]
+    return submit_all(executor, mechanism, todo, source=source, sweep_id=sweep_id, group=group)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,149 @@
+"""Issue 26, item 3 (the sweep part): a sweep's compatible DP-SGD points train in one model batch, locally as one job
+and on Ray as one task, each point still its own run (claim, curves, progress, stop); for the same keys the grouped
+and one-at-a-time sweeps agree."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from privengine import registry
+from privengine.explore import SweepSpec, run_configs
+from privengine.explore import runner
+from privengine.jobs import JobManager
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
+
+# digits, a linear head on pixels: about 25 steps per model, seconds per sweep
+BASE = dict(dataset="digits", model="linear", alphas=[0.0], n_seeds=1, epochs=1.0, batch_size=64,
+            physical_batch_size=1024, accountant="rdp", momentum=0.5)
+
+
+@pytest.fixture
+def local(store):
+    manager = JobManager(store, max_concurrent=1)
+    yield manager
+    manager.shutdown()
+
+
+def _sweep(store, executor, spec: SweepSpec, *, group: bool) -> runner.SweepResult:
+    sweep_id = runner.launch(store, executor, spec, group=group)
+    for run in store.sweep_runs(sweep_id):
+        executor.wait(run.id, timeout=600)
+    return runner.result(store, sweep_id)
+
+
+def _runs(store, result: runner.SweepResult) -> dict:
+    """The sweep's runs by (point, seed)."""
+    return {(r.sweep_point, r.config["seed"]): r for r in store.sweep_runs(result.sweep_id)}
+
+
+def _assert_same_runs(store, grouped, alone):
+    a, b = _runs(store, grouped), _runs(store, alone)
+    assert a.keys() == b.keys() and len(a) > 1
+    for key in a:
+        mine, theirs = a[key], b[key]
+        assert mine.state == theirs.state == "finished" and mine.config == theirs.config
+        # the same sigma and histories: the same claims, to the bit
+        assert mine.summary["noise_multiplier"] == theirs.summary["noise_multiplier"]
+        assert mine.summary["privacy"] == theirs.summary["privacy"]
+        for m1, m2 in zip(mine.summary["models"], theirs.summary["models"], strict=True):
+            assert (m1["seed"], m1["steps"], m1["stopped"]) == (m2["seed"], m2["steps"], m2["stopped"])
+            assert m1["test_acc"] == pytest.approx(m2["test_acc"], abs=1.5 / mine.summary["n_private"] + 0.006)
+            assert m1["train_loss"] == pytest.approx(m2["train_loss"], rel=1e-4)
+        curves_a, curves_b = store.metrics(mine.id), store.metrics(theirs.id)
+        assert sorted(set(curves_a["name"])) == sorted(set(curves_b["name"]))
+        loss = [n for n in set(curves_a["name"]) if n.startswith("train_loss")]
+        for name in loss:
+            va = curves_a[curves_a["name"] == name].sort_values("step")
+            vb = curves_b[curves_b["name"] == name].sort_values("step")
+            assert list(va["step"]) == list(vb["step"])
+            assert list(va["value"]) == pytest.approx(list(vb["value"]), rel=1e-4)
+    assert grouped.claim.epsilon == alone.claim.epsilon  # the sweep's composed claim too
+
+
+def test_grouped_and_one_at_a_time_sweeps_agree_for_the_same_keys(store, local):
+    """Points differing in target epsilon (so sigma), learning rate, clip norm and EMA, two seeds each: 8 runs in
+    one model batch against the same 8 runs one at a time."""
+    spec = SweepSpec("dpsgd", base=BASE, axes={"target_epsilon": [1.0, 4.0], "lr": [0.5, 2.0]}, seeds=2)
+    alone = _sweep(store, local, spec, group=False)
+    grouped = _sweep(store, local, spec, group=True)
+    _assert_same_runs(store, grouped, alone)
+    logs = [[text for _, text in store.logs(r.id)] for r in store.sweep_runs(grouped.sweep_id)]
+    assert all(any("train in one model batch with 7 model(s) of 7 other run(s)" in line for line in log)
+               for log in logs)
+    assert not any(any("model batch with" in text for _, text in store.logs(r.id))
+                   for r in store.sweep_runs(alone.sweep_id))
+    spec2 = SweepSpec("dpsgd", base={**BASE, "noise_mode": "sigma"},
+                      axes={"max_grad_norm": [0.1, 1.0], "ema_decay": [0.0, 0.9]}, seeds=1)
+    _assert_same_runs(store, _sweep(store, local, spec2, group=True), _sweep(store, local, spec2, group=False))
+
+
+def test_groups_are_what_a_model_batch_can_share():
+    spec = SweepSpec("dpsgd", base=BASE, axes={"lr": [0.5, 1.0], "batch_size": [32, 64]}, seeds=2)
+    runs = run_configs(spec)
+    groups = runner.groups("dpsgd", runs)
+    # lr and the seed may differ in a batch, the batch size may not: one group per batch size
+    assert sorted(len(g) for g in groups) == [4, 4]
+    assert all(len({c.batch_size for _, c in g}) == 1 for g in groups)
+    assert sorted(len(g) for g in runner.groups("dpsgd", runs, workers=3)) == [1, 1, 1, 1, 2, 2]  # shared by the workers
+    unbatchable = run_configs(SweepSpec("dpsgd", base={**BASE, "alphas": [0.0, 4.0]}, axes={"lr": [0.5, 1.0]}))
+    assert [len(g) for g in runner.groups("dpsgd", unbatchable)] == [1, 1]  # alpha 4 trains on Opacus: alone
+    toy = run_configs(SweepSpec("toy", axes={"rate": [0.1, 0.2]}))
+    assert [len(g) for g in runner.groups("toy", toy)] == [1, 1]  # a mechanism without groups
+    many = run_configs(SweepSpec("dpsgd", base=BASE, axes={"lr": [0.1 * (i + 1) for i in range(20)]}, seeds=2))
+    assert [len(g) for g in runner.groups("dpsgd", many)] == [20, 20]  # at most MAX_GROUP_RUNS = 32 a group
+
+
+def test_one_run_of_a_group_stops_and_the_others_finish(store, local):
+    configs = [c for _, c in run_configs(SweepSpec("dpsgd", base={**BASE, "epochs": 30.0, "noise_mode": "sigma"},
+                                                   axes={"lr": [0.5, 1.0, 2.0]}))]
+    sweep_id = store.create_sweep("dpsgd", {}, source="test", executor="local")
+    ids = local.submit_group("dpsgd", configs, sweep_id=sweep_id, sweep_points=[0, 1, 2])
+    deadline = time.monotonic() + 120
+    while store.metrics(ids[1]).empty and time.monotonic() < deadline:
+        time.sleep(0.05)
+    local.stop(ids[1])
+    stopped = local.wait(ids[1], timeout=60)
+    assert stopped.state == "stopped" and stopped.summary["stopped"]
+    others = [local.wait(i, timeout=600) for i in (ids[0], ids[2])]
+    assert all(r.state == "finished" for r in others)
+    planned = others[0].summary["steps_per_model"]
+    assert 0 < stopped.summary["models"][0]["steps"] < planned
+    assert all(r.summary["models"][0]["steps"] == planned for r in others)
+    assert stopped.summary["privacy"][0]["epsilon"] < others[0].summary["privacy"][0]["epsilon"]  # its own history
+
+
+def test_a_run_stopped_while_its_group_is_queued_never_starts_and_the_group_runs_without_it(store):
+    manager = JobManager(store, max_concurrent=1)
+    try:
+        blocker = manager.submit("toy", registry.get("toy").config_cls.from_dict({"steps": 10_000, "delay": 0.01}))
+        configs = [c for _, c in run_configs(SweepSpec("dpsgd", base=BASE, axes={"lr": [0.5, 1.0]}))]
+        ids = manager.submit_group("dpsgd", configs)
+        assert manager.ahead_of(ids[1]) == [blocker, ids[0]]
+        manager.stop(ids[0])
+        manager.stop(blocker)
+        assert manager.wait(ids[1], timeout=600).state == "finished"
+        assert store.get_run(ids[0]).state == "stopped" and store.metrics(ids[0]).empty
+    finally:
+        manager.shutdown()
+
+
+def test_a_group_on_ray_is_one_task_with_the_same_runs(store, local):
+    pytest.importorskip("ray", reason="the Ray executor needs the ray package (installed by the test requirements)")
+    from privengine.explore.ray_executor import RayExecutor
+
+    spec = SweepSpec("dpsgd", base=BASE, axes={"target_epsilon": [1.0, 4.0]}, seeds=2)
+    alone = _sweep(store, local, spec, group=False)
+    executor = RayExecutor(store, workers=1)
+    try:
+        on_ray = _sweep(store, executor, spec, group=True)
+    finally:
+        executor.shutdown()
+    assert on_ray.executor == "ray" and on_ray.runs_by_state == {"finished": 4}
+    _assert_same_runs(store, on_ray, alone)
+    runs = store.sweep_runs(on_ray.sweep_id)
+    assert all("(Ray)" in r.device for r in runs)
+    assert all(math.isfinite(p.privacy) for p in on_ray.points)
