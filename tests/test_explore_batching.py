@@ -147,3 +147,34 @@ def test_a_group_on_ray_is_one_task_with_the_same_runs(store, local):
     runs = store.sweep_runs(on_ray.sweep_id)
     assert all("(Ray)" in r.device for r in runs)
     assert all(math.isfinite(p.privacy) for p in on_ray.points)
+
+
+def test_a_failure_of_the_shared_batch_fails_every_run_with_its_own_charge(monkeypatch):
+    import dataclasses
+
+    from privengine.dpsgd import group
+    from tests.memory_reporter import MemoryReporter
+
+    configs = [c for _, c in run_configs(SweepSpec("dpsgd", base={**BASE, "noise_mode": "sigma"},
+                                                   axes={"noise_multiplier": [0.8, 1.6]}))]
+    real = group.train_models
+
+    def failing(task, config, plan, members, **kwargs):
+        def wrap(member):
+            def on_eval(step, values, history):
+                if step >= 3 * plan.eval_every:
+                    raise RuntimeError("simulated failure in the batch")
+                member.on_eval(step, values, history)
+            return dataclasses.replace(member, on_eval=on_eval)
+        return real(task, config, plan, [wrap(m) for m in members], **kwargs)
+
+    monkeypatch.setattr(group, "train_models", failing)
+    reporters = [MemoryReporter(), MemoryReporter()]
+    outcomes: dict[int, object] = {}
+    group.run_group(configs, reporters, lambda i, outcome: outcomes.__setitem__(i, outcome))
+    assert sorted(outcomes) == [0, 1] and all(isinstance(o, RuntimeError) for o in outcomes.values())
+    for reporter, config in zip(reporters, configs):
+        charged = reporter.charged_summary()
+        assert charged["failed"] and charged["models_charged"] == 1
+        assert charged["noise_multiplier"] == config.noise_multiplier  # its own sigma, its whole planned history
+        assert charged["models"][0]["steps"] == charged["steps_per_model"]
