@@ -33,8 +33,7 @@ INTRO = ("Every ε above is an accountant's **upper bound**. An audit measures a
 
 def audit_section(mechanism: str) -> None:
     """Draw the audits of ``mechanism`` (nothing if it has none)."""
-    # an audit of a stored run (a "run" knob: the membership attack) is drawn beside the run, not here
-    audits = [a for a in registry.audits_for(mechanism) if "run" not in {s.name for s in a.config_cls.specs()}]
+    audits = [a for a in registry.audits_for(mechanism) if not attacks_a_run(a)]
     if not audits:
         return
     st.divider()
@@ -42,6 +41,12 @@ def audit_section(mechanism: str) -> None:
     st.markdown(INTRO)
     for entry in audits:
         _audit_block(entry)
+
+
+def attacks_a_run(entry: registry.Mechanism) -> bool:
+    """Whether audit ``entry`` attacks a stored run (it has a ``run`` knob: the membership attack): such an audit
+    is drawn beside the run (:mod:`ui.membership_panel`), not in this section."""
+    return "run" in {spec.name for spec in entry.config_cls.specs()}
 
 
 def _audit_block(entry: registry.Mechanism) -> None:

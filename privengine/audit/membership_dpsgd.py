@@ -57,7 +57,8 @@ from .bounds import one_run_epsilon_lower
 from .membership import (ATTACKS, FPR_GRID, lira_scores, logit_confidence, loss_scores, pld_tpr_bound, rmia_scores,
                          roc_summary, true_label_log_prob)
 
-__all__ = ["NOT_COVERED", "attack_dpsgd", "check_target", "draw_halves", "one_run_guesses"]
+__all__ = ["NOT_COVERED", "attack_dpsgd", "attack_logits", "attack_scores", "check_target", "draw_halves",
+           "one_run_guesses"]
 
 
 def check_target(config: DPSGDConfig) -> None:
@@ -97,7 +98,7 @@ def one_run_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> 
     return 2 * k, right
 
 
-def _scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in: np.ndarray, *,
+def attack_scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in: np.ndarray, *,
             offline: bool) -> np.ndarray:
     """``(n,)`` scores of the target (row 0 of ``logits`` ``(R + 1, n + m, C)``) on the pool (its first n columns)."""
     if attack == "loss":
@@ -166,7 +167,7 @@ class _Attack:
         logits = np.concatenate(self.logits[private])
         refs = (len(logits) - 1) // 2 * 2
         logits = logits[:refs + 1]
-        scores = _scores(attack or self.attack, logits, self.labels, self.n, self.inclusion[1:refs + 1].numpy(),
+        scores = attack_scores(attack or self.attack, logits, self.labels, self.n, self.inclusion[1:refs + 1].numpy(),
                          offline=self.offline)
         out = roc_summary(scores, self.is_member, epsilon=epsilon, delta=delta, confidence=self.confidence)
         r, v = one_run_guesses(scores, self.is_member, self.guesses)
@@ -185,6 +186,26 @@ def _passes(trained: int, per_pass: int) -> list[tuple[int, int]]:
     step = max(per_pass // 2 * 2, 2)
     edges = [0] + list(range(1 + step, trained, step)) + [trained]
     return list(zip(edges[:-1], edges[1:]))
+
+
+def _load(config: DPSGDConfig, device: torch.device):
+    features = "scattering" if config.model.startswith("scatter") else "pixels"
+    return load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
+                     train_limit=config.train_limit, data_root=config.data_root, device=device, features=features)
+
+
+def attack_logits(config: DPSGDConfig, *, reference_models: int = 16, seed: int = 0, private: bool = True,
+                  device: str | torch.device | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The models :func:`attack_dpsgd` attacks, for comparing other attacks on them (bench/bench_membership_art.py):
+    ``(logits (R + 1, n + m, C), labels (n + m,), inclusion (R + 1, n), n)``, row 0 the target, the pool first and
+    the ``m`` held-out examples after it; ``private`` False: the non-private twin's."""
+    check_target(config)
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    state = _Attack(config, _load(config, dev), attack="lira", refs=reference_models, seed=seed, offline=False,
+                    guesses=0, confidence=0.95, device=dev, reporter=NullReporter())
+    state.plan = make_plan(state.recipe, state.n // 2, NullReporter())
+    state.train(private, 0, state.trained, lambda fraction: None)
+    return state.logits[private][0], state.labels, state.inclusion.numpy(), state.n
 
 
 def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models: int = 16, seed: int = 0,
@@ -219,9 +240,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     t0 = time.perf_counter()
     reporter.progress(0.0, "loading the data")
-    features = "scattering" if config.model.startswith("scatter") else "pixels"
-    task = load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
-                     train_limit=config.train_limit, data_root=config.data_root, device=dev, features=features)
+    task = _load(config, dev)
     state = _Attack(config, task, attack=attack, refs=max(reference_models, 2), seed=seed, offline=offline,
                     guesses=guesses, confidence=confidence, device=dev, reporter=reporter)
     out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "accountant": config.accountant,
