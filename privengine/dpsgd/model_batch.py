@@ -550,8 +550,11 @@ class _Batch:
         configs, device = self.configs, self.device
         self.lrs = torch.tensor([_learning_rates(c, self.plan.steps) for c in configs], dtype=torch.float64).T
         self.uniform_lr = all(c.lr == configs[0].lr for c in configs)
-        self.clips = torch.tensor([c.max_grad_norm for c in configs], device=device)
+        dtype = self.params[0].dtype
+        self.lrs_on_device = None if self.uniform_lr else self.lrs.to(device=device, dtype=dtype)  # one copy, not one
+        self.clips = torch.tensor([c.max_grad_norm for c in configs], device=device)  # per step
         self.decays = [c.ema_decay for c in configs]
+        self.ema_weights = 1 - torch.tensor(self.decays, device=device, dtype=dtype)
         # Opacus: std = noise_multiplier * max_grad_norm, per model
         self.stds = [sigma * c.max_grad_norm for sigma, c in zip(self.sigmas, configs)]
 
@@ -685,16 +688,17 @@ class _Batch:
                                              generator=g, dtype=s.dtype)
             b = self.plan.expected_batch_size
             grads = [s / b for s in sums]  # Opacus' scale_grad (loss_reduction "mean")
-            self._sgd(grads, self.lrs[self.steps_done])
+            self._sgd(grads, self.steps_done)
             self._update_ema()
         for accountant, sigma in zip(self.accountants, self.sigmas) if self.private else ():
             accountant.step(noise_multiplier=sigma, sample_rate=self.plan.sample_rate)  # Opacus' step hook
         self.steps_done += 1
         self.losses.append(loss_sum / counts.to(loss_sum.device))  # NaN for an empty batch, left out of the mean
 
-    def _sgd(self, grads: list[torch.Tensor], lrs: torch.Tensor) -> None:
-        """torch.optim.SGD's update (no weight decay, dampening 0, not Nesterov) on the stacked parameters;
-        ``lrs`` ``(K,)``: each model's learning rate at this step (one scalar when the K are equal)."""
+    def _sgd(self, grads: list[torch.Tensor], step: int) -> None:
+        """torch.optim.SGD's update (no weight decay, dampening 0, not Nesterov) on the stacked parameters, each
+        model at its own learning rate of ``step`` (a Python scalar when the K are equal, else ``(K,)`` on the
+        device)."""
         momentum = self.config.momentum
         if momentum == 0:
             directions = grads
@@ -707,9 +711,9 @@ class _Batch:
             directions = self.momentum_buffers
         if self.uniform_lr:
             for p, d in zip(self.params, directions):
-                p.add_(d, alpha=-float(lrs[0]))
+                p.add_(d, alpha=-float(self.lrs[step, 0]))
             return
-        per_model = lrs.to(device=self.device, dtype=self.params[0].dtype)
+        per_model = self.lrs_on_device[step]
         for p, d in zip(self.params, directions):
             p.sub_(d * per_model.reshape(-1, *([1] * (d.dim() - 1))))
 
@@ -723,9 +727,8 @@ class _Batch:
         elif all(d == self.decays[0] for d in self.decays):
             torch._foreach_lerp_(self.ema, self.params, 1 - self.decays[0])
         else:
-            weight = 1 - torch.tensor(self.decays, device=self.device, dtype=self.params[0].dtype)
             for e, p in zip(self.ema, self.params):
-                e.lerp_(p, weight.reshape(-1, *([1] * (p.dim() - 1))))
+                e.lerp_(p, self.ema_weights.reshape(-1, *([1] * (p.dim() - 1))))
 
     # -- evaluation ---------------------------------------------------------------------------------------------
 
