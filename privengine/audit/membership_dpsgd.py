@@ -126,7 +126,7 @@ class _Attack:
     def __init__(self, config: DPSGDConfig, task, *, attack: str, refs: int, seed: int, offline: bool, guesses: int,
                  confidence: float, device: torch.device, reporter):
         self.task, self.attack, self.offline, self.guesses, self.confidence = task, attack, offline, guesses, confidence
-        self.device, self.reporter, self.config = device, reporter, config
+        self.device, self.reporter = device, reporter
         self.n = task.n_private
         self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed)
         self.inclusion = draw_halves(self.n, refs, torch.Generator().manual_seed(seed))
@@ -167,8 +167,8 @@ class _Attack:
         logits = np.concatenate(self.logits[private])
         refs = (len(logits) - 1) // 2 * 2
         logits = logits[:refs + 1]
-        scores = attack_scores(attack or self.attack, logits, self.labels, self.n, self.inclusion[1:refs + 1].numpy(),
-                         offline=self.offline)
+        scores = attack_scores(attack or self.attack, logits, self.labels, self.n,
+                               self.inclusion[1:refs + 1].numpy(), offline=self.offline)
         out = roc_summary(scores, self.is_member, epsilon=epsilon, delta=delta, confidence=self.confidence)
         r, v = one_run_guesses(scores, self.is_member, self.guesses)
         out["one_run"] = {"guesses": r, "correct": v, "confidence": self.confidence,
@@ -229,7 +229,8 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     ``models_per_pass``: models trained together in one model batch (0: all at once); after each private pass
     with at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far, so
     a job draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop ends the attack
-    after the current step, with ``stopped`` set and the figures of the passes done (none before the first).
+    after the current step, with ``stopped`` set and the figures of the passes done (none before the first;
+    ``planned_epsilon``, the claim of the planned history, is there from the start).
     """
     if attack not in ATTACKS:
         raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
@@ -250,6 +251,8 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     if state.plan is None:  # stopped while calibrating sigma
         return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
     plan = state.plan
+    out["planned_epsilon"] = epsilon_of([(plan.noise_multiplier, plan.sample_rate, plan.steps)],
+                                        accountant=config.accountant, delta=config.delta)[0]
     log(f"{task.name}: pool of {state.n} private examples, target on {int(state.is_member.sum())}, "
         f"{out['reference_models']} reference models; sigma = {plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, "
         f"{plan.steps} steps")

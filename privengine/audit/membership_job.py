@@ -173,7 +173,8 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
                        models_per_pass=config.models_per_pass, reporter=reporter,
                        on_partial=lambda partial: _report(reporter, partial))
     one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
-    claimed = out.get("epsilon", recipe.target_epsilon)
+    # the trained target's claim; before it: its planned history's; stopped while calibrating sigma: the target
+    claimed = out.get("epsilon", out.get("planned_epsilon", recipe.target_epsilon))
     mode = "offline" if config.offline else "online"
     notes = [NOT_COVERED,
              "The target is the run's recipe retrained (runs keep no weights) on a random subset of its private "
