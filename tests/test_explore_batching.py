@@ -88,7 +88,8 @@ def test_groups_are_what_a_model_batch_can_share():
     # lr and the seed may differ in a batch, the batch size may not: one group per batch size
     assert sorted(len(g) for g in groups) == [4, 4]
     assert all(len({c.batch_size for _, c in g}) == 1 for g in groups)
-    assert sorted(len(g) for g in runner.groups("dpsgd", runs, workers=3)) == [1, 1, 1, 1, 2, 2]  # shared by the workers
+    # shared by the workers
+    assert sorted(len(g) for g in runner.groups("dpsgd", runs, workers=3)) == [1, 1, 1, 1, 2, 2]
     unbatchable = run_configs(SweepSpec("dpsgd", base={**BASE, "alphas": [0.0, 4.0]}, axes={"lr": [0.5, 1.0]}))
     assert [len(g) for g in runner.groups("dpsgd", unbatchable)] == [1, 1]  # alpha 4 trains on Opacus: alone
     toy = run_configs(SweepSpec("toy", axes={"rate": [0.1, 0.2]}))
