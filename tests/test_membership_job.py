@@ -123,6 +123,10 @@ def test_a_stored_attack_of_a_run_is_drawn_and_reported_with_its_run(manager, st
     assert "Membership inference" in html and attack_id in html and figures.CAVEAT[:40] in html
     other = _finished_dpsgd_run(store, seed=5)
     assert "Membership inference" not in run_report(store, other)  # no attack, no section
+    at_other_noise = manager.submit(MEMBERSHIP, {"run": other, "reference_models": 2, "target_epsilon": 4.0,
+                                                 "twin": False, "device": "cpu"})
+    assert manager.wait(at_other_noise, timeout=300).state == "finished"
+    assert "Membership inference" not in run_report(store, other)  # a sweep's attack at another epsilon: not the run
 
 
 def test_the_attacked_run_is_checked_before_anything_runs(store):

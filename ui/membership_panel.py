@@ -13,7 +13,7 @@ import streamlit as st
 
 from privengine.audit import result_of
 from privengine.audit.membership import ATTACKS
-from privengine.audit.membership_job import MEMBERSHIP, MembershipAuditConfig, target_config
+from privengine.audit.membership_job import MEMBERSHIP, MembershipAuditConfig, stored_attacks, target_config
 from privengine.errors import ConfigError
 from privengine.figures import membership as figures
 from privengine.store import RunRecord, RunSnapshot
@@ -94,7 +94,7 @@ def _refusal(config: MembershipAuditConfig | None) -> str | None:
 
 
 def _attacks_of(run_id: str) -> list[RunRecord]:
-    return [r for r in services.store().list_runs(mechanism=MEMBERSHIP, limit=200) if r.config.get("run") == run_id]
+    return stored_attacks(services.store(), run_id)
 
 
 def _current_attack(run_id: str) -> str | None:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
     from ..store import RunStore
 
-__all__ = ["DEMO", "MEMBERSHIP", "MembershipAuditConfig", "attacks_of", "run", "target_config", "values_of"]
+__all__ = ["DEMO", "MEMBERSHIP", "MembershipAuditConfig", "run", "setting_rows", "stored_attacks", "target_config",
+           "values_of"]
 
 MEMBERSHIP = "dpsgd-membership"
 # the attacked recipe when no run is named: 285 private digits, an MLP that overfits them without noise, eps 1
@@ -112,6 +113,13 @@ def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "D
     return recipe
 
 
+def stored_attacks(store: "RunStore", run_id: str, *, limit: int = 200) -> list:
+    """The stored attacks of run ``run_id`` at its own noise (``target_epsilon`` 0; a sweep's attacks at other
+    epsilons are not attacks of the run as it ran), newest first, among the ``limit`` newest attacks."""
+    return [r for r in store.list_runs(mechanism=MEMBERSHIP, limit=limit)
+            if r.config.get("run") == run_id and not r.config.get("target_epsilon")]
+
+
 def values_of(out: dict) -> dict[str, float]:
     """The summary numbers of an attack's output that sweeps chart (absent while unmeasured)."""
     values = {"attack_auc": out.get("auc"), "attack_tpr_at_1pct_fpr": out.get("tpr_at_fpr", {}).get("0.01"),
@@ -140,7 +148,7 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
     return row
 
 
-def attacks_of(out: dict, config: MembershipAuditConfig) -> list[dict[str, Any]]:
+def setting_rows(out: dict, config: MembershipAuditConfig) -> list[dict[str, Any]]:
     """The audited settings of an attack's output: the DP-SGD target, then its non-private twin (once measured)."""
     if "auc" not in out:
         return []
@@ -197,7 +205,7 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
         epsilon_lower=float(one_run["epsilon_lower"]), confidence=config.confidence, delta=recipe.delta,
         counts={"members": out.get("members", 0), "non_members": out.get("non_members", 0),
                 "reference_models": refs, "guesses": one_run["guesses"], "correct": one_run["correct"]},
-        notes=tuple(notes), details={"settings": attacks_of(out, config), "membership": out},
+        notes=tuple(notes), details={"settings": setting_rows(out, config), "membership": out},
         values=values_of(out))
 
 

@@ -5,7 +5,7 @@ and what it assumed; nothing when no attack of the run has measured anything."""
 from __future__ import annotations
 
 from privengine.audit import result_of
-from privengine.audit.membership_job import MEMBERSHIP
+from privengine.audit.membership_job import stored_attacks
 from privengine.figures import membership as figures
 from privengine.figures.common import finish
 from privengine.store import RunRecord, RunStore
@@ -14,14 +14,12 @@ from .html import Document
 
 __all__ = ["latest_attack", "membership_section"]
 
-MAX_ATTACKS = 200  # attack runs searched for the run's (newest first)
-
 
 def latest_attack(store: RunStore, run_id: str) -> RunRecord | None:
-    """The newest ended attack of run ``run_id`` that measured a ROC (None if there is none)."""
-    for attack in store.list_runs(mechanism=MEMBERSHIP, limit=MAX_ATTACKS):
+    """The newest ended attack of run ``run_id`` at its own noise that measured a ROC (None if there is none)."""
+    for attack in stored_attacks(store, run_id):
         result = result_of(attack.summary)
-        if attack.config.get("run") == run_id and result is not None and "auc" in result.details.get("membership", {}):
+        if result is not None and "auc" in result.details.get("membership", {}):
             return attack
     return None
 
