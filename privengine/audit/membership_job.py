@@ -10,8 +10,9 @@ there, the non-private twin's) are :attr:`~.interface.AuditResult.values` and de
 
 Sweeps: ``target_epsilon`` recalibrates the attacked recipe's sigma, so a sweep of this audit over it (one run,
 several epsilons) charts epsilon against the leakage axes of :data:`MEMBERSHIP_FRONTIER` (attack AUC, TPR at 1 %
-FPR) and the attacked models' accuracy. Those figures are computed on the private split: covered by no claim
-(``covered=False``), as every output of the attack.
+FPR), the attacked models' accuracy and the audited epsilon (its guesses are scored against the private split's
+members). Those figures are computed on the private split: covered by no claim (``covered=False``), as every output
+of the attack.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ MEMBERSHIP_FRONTIER = Frontier(
              Axis("target_test_accuracy", "test accuracy of the attacked model (the recipe retrained on about half "
                                           "the private split)" + UNCOVERED, "higher", kind=TEST_ACCURACY,
                   covered=False),
-             Axis("audited_epsilon_lower", "audited ε ≥ (one-run bound of the attack's guesses)", "higher")))
+             Axis("audited_epsilon_lower", "audited ε ≥ (one-run bound of the attack's guesses)" + UNCOVERED,
+                  "higher", covered=False)))
 
 
 @dataclass(frozen=True)
