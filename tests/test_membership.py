@@ -161,6 +161,7 @@ def test_the_attack_on_a_dp_sgd_target_stays_under_its_bound(attacked):
     assert attacked["one_run"]["epsilon_lower"] <= attacked["epsilon"]  # the audited bound stays under the claim
     for name, result in attacked["all_attacks"].items():
         assert not any(result["exceeds_bound"].values()), name
+        assert not any(result["exceeds_pld_bound"].values()), name  # nor above the tighter PLD bound
     for key, tpr in attacked["tpr_at_fpr"].items():
         fpr_hi = attacked["fpr_interval_at_fpr"][key][1]
         assert attacked["tpr_interval_at_fpr"][key][0] <= dp_tpr_bound(fpr_hi, attacked["epsilon"], 1e-5)
@@ -224,3 +225,23 @@ def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatc
                        device="cpu", twin=False, pld=False)
     assert keys and all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
     assert out["privacy"].startswith("Not covered by any privacy claim")
+
+
+def test_an_attack_is_checked_against_the_pld_bound_too_and_shuffled_runs_are_refused():
+    """Review of issue 27: at ε ≈ 8 the (ε, δ) bound is near 1 at every FPR, so only the PLD trade-off bound of the
+    attacked model's history can flag a broken mechanism; a run trained on shuffled batches has no proven ε to test."""
+    from privengine.audit.membership import above_a_bound, exceeds, pld_tpr_bound
+    from privengine.audit.membership_dpsgd import check_target
+    from privengine.dpsgd.config import DPSGDConfig
+    from privengine.errors import ConfigError
+
+    history = [(1.1218, 64 / 950, 445)]  # the fmnist-membership preset's attacked model: ε ≈ 7.99
+    summary = {"tpr_interval_at_fpr": {"0.001": [0.5, 0.6], "0.01": [0.01, 0.05]},
+               "fpr_interval_at_fpr": {"0.001": [0.0, 0.0038], "0.01": [0.004, 0.0176]}}
+    assert exceeds(summary, lambda fpr: dp_tpr_bound(fpr, 7.99, 1e-5)) == {"0.001": False, "0.01": False}
+    pld = exceeds(summary, lambda fpr: pld_tpr_bound(fpr, history))
+    assert pld == {"0.001": True, "0.01": False}  # TPR >= 0.5 at FPR <= 0.0038: above the PLD bound (about 0.13)
+    assert above_a_bound({"exceeds_bound": {"0.01": False}, "exceeds_pld_bound": pld})
+    assert not above_a_bound({"exceeds_bound": {"0.01": False}})
+    with pytest.raises(ConfigError, match="shuffled pass"):
+        check_target(DPSGDConfig(dataset="digits", model="mlp", sampling="shuffle"))

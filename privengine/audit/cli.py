@@ -136,7 +136,8 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
     for key, tpr in result["tpr_at_fpr"].items():
         lo, hi = result["tpr_interval_at_fpr"][key]
-        verdict = "ABOVE the bound" if result["exceeds_bound"][key] else "within the bound"
+        above = result["exceeds_bound"][key] or result.get("exceeds_pld_bound", {}).get(key, False)
+        verdict = "ABOVE a bound" if above else "within the bounds"
         print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
               + (f" (PLD {result['pld_bound_at_fpr'][key]:.4f})" if "pld_bound_at_fpr" in result else "")
               + f", {verdict}; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}", file=out)

@@ -62,8 +62,8 @@ from sklearn.metrics import auc, roc_curve
 
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
-__all__ = ["ATTACKS", "FPR_GRID", "dp_tpr_bound", "lira_scores", "logit_confidence", "loss_scores",
-           "pld_tpr_bound", "rmia_scores", "roc_summary", "true_label_log_prob"]
+__all__ = ["ATTACKS", "FPR_GRID", "above_a_bound", "dp_tpr_bound", "exceeds", "lira_scores", "logit_confidence",
+           "loss_scores", "pld_tpr_bound", "rmia_scores", "roc_summary", "true_label_log_prob"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -190,6 +190,21 @@ def _key(level: float) -> str:
     return f"{level:g}"
 
 
+def exceeds(summary: dict, bound) -> dict[str, bool]:
+    """Per FPR level of a :func:`roc_summary`: whether the lower end of its TPR interval is above ``bound`` (a
+    vectorised ``fpr -> tpr`` bound, e.g. :func:`dp_tpr_bound` or :func:`pld_tpr_bound`) at the upper end of its FPR
+    interval, i.e. the claim behind the bound is contradicted there at the intervals' confidence."""
+    keys = list(summary["tpr_interval_at_fpr"])
+    uppers = np.array([summary["fpr_interval_at_fpr"][k][1] for k in keys], dtype=np.float64)
+    bounds = np.atleast_1d(bound(uppers))
+    return {k: bool(summary["tpr_interval_at_fpr"][k][0] > float(b) + 1e-12) for k, b in zip(keys, bounds)}
+
+
+def above_a_bound(summary: dict) -> bool:
+    """Whether an attack's summary is above its (ε, δ) bound or its PLD trade-off bound at some FPR level."""
+    return any(summary.get("exceeds_bound", {}).values()) or any(summary.get("exceeds_pld_bound", {}).values())
+
+
 def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[float] = FPR_GRID,
                 confidence: float = 0.95, epsilon: float | None = None, delta: float | None = None,
                 bound=None) -> dict:
@@ -230,7 +245,8 @@ def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[flo
         out["true_positives_at_fpr"][k], out["false_positives_at_fpr"][k] = tp, fp
         if bound is not None:
             out["bound_at_fpr"][k] = float(bound(alpha))
-            out["exceeds_bound"][k] = bool(tpr_ci[0] > float(bound(fpr_ci[1])) + 1e-12)
+    if bound is not None:
+        out["exceeds_bound"] = exceeds(out, bound)
     fpr, tpr, _ = roc_curve(is_member, scores)  # the curve to draw: collinear points dropped
     out["roc"] = {"fpr": fpr.round(6).tolist(), "tpr": tpr.round(6).tolist()}
     return out

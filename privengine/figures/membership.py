@@ -75,7 +75,8 @@ def roc(out: Mapping) -> go.Figure:
         error_y=dict(type="data", symmetric=False, array=[h - t for t, (_, h) in zip(tpr, lo_hi)],
                      arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)])))
     refs = out.get("reference_models_so_far", out.get("reference_models"))
-    fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the claim's bound",
+    fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the bounds of the "
+                            f"attacked model's ε = {out['epsilon']:.3g}",
                       xaxis_title="false-positive rate", yaxis_title="true-positive rate", **{**LAYOUT, "height": 420})
     fig.update_xaxes(type="log", range=[np.log10(FPR_MIN), 0])
     fig.update_yaxes(type="log", range=[np.log10(FPR_MIN), 0])
