@@ -228,11 +228,12 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound), ``pld_bound_at_fpr``
     (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and ``tpr`` lists on
     :data:`CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with ``pld``, ``exceeds_pld_bound``
-    (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and counts of :func:`.membership.roc_summary`, ``roc``,
-    ``one_run`` (``guesses``, ``correct`` and the epsilon lower bound of
+    (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and counts of
+    :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon lower bound of
     :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair coins and
     the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks`` (AUC, TPRs
-    and ``exceeds_bound`` / ``exceeds_pld_bound`` of every attack on the same models; not for ``loss``, which trains the target alone),
+    and ``exceeds_bound`` / ``exceeds_pld_bound`` of every attack on the same models; not for ``loss``, which
+    trains the target alone),
     ``target`` (sigma, q, steps, history, test accuracy) and ``non_private_twin`` (its ``auc``, ``tpr_at_fpr``,
     intervals, ``exceeds_bound``, ``one_run`` and test accuracy).
 
@@ -299,7 +300,8 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
                     out["pld_bound_curve"] = {"fpr": CURVE_FPR.tolist(), "tpr": bound[len(FPR_GRID):].round(6).tolist()}
             if state.done(private) < 3 and attack != "loss":
                 continue  # no reference model on each side yet
-            summary = state.summary(private, epsilon=out["epsilon"], delta=config.delta, pld_history=pld_history(private))
+            summary = state.summary(private, epsilon=out["epsilon"], delta=config.delta,
+                                    pld_history=pld_history(private))
             if private:
                 out.update(summary)
             else:

@@ -71,9 +71,9 @@ class MembershipAuditConfig(BaseConfig):
                                 help="Models trained together in one model batch (0: all at once); the ROC is "
                                      "redrawn after each pass.")
     target_epsilon: float = knob(0.0, low=0.0, high=100.0, label="attacked ε",
-                                 help="0: the run's own recipe (a target-ε run's sigma is recalibrated for the attacked "
-                                      "model's half of the data); above 0: sigma calibrated so that the attacked model "
-                                      "has this ε (sweep it to chart leakage against ε).")
+                                 help="0: the run's own recipe (a target-ε run's sigma is recalibrated for the "
+                                      "attacked model's half of the data); above 0: sigma calibrated so that the "
+                                      "attacked model has this ε (sweep it to chart leakage against ε).")
     guesses: int = knob(100, low=2, high=1_000_000, log=True,
                         help="r: 'in' for the r/2 highest scores, 'out' for the r/2 lowest (the audited ε).")
     confidence: float = knob(0.95, low=0.5, high=1.0, high_open=True,
