@@ -272,3 +272,19 @@ def test_members_that_differ_in_a_shared_setting_are_refused(tasks):
     with pytest.raises(ValueError, match="its config differs in momentum"):
         train_models(task, config, plan, [Member(0.0, 0, 0, lambda *a: None), other], device=CPU,
                      should_stop=lambda: False)
+
+
+def test_the_progress_of_a_batch_rises_with_its_steps():
+    """The batched models train first: their progress is step / steps of the run (it read 1.0 from the first
+    evaluation on, as if the batch's models had finished before it started)."""
+    fractions: list[float] = []
+
+    class Recording(MemoryReporter):
+        def progress(self, fraction: float, text: str = "") -> None:
+            super().progress(fraction, text)
+            if "step" in text:
+                fractions.append(fraction)
+
+    config = DPSGDConfig().replace(**DIGITS, model="linear", n_seeds=2, lr=0.5)
+    dpsgd_run.run(config, Recording())
+    assert fractions and fractions == sorted(fractions) and fractions[0] < 0.2 and fractions[-1] == 1.0

@@ -154,7 +154,7 @@ class RunState:
                                          reported=None)
             on_eval = _eval_reporter(self.reporter, self.config, self.plan, label=label, seed=seed, index=index,
                                      total=self.total, under_way=self.under_way[index],
-                                     batch=(len(self.batched), len(self.batched)))
+                                     batch=(0, len(self.batched)))  # the batch trains first
             extra = dict(config=self.config, plan=self.plan, should_stop=stop) if own else {}
             members.append(Member(alpha=alpha, seed=seed, index=index, on_eval=on_eval, on_done=on_done, **extra))
         return members
