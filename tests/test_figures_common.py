@@ -1,4 +1,5 @@
-"""The shared chart helpers: how log axes are ticked and titled."""
+"""The shared chart helpers: how titles are fitted, log axes ticked and titled, reference lines placed, and charts
+drawn on a dark background."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from privengine.presets import Published
 
 @pytest.mark.parametrize("low, high, expected", [
     (0.008, 0.25, [0.01, 0.02, 0.05, 0.1, 0.2]),
-    (0.5, 3.0, [0.5, 1.0, 2.0]),
+    (0.5, 3.0, [0.5, 1.0, 2.0, 3.0]),  # under a decade: four ticks (1-2-3-5)
     (1e-4, 10.0, None),  # more than three decades: plotly ticks the powers of ten
 ])
 def test_log_ticks_are_one_two_five_per_decade(low, high, expected):
@@ -82,20 +83,54 @@ def test_dpsgd_comparison_axis_frames_a_lone_accuracy_closely():
     assert low < 0.86 and high > 0.88 and high - low < 0.05
 
 
-def test_a_long_title_keeps_its_detail_in_lines_a_half_width_chart_fits():
-    """The PATE ε chart's title: its parenthesised detail went past a half-width chart's edge at 1280 px in one
-    60-character line; it now wraps at DETAIL_WIDTH characters, and the top margin grows with every line."""
-    import plotly.graph_objects as go
-
-    from privengine.figures.common import DETAIL_WIDTH, wrap_title
+def test_a_long_title_is_a_one_line_head_over_a_smaller_detail_that_a_half_width_chart_fits():
+    """The PATE ε chart's title was broken into fixed lines of 40 characters (still broken in a fullscreen chart)
+    over a top margin guessed per line, and its last line touched the top tick. Now its head is one line, its
+    detail a 12 px subtitle of lines of at most DETAIL_WIDTH characters, the figure taller by them, and plotly
+    places the title under the toolbar's strip with the margin it needs (automargin)."""
+    from privengine.figures.common import DETAIL_WIDTH, TOOLBAR_STRIP, wrap_title
 
     title = "ε against queries answered (δ = 1e-05, Rényi DP accountant of Papernot et al. 2018, data-dependent)"
-    fig = wrap_title(go.Figure(layout=dict(title=title, margin=dict(t=40))))
-    first, *detail = fig.layout.title.text.split("<br>")
-    assert first == "ε against queries answered" and len(detail) >= 2
-    lines = [line.removeprefix("<span style='font-size:12px'>").removesuffix("</span>") for line in detail]
-    assert all(len(line) <= DETAIL_WIDTH for line in lines) and " ".join(lines) == title[len(first) + 1:]
-    assert fig.layout.margin.t == 40 + 23 * len(detail)
+    fig = wrap_title(go.Figure(layout=dict(title=title, height=300)))
+    assert fig.layout.title.text == "ε against queries answered"
+    lines = fig.layout.title.subtitle.text.split("<br>")
+    assert len(lines) == 2 and all(len(line) <= DETAIL_WIDTH for line in lines)
+    assert " ".join(lines) == title[len("ε against queries answered ("):-1]  # the parentheses dropped
+    assert fig.layout.title.subtitle.font.size == 12 and fig.layout.height == 300 + 16 * 2
+    assert (fig.layout.title.automargin, fig.layout.title.pad.t, fig.layout.title.yref) == (True, TOOLBAR_STRIP,
+                                                                                           "container")
+    again = wrap_title(fig)  # finishing twice (a report of a finished figure) changes nothing
+    assert again.layout.title.text == "ε against queries answered" and again.layout.height == 300 + 16 * 2
+    short = wrap_title(go.Figure(layout=dict(title="Test AUC", height=300)))
+    assert short.layout.title.subtitle.text is None and short.layout.height == 300 and short.layout.title.automargin
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0.3, 0.45, [0.3, 0.35, 0.4, 0.45]),  # within a decade: evenly spaced (plotly labelled 0.3 and 0.4 only)
+    (0.81, 0.84, [0.81, 0.82, 0.83, 0.84]),
+    (2.1, 2.3, [2.1, 2.2, 2.3]),
+])
+def test_a_log_axis_within_a_decade_still_gets_three_labelled_ticks(low, high, expected):
+    assert log_ticks(low, high) == expected
+    assert list(finish(_log_chart(low, high)).layout.yaxis.tickvals) == expected
+
+
+@pytest.mark.parametrize("low, high, dtick", [(1e-5, 10, 1), (1e-19, 1, 3)])
+def test_a_long_log_axis_writes_powers_of_ten_with_superscripts_and_at_most_seven_labels(low, high, dtick):
+    axis = finish(_log_chart(low, high)).layout.yaxis
+    assert (axis.dtick, axis.exponentformat, axis.tickformat) == (dtick, "power", None)  # "10⁻⁵", not "1e-05"
+    assert 3 <= math.log10(high / low) / dtick + 1 <= 8
+
+
+def test_on_a_dark_background_near_black_lines_and_label_backgrounds_turn_over_and_colours_stay():
+    from privengine.figures.common import DARK_COLOURS, INK, LABEL_BACKGROUND, for_dark_background
+
+    fig = go.Figure([go.Scatter(y=[1, 2], line=dict(color=INK)), go.Scatter(y=[2, 1], line=dict(color="#d62728"))])
+    fig.add_annotation(text="published", bgcolor=LABEL_BACKGROUND, font=dict(color=INK))
+    dark = for_dark_background(fig)
+    assert dark.data[0].line.color == DARK_COLOURS[INK] and dark.data[1].line.color == "#d62728"
+    assert dark.layout.annotations[0].bgcolor == DARK_COLOURS[LABEL_BACKGROUND]
+    assert fig.data[0].line.color == INK  # a copy: the light figure is untouched
 
 
 def test_a_density_title_writes_the_sd_ratio_as_people_read_it():
@@ -105,6 +140,18 @@ def test_a_density_title_writes_the_sd_ratio_as_people_read_it():
                        "y_max": 2.0, "private_log_sd_ratio": math.log(10) * -5.8},
              "beta2": {"x": [0.0, 1.0], "reference": [1.0, 1.0], "vi": [1.0, 1.0], "private": [1.0, 1.0],
                        "y_max": 2.0, "private_log_sd_ratio": math.log(0.63)}}
-    far, near = (fig.layout.title.text for fig in densities(table))
+    far, near = (f"{fig.layout.title.text} {fig.layout.title.subtitle.text}" for fig in map(finish, densities(table)))
     assert "10<sup>−5.8</sup> × posterior sd" in far and "^" not in far
     assert "private sd = 0.63 × posterior sd" in near
+
+
+def test_a_report_chart_spreads_its_detail_over_its_full_width():
+    """A report's charts are as wide as its page: the detail wrapped for a half-width column would read as a
+    narrow block there; it is rewrapped, the chart shorter by the lines saved, the page's figure untouched."""
+    from privengine.figures.common import rewrap_detail
+
+    title = "ε against queries answered (δ = 1e-05, Rényi DP accountant of Papernot et al. 2018, data-dependent)"
+    page = finish(go.Figure(go.Scatter(y=[1, 2]), layout=dict(title=title, height=300)))
+    report = rewrap_detail(page, 130)
+    assert report.layout.title.subtitle.text == title[len("ε against queries answered ("):-1]
+    assert report.layout.height == 300 + 16 and page.layout.height == 300 + 2 * 16

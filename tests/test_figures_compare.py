@@ -50,7 +50,7 @@ def test_runs_of_several_mechanisms_are_named_with_their_mechanism(store):
 
 def test_stored_metric_keys_are_named_like_the_page_charts():
     leak = describe("split_label", "marvell/leak.cos.first.mean")
-    assert (leak.chart, leak.series, leak.x_title) == ("Leak AUC at the passive party's first layer",
+    assert (leak.chart, leak.series, leak.x_title) == ("Leak AUC at the first layer",
                                                        "marvell · cosine attack, mean", "epoch")
     loss = describe("dpsgd", "train_loss|isotropic|seed=2")
     assert loss.series == "isotropic · seed 2" and loss.x_title == "optimizer step" and loss.log_y

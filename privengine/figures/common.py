@@ -1,6 +1,8 @@
 """Figure building blocks shared by every mechanism: metric curves of one run, tables, and the finishing every
-chart gets before it is drawn (:func:`finish`: titles wrapped, log axes ticked in full, the published figure of
-the run's preset drawn on the chart of its metric). Charts of several runs side by side are in :mod:`.compare`."""
+chart gets before it is drawn (:func:`finish`: a one-line title over a smaller detail line, clear of the ticks and of
+plotly's toolbar; log axes ticked in full; the published figure of the run's preset drawn on the chart of its metric),
+how charts are exported (:func:`chart_config`: 2x PNG or SVG at a slide's width) and drawn on a dark background
+(:func:`for_dark_background`). Charts of several runs side by side are in :mod:`.compare`."""
 
 from __future__ import annotations
 
@@ -19,11 +21,24 @@ from privengine.presets import Published
 # the plot area it overlapped the title whenever the plot was short
 LEGEND = dict(orientation="h", yref="container", y=0, yanchor="bottom")
 LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), height=300, legend=LEGEND)
-TITLE_WIDTH = 40  # characters per title line: a half-width chart on a 1280-1400 px screen fits about this many
-# characters per line of a title's smaller detail part: at 1280 px a half-width chart cut "(δ = 1e-05, Rényi DP
-# accountant of Papernot et al" (48 characters) at its edge; 60 (1.5 x TITLE_WIDTH) was too many
+# Titles are not wrapped by plotly (it cuts them at the chart's edge), and a title broken into fixed lines stays
+# broken in a wide or fullscreen chart: a title is one head line short enough for the narrowest chart, a half-width
+# column beside the run form at 1280 px (about 270 px, 34 characters of 16 px type), and its detail (accountant, δ,
+# what is publishable) a smaller subtitle, wrapped at DETAIL_WIDTH characters of 12 px type.
+TITLE_WIDTH = 34
 DETAIL_WIDTH = 45
-REFERENCE_COLOUR = "#7f7f7f"
+# plotly's toolbar (shown while the pointer is over a chart, at its top right) gets this strip above the title: it
+# covered short titles; the title pushes the plot area down (automargin) instead of overlapping its top tick
+TOOLBAR_STRIP = 26
+REFERENCE_COLOUR = "#7f7f7f"  # a published or reference line: mid grey reads on a light and a dark background
+INK = "#303030"  # near-black lines and text (bounds, references, labels) on a light background
+LABEL_BACKGROUND = "rgba(255,255,255,0.8)"  # behind a label drawn over the data
+# what those become on a dark background (a projector's dark theme): every other colour reads on both
+DARK_COLOURS = {INK: "#e0e0e0", "black": "#e0e0e0", LABEL_BACKGROUND: "rgba(14,17,23,0.8)"}
+EXPORT_WIDTH = 1000  # px of a downloaded chart (a slide's width; PNG at twice that): the layout's height fits it
+IMAGE_FORMATS = ("png", "svg")
+# plotly's toolbar keeps zoom, pan, reset and download: fewer buttons cover less of a narrow chart
+TOOLBAR_REMOVED = ("zoomIn2d", "zoomOut2d", "autoScale2d", "select2d", "lasso2d")
 
 
 @dataclass(frozen=True)
@@ -97,7 +112,7 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
     fig.add_hline(y=published.value, name="published", line=dict(color=REFERENCE_COLOUR, dash="longdash", width=2),
                   annotation=dict(text=published.label().replace(" (", "<br>(", 1),
                                   hovertext=f"{published.metric}: {published.source}",
-                                  font=dict(size=12, color="#404040"), bgcolor="rgba(255,255,255,0.8)"),
+                                  font=dict(size=12, color=INK), bgcolor=LABEL_BACKGROUND),
                   annotation_position="top left" if data_below else "bottom right")
     if values and fig.layout.yaxis.type != "log":
         low, high = min(values + [published.value]), max(values + [published.value])
@@ -108,37 +123,54 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
 
 
 def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
-    """Wrap a title longer than ``width`` characters and raise the top margin to fit (plotly never wraps a title;
-    it cuts it off at the chart's edge): before a parenthesis or after a colon that falls in the first ``width``
-    characters, the rest smaller (it is detail); else in two lines of about equal length."""
+    """Give ``fig``, if its title is longer than ``width`` characters, a title read at any chart width: the head
+    (up to its first " (", ": " or " — ") on one line, wrapped at ``width`` only if longer (titles here are written
+    to fit); the detail (the rest, its enclosing parentheses dropped) as a 12 px subtitle wrapped at
+    :data:`DETAIL_WIDTH`; the figure taller by the lines added. Every title sits under the toolbar's strip and
+    pushes the plot down as far as it needs (plotly's title automargin), so neither overlaps a tick. Idempotent: a
+    title already split (a subtitle set) is only placed."""
     title = fig.layout.title.text
-    if not title or "<br>" in title or len(title) <= width:
-        return fig
-    first, rest, detail = _split_title(title, width)
-    if detail:
-        more = [f"<span style='font-size:12px'>{line}</span>"
-                for line in textwrap.wrap(rest, round(width * DETAIL_WIDTH / TITLE_WIDTH))]
-    else:
-        more = textwrap.wrap(rest, width)
-    top = fig.layout.margin.t if fig.layout.margin.t is not None else 40
-    fig.update_layout(title=dict(text="<br>".join([first, *more])),
-                      margin=dict(t=top + (23 if detail else 26) * len(more)))
+    if title and not fig.layout.title.subtitle.text and len(title) > width and "<br>" not in title:
+        head, detail = _split_title(title, width)
+        heads = textwrap.wrap(head, width) if len(head) > width else [head]
+        lines = textwrap.wrap(detail, DETAIL_WIDTH)
+        fig.update_layout(title=dict(text="<br>".join(heads)))
+        if lines:
+            fig.update_layout(title_subtitle=dict(text="<br>".join(lines), font=dict(size=12)))
+        # the plot area keeps its height: the figure grows by the lines the title gained
+        fig.update_layout(height=(fig.layout.height or 450) + 22 * (len(heads) - 1) + 16 * len(lines))
+    if title:
+        fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=TOOLBAR_STRIP),
+                                     automargin=True))
     return fig
 
 
-def _split_title(title: str, width: int) -> tuple[str, str, bool]:
-    """The title's first line, the rest, and whether the rest is detail (cut at the last " (", ": " or " — "
-    within ``width``), else a cut at the space nearest the middle."""
-    cuts = [i for sep in (" (", ": ", " — ") for i in _find_all(title, sep) if 10 <= i <= width]
-    if cuts:
-        cut = max(cuts)
-        head = title[:cut + 1] if title[cut] == ":" else title[:cut]
-        return head.strip(), title[cut + 1:].strip(), True
-    spaces = [i for i, c in enumerate(title) if c == " " and i <= width]
-    if not spaces:
-        return title, "", False
-    cut = min(spaces, key=lambda i: abs(i - len(title) / 2))  # two lines of about equal length
-    return title[:cut], title[cut + 1:], False
+def rewrap_detail(fig: go.Figure, width: int) -> go.Figure:
+    """A copy of ``fig`` (finished by :func:`wrap_title`) with its title's detail wrapped at ``width`` characters
+    instead, its height changed by the lines saved: for a chart known to be wider than a half-width column (a
+    report's, about 1 060 px)."""
+    detail = fig.layout.title.subtitle.text
+    if not detail:
+        return fig
+    before, after = detail.split("<br>"), textwrap.wrap(detail.replace("<br>", " "), width)
+    out = go.Figure(fig)
+    out.update_layout(title_subtitle_text="<br>".join(after),
+                      height=(fig.layout.height or 450) + 16 * (len(after) - len(before)))
+    return out
+
+
+def _split_title(title: str, width: int) -> tuple[str, str]:
+    """The title's head and its detail, cut at its first " (", ": " or " — " after 10 characters (a parenthesis
+    that closes the title is dropped from the detail); no detail when there is no such cut."""
+    cuts = [i for sep in (" (", ": ", " — ") for i in _find_all(title, sep) if i >= 10]
+    if not cuts:
+        return title, ""
+    cut = min(cuts)
+    head = title[:cut + 1] if title[cut] == ":" else title[:cut]
+    detail = title[cut + 1:].strip().removeprefix("— ")
+    if detail.startswith("(") and detail.endswith(")") and detail.count("(") == 1:
+        detail = detail[1:-1]
+    return head.strip(), detail
 
 
 def _find_all(text: str, sep: str) -> list[int]:
@@ -150,25 +182,27 @@ def _find_all(text: str, sep: str) -> list[int]:
 
 
 def readable_log_axes(fig: go.Figure) -> go.Figure:
-    """Tick every log axis at values read in full and say "log scale" in its title.
+    """Tick every log axis at values read in full, at least three of them, and say "log scale" in its title.
 
     Left alone, plotly ticks a log axis spanning one to three decades at every digit and labels the ticks
-    between decades with their digit only, in small type ("2, 0.1, 5, 2, 0.01"). Here such an axis is ticked at
-    1, 2 and 5 times each power of ten, a longer one at the powers of ten only, and every label is the full
-    number. Axes given ticks of their own keep them.
+    between decades with their digit only, in small type ("2, 0.1, 5, 2, 0.01"), and an axis within one decade
+    with one or two labels. Here such an axis gets :func:`log_ticks` with every label the full number; a longer
+    one is ticked at powers of ten (every second or third decade over many), written 10 with a superscript
+    exponent. Axes given ticks of their own keep them.
     """
     layout = fig.layout.to_plotly_json()
     for name in [k for k in layout if re.fullmatch(r"[xy]axis\d*", k)]:
         axis = fig.layout[name]
         if axis.type != "log" or axis.tickvals is not None or axis.dtick is not None:
             continue
-        axis.tickformat = axis.tickformat or "~g"
         span = _positive_span(fig, name)
-        if span is not None:
-            ticks = log_ticks(*span)
-            if ticks is None:
-                axis.dtick = 1
-            elif len(ticks) >= 3:
+        ticks = log_ticks(*span) if span is not None else []
+        if ticks is None:
+            decades = math.log10(span[1] / span[0])
+            axis.update(dtick=max(1, math.ceil(decades / MAX_DECADE_TICKS)), exponentformat="power")
+        else:
+            axis.tickformat = axis.tickformat or "~g"
+            if ticks:
                 axis.tickvals = ticks
         title = axis.title.text or ""
         if "log" not in title:
@@ -178,28 +212,44 @@ def readable_log_axes(fig: go.Figure) -> go.Figure:
 
 MANTISSAS = ((1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10)))  # tick sets, sparsest first
 LOG_PAD = 1.06  # a log axis's autorange reaches about this factor beyond the data: ticks there are shown
+MAX_DECADE_TICKS = 7  # an axis over more decades is ticked every second (third, ...) power of ten
+STEPS = (1, 2, 2.5, 5)  # steps (times a power of ten) of the evenly spaced ticks of an axis within a decade
 
 
 def log_ticks(low: float, high: float) -> list[float] | None:
-    """Ticks for a log axis over ``[low, high]`` (both > 0): the sparsest of 1-2-5, 1-2-3-5 or every digit per
-    decade that puts at least three ticks on it; None when it spans more than three decades (ticks at the powers
-    of ten then), and fewer than three ticks when none does (the axis keeps plotly's own).
+    """Ticks for a log axis over ``[low, high]`` (both > 0), at least three (four on less than a decade, where
+    three 1-2-5 ticks left a third of the axis bare): the sparsest of 1-2-5, 1-2-3-5 or every digit per decade
+    that puts that many on it, else (a range within a decade) evenly spaced ones at a round step inside it; None
+    when it spans more than three decades (ticks at the powers of ten then).
 
     >>> log_ticks(0.008, 0.25), log_ticks(0.24, 1.98), log_ticks(0.3, 0.45)
-    ([0.01, 0.02, 0.05, 0.1, 0.2], [0.5, 1.0, 2.0], [0.3, 0.4])
+    ([0.01, 0.02, 0.05, 0.1, 0.2], [0.3, 0.5, 1.0, 2.0], [0.3, 0.35, 0.4, 0.45])
     >>> log_ticks(1e-4, 10) is None
     True
     """
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     if last - first > 3:
         return None
-    ticks: list[float] = []
+    needed = 3 if high >= 10 * low else 4
     for mantissas in MANTISSAS:
         ticks = [t for e in range(first, last + 1) for m in mantissas
                  if low / LOG_PAD <= (t := float(f"{m}e{e}")) <= high * LOG_PAD]
+        if len(ticks) >= needed:
+            return ticks
+    return even_ticks(low, high)  # inside the data's own range: plotly pads a narrow range by less than LOG_PAD
+
+
+def even_ticks(low: float, high: float) -> list[float]:
+    """At least three evenly spaced ticks inside ``[low, high]`` at the largest round step (1, 2, 2.5 or 5 times
+    a power of ten) that gives three, written without float noise (a single value for a point)."""
+    if high <= low:
+        return [low]
+    power = 10.0 ** math.floor(math.log10(high - low))
+    for step in sorted((m * power * scale for m in STEPS for scale in (1, 0.1, 0.01)), reverse=True):
+        ticks = [float(f"{k * step:.12g}") for k in range(math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9) + 1)]
         if len(ticks) >= 3:
-            break
-    return ticks
+            return ticks
+    return [low, (low + high) / 2, high]
 
 
 def _positive_span(fig: go.Figure, axis_name: str) -> tuple[float, float] | None:
@@ -218,9 +268,37 @@ def _is_number(value) -> bool:
 
 
 def finish(fig: go.Figure, published: Published | None = None) -> go.Figure:
-    """What every chart gets before it is drawn, on a page or in a report: the title wrapped to fit, log axes
-    labelled in full, and the published figure of the run's preset on the chart of its metric."""
+    """What every chart gets before it is drawn, on a page or in a report: the title fitted (:func:`wrap_title`),
+    log axes labelled in full, and the published figure of the run's preset on the chart of its metric."""
     return with_published(readable_log_axes(wrap_title(fig)), published)
+
+
+def chart_config(fig: go.Figure, image_format: str = "png", *, selectable: bool = False) -> dict:
+    """The plotly config a chart is drawn with, on a page and in a report: its toolbar's download button saves
+    ``image_format`` ("png": twice the pixels, "svg": vector) at :data:`EXPORT_WIDTH` x the layout's height (left
+    to plotly it saved the on-screen size, 480 x 300 px with the legend cut), named after the title; the toolbar
+    keeps box and lasso selection only where ``selectable``."""
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}; got {image_format!r}")
+    head = (fig.layout.title.text or "chart").split("<br>")[0]
+    name = re.sub(r"[^\w]+", "-", re.sub(r"<[^>]+>", "", head)).strip("-").lower()[:60] or "chart"
+    removed = [b for b in TOOLBAR_REMOVED if not (selectable and b in ("select2d", "lasso2d"))]
+    return {"displaylogo": False, "modeBarButtonsToRemove": removed,
+            "toImageButtonOptions": {"format": image_format, "filename": f"privengine-{name}",
+                                     "width": EXPORT_WIDTH, "height": int(fig.layout.height or 450),
+                                     "scale": 2 if image_format == "png" else 1}}
+
+
+def for_dark_background(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` whose near-black lines and labels (:data:`INK`, "black") are light and whose label
+    backgrounds are dark (:data:`DARK_COLOURS`); the background and fonts come from the dark theme's template."""
+    def swap(node):
+        if isinstance(node, dict):
+            return {k: swap(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v) for v in node]
+        return DARK_COLOURS.get(node, node) if isinstance(node, str) else node
+    return go.Figure(swap(fig.to_plotly_json()))
 
 
 def _mode(n_points: int) -> str:

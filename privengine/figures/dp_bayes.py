@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 
 from privengine.store import RunRecord, RunSnapshot
 
-from .common import LAYOUT, Table, curves
+from .common import INK, LAYOUT, Table, curves
 
-COLORS = {"reference": "#444444", "vi": "#1f77b4", "private": "#d62728"}
+COLORS = {"reference": INK, "vi": "#1f77b4", "private": "#d62728"}
 METHOD_STYLE = {  # method -> (label, colour)
     "exponential": ("exponential mechanism (seed; SGLD draw)", "#d62728"),
     "ssp": ("SSP + noise-aware posterior", "#2ca02c"),
@@ -21,8 +21,9 @@ METHOD_STYLE = {  # method -> (label, colour)
 # each method's ε comes from its own accountant: the axis says which
 COMPARISON_AXIS = ("ε per release (log scale): exponential mechanism (exact draw); "
                    "SSP analytic Gaussian, δ = {delta:g}; DPVI Opacus RDP, δ = {delta:g}")
-MEAN_TRACE = ("mean_sd.", "SGLD trace: private mean − posterior mean (first chain)", "posterior sds")
-SD_TRACE = ("log_sd_ratio.", "SGLD trace: log(private sd / posterior sd) (first chain)", "natural log")
+MEAN_TRACE = ("mean_sd.", "Private mean − posterior mean (SGLD trace, first chain)", "posterior sds")
+SD_TRACE = ("log_sd_ratio.", "log(private sd / posterior sd) (SGLD trace, first chain)", "natural log")
+UTILITY_TITLE = "Utility U(z) of the chain (sanitized; warm-up, then SGLD)"
 # the accountant of every ε here: the exponential mechanism's own guarantee, for an exact draw
 EPSILON_AXIS = "ε (exponential mechanism, one exact draw; log scale)"
 
@@ -37,7 +38,8 @@ def densities(table: dict) -> list[go.Figure]:
         fig.add_trace(go.Scatter(x=d["x"], y=d["vi"], name="non-private VI", line=dict(color=COLORS["vi"])))
         fig.add_trace(go.Scatter(x=d["x"], y=d["private"], name="private draw", line=dict(color=COLORS["private"])))
         ratio = d["private_log_sd_ratio"] / math.log(10)
-        fig.update_layout(title=f"{name}: private sd = {_times_text(ratio)} posterior sd", xaxis_title=name,
+        fig.update_layout(title=f"{name}: private vs posterior (private sd = {_times_text(ratio)} "
+                                f"posterior sd)", xaxis_title=name,
                           yaxis=dict(range=[0, d["y_max"]], title="density"), **LAYOUT)
         out.append(fig)
     return out
@@ -64,7 +66,7 @@ def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str
     out = []
     for name, fig in charts.items():
         top = [0, tops[name]] if name in tops else None
-        fig.update_layout(title=f"{name}: posterior densities, private draw against reference",
+        fig.update_layout(title=f"{name}: posterior densities (private draw against reference)",
                           xaxis_title=name, yaxis=dict(title="density", range=top),
                           **{**LAYOUT, "height": 300 + 22 * len(fig.data)})  # the legend lists every line below
         out.append(fig)
@@ -102,7 +104,7 @@ def utility(metrics: pd.DataFrame, phases: dict | None) -> go.Figure | None:
     if not names:
         return None
     part = metrics[metrics["step"] > (phases or {}).get("vi_end", -1)]
-    fig = curves(part, names, title="Sanitized utility U(z) of the chain (warm-up, then SGLD)",
+    fig = curves(part, names, title=UTILITY_TITLE,
                  y_title="U (Monte Carlo estimate)")
     _phase_lines(fig, phases)
     return fig
@@ -188,7 +190,7 @@ def comparison_figures(comparison: dict, *, delta: float) -> list[go.Figure]:
                                  line=line))
     err.add_hline(y=ref["median_truth_error_sd_rms"], line_dash="dash", line_color=COLORS["reference"],
                   annotation_text="non-private posterior", annotation_position="bottom right")
-    err.update_layout(title="Error of the released mean against the true parameters (median over repeats)",
+    err.update_layout(title="Error of the released mean (against the true parameters, median over repeats)",
                       xaxis_type="log", yaxis_type="log", xaxis_title=axis,
                       yaxis_title="RMS error (reference posterior sds, log)", **{**LAYOUT, "height": 420})
     cov.add_hrect(y0=0.85, y1=0.95, fillcolor="#2ca02c", opacity=0.08, line_width=0)
@@ -197,7 +199,8 @@ def comparison_figures(comparison: dict, *, delta: float) -> list[go.Figure]:
                   annotation_position="bottom right")
     cov.add_hline(y=0.9, line_dash="dot", line_color="gray", annotation_text="nominal 0.90",
                   annotation_position="top left")
-    cov.update_layout(title="Coverage: true values inside the released 90 % intervals", xaxis_type="log",
+    cov.update_layout(title="90 % interval coverage (true values inside the released 90 % intervals)",
+                      xaxis_type="log",
                       xaxis_title=axis, yaxis=dict(range=[-0.02, 1.02], title="coverage_90"),
                       **{**LAYOUT, "height": 420})
     return [err, cov]
@@ -224,8 +227,8 @@ def intervals_figure(intervals: dict) -> go.Figure:
             marker=dict(color=colour, size=9),
             error_x=dict(type="data", symmetric=False, array=[u - m for u, m in zip(part["upper"], part["mean"])],
                          arrayminus=[m - lo for m, lo in zip(part["mean"], part["lower"])])))
-    fig.add_vline(x=0, line_color="black", annotation_text="true value")
-    fig.update_layout(title="Released mean and 90 % interval, minus the true value", xaxis_title="parameter units",
+    fig.add_vline(x=0, line_color=INK, annotation_text="true value")
+    fig.update_layout(title="Released mean and 90 % interval (minus the true value)", xaxis_title="parameter units",
                       yaxis=dict(tickvals=list(range(len(truth))), ticktext=intervals["names"]), **LAYOUT)
     return fig
 
@@ -252,7 +255,7 @@ def error_vs_n_figure(rows: list[dict], *, epsilon: float) -> go.Figure:
     n = sorted(table["n_records"].unique())
     fig.add_trace(go.Scatter(x=n, y=[first["median_truth_error_rms"] * first["n_records"] / v for v in n],
                              mode="lines", name="∝ 1/(εN)", line=dict(color="gray", dash="dot")))
-    fig.update_layout(title=f"Error against the true parameters vs N at ε = {epsilon:g}", xaxis_type="log",
+    fig.update_layout(title=f"Error vs N (against the true parameters, at ε = {epsilon:g})", xaxis_type="log",
                       yaxis_type="log", xaxis_title="records N (log)",
                       yaxis_title="median RMS error of (β, b) (log)", **{**LAYOUT, "height": 420})
     return fig

@@ -15,7 +15,7 @@ PALETTE = plotly.colors.qualitative.Plotly
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 METRIC_TITLES = {M.TEST_ACC: "Test accuracy", M.EXCESS_RISK: "Excess risk (population, exact)",
                  M.TRAIN_LOSS: "Train loss on the private batches (not privatised)",
-                 M.ENERGY: "Captured energy ‖UᵀG‖² / ‖G‖² of the clipped private gradient G"}
+                 M.ENERGY: "Captured energy ‖UᵀG‖² / ‖G‖² (G is the clipped private gradient)"}
 Y_TITLES = {M.TEST_ACC: "accuracy", M.EXCESS_RISK: "excess risk (log scale)", M.TRAIN_LOSS: "loss (log scale)",
             M.ENERGY: "fraction of ‖G‖²"}
 # the metrics the presets publish, by the name presets give them (privengine.presets.Published.metric)
@@ -63,11 +63,7 @@ def per_model(metrics: pd.DataFrame, rows: list[tuple[str, str, int]], metric: s
                       yaxis_title=Y_TITLES.get(metric, ""),
                       height=300 + 22 * ((len(rows) + 2) // 3))
     if log_y:
-        fig.update_yaxes(type="log")
-        values = metrics[metrics["name"].isin([name for name, _, _ in rows])]["value"]
-        values = values[values > 0]
-        if not values.empty and values.max() >= 100 * values.min():  # decades: ticks at powers of ten only
-            fig.update_yaxes(dtick=1)  # (plotly's minor ticks read "2, 1, 5, 2, 0.1, 5" there)
+        fig.update_yaxes(type="log")  # ticked by common.readable_log_axes when the chart is finished
     if metric in PUBLISHED_METRICS:
         measures(fig, PUBLISHED_METRICS[metric])
     return fig
@@ -117,7 +113,8 @@ def comparison(rows: list[dict]) -> go.Figure:
     fig.add_trace(go.Scatter(x=[r["setting"] for r in rows for _ in r["values"]],
                              y=[v for r in rows for v in r["values"]], mode="markers",
                              marker=dict(size=7, symbol="circle-open"), name="one seed"))
-    fig.update_layout(title=f"Final {METRIC_TITLES.get(metric, metric).lower()} by setting",
+    name, _, detail = METRIC_TITLES.get(metric, metric).partition(" (")  # "Excess risk", "population, exact)"
+    fig.update_layout(title=f"Final {name.lower()} by setting" + (f" ({detail}" if detail else ""),
                       yaxis_title=Y_TITLES.get(metric, metric).replace(" (log scale)", ""), **LAYOUT)
     # plotly's autorange puts a lone point (one setting, one seed) in a window of +-0.5: a 98.9 % accuracy
     # shown on a 0-1.5 axis. The window is the data's own, error bars included, padded by a third.

@@ -79,7 +79,7 @@ _LEAK_KINDS = {"leak": "", "unprotected": ", unprotected", "leak_run": " over th
                "unprotected_run": " over the run, unprotected"}
 
 _DP_BAYES = {
-    "utility": MetricName("Sanitized utility U(z) of the chain", y_title="U (Monte Carlo estimate)"),
+    "utility": MetricName(dp_bayes.UTILITY_TITLE, y_title="U (Monte Carlo estimate)"),
     "vi_elbo": MetricName("Non-private VI: ELBO", y_title="ELBO"),
 }
 
