@@ -10,10 +10,11 @@ from plotly.subplots import make_subplots
 
 from privengine.store import RunSnapshot
 
-from .common import LAYOUT, Table, curves, measures
+from .common import INK, LAYOUT, Table, curves, measures
 
 ATTACKS = {"norm": "norm attack", "cos": "cosine attack"}
-LAYERS = {"cut": "Leak AUC at the cut layer", "first": "Leak AUC at the passive party's first layer"}
+# chart titles (one line of a half-width chart); the page says the first layer is the passive party's
+LAYERS = {"cut": "Leak AUC at the cut layer", "first": "Leak AUC at the first layer"}
 # the leak the presets publish (privengine.presets.Published.metric), by layer: the norm attack's mean leak AUC
 PUBLISHED_LEAK = {"cut": "leak AUC (norm attack, cut layer)"}
 SETTINGS_COLUMNS = ["test_auc", "leak_run.norm.cut.q95", "leak_run.cos.cut.q95", "leak.norm.cut.mean",
@@ -77,9 +78,9 @@ def leak(metrics: pd.DataFrame, layer: str, *, title: str) -> go.Figure:
     fig = curves(metrics, names, title=title, x_title="epoch", y_title="leak AUC", labels=text_of)
     for trace in fig.data:
         if trace.name == BOUNDS["auc_bound"]:
-            trace.line = dict(color="black", dash="dash")
+            trace.line = dict(color=INK, dash="dash")
         elif trace.name == BOUNDS["auc_bound.mean"]:
-            trace.line = dict(color="black", dash="dot")
+            trace.line = dict(color=INK, dash="dot")
         elif "unprotected" in trace.name:
             trace.line = dict(dash="dot", width=1)
         elif "95%" in trace.name:
@@ -103,7 +104,8 @@ def histogram(data: dict) -> go.Figure:
     """Share of each class per bin of log10 of the cut-layer gradient norm, before and after protection."""
     edges = np.asarray(data["edges"])
     centres = (edges[:-1] + edges[1:]) / 2
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("before protection", "after protection"))
+    # which half is which goes in its x axis' title: subplot titles sat where the chart's title is placed
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True)
     for col, when in enumerate(("before", "after"), start=1):
         for label, color in (("positive", "#d62728"), ("negative", "#1f77b4")):
             counts = np.asarray(data[when][label], dtype=float)
@@ -111,7 +113,8 @@ def histogram(data: dict) -> go.Figure:
             fig.add_trace(go.Bar(x=centres, y=share, name=f"{label}s", marker_color=color, opacity=0.6,
                                  showlegend=col == 1), row=1, col=col)
     fig.update_layout(barmode="overlay", title=f"Cut-layer gradient norms, epoch {data['epoch']}", **LAYOUT)
-    fig.update_xaxes(title_text="log10 ‖g‖")
+    fig.update_xaxes(title_text="log10 ‖g‖ before protection", col=1)
+    fig.update_xaxes(title_text="log10 ‖g‖ after protection", col=2)
     fig.update_yaxes(title_text="share of the class", col=1)
     return fig
 
@@ -122,16 +125,40 @@ def histogram_data(snapshot: RunSnapshot, key: str) -> dict | None:
 
 
 def tradeoff(points: list[dict]) -> go.Figure:
-    fig = go.Figure()
-    for attack, symbol in (("norm", "circle"), ("cos", "diamond")):
-        fig.add_trace(go.Scatter(
-            x=[p.get(f"leak_run.{attack}.cut.q95") for p in points], y=[p.get("test_auc") for p in points],
-            text=[p["label"] for p in points], mode="markers+text", textposition="top center", cliponaxis=False,
-            marker=dict(symbol=symbol, size=11), name=f"{ATTACKS[attack]} (95% quantile over the run)"))
-    fig.update_layout(title="Trade-off: test AUC vs leak AUC at the cut layer", xaxis_title="leak AUC",
-                      yaxis_title="test AUC", **LAYOUT)
+    """Test AUC against leak AUC at the cut layer, one point per setting, labelled once: the stronger attack's
+    mean leak AUC over every batch of the setting's run (the mean the leak charts' solid curves and the demo's
+    text speak of); each attack's mean and 95 % quantile, and the unprotected gradients' mean, on hover. Both axes
+    span 0.5 (chance: no leak, no skill) to 1, further only for a value below 0.5."""
+    leaks = [max((p.get(f"leak_run.{attack}.cut.mean") for attack in ATTACKS
+                  if p.get(f"leak_run.{attack}.cut.mean") is not None), default=None) for p in points]
+    tests = [p.get("test_auc") for p in points]
+    fig = go.Figure(go.Scatter(
+        x=leaks, y=tests, text=[p["label"] for p in points], mode="markers+text",
+        textposition=["top right" if (x or 1) < 0.75 else "top left" for x in leaks],  # clear of the axes' ticks
+        cliponaxis=False, marker=dict(size=12), name="setting", showlegend=False,
+        hovertext=[_tradeoff_hover(p) for p in points], hoverinfo="text"))
+    fig.update_layout(title="Test AUC against leak AUC (cut layer; the stronger attack's mean over the run's "
+                            "batches)", xaxis_title="leak AUC (0.5 = no leak)", yaxis_title="test AUC", **LAYOUT)
     fig.update_layout(margin=dict(l=40, r=40))  # room for the point labels at the edges (drawn unclipped)
+    for axis, values in (("xaxis", leaks), ("yaxis", tests)):
+        low = min([0.5, *(v for v in values if v is not None)])
+        fig.update_layout({axis: dict(range=[low - 0.03, 1.05], dtick=0.1)})
     return fig
+
+
+def _tradeoff_hover(point: dict) -> str:
+    """A trade-off point's numbers: test AUC, then each attack's leak AUC over the run at the cut layer."""
+    lines = [f"<b>{point['label']}</b>", f"test AUC {_auc(point.get('test_auc'))}"]
+    for attack, text in ATTACKS.items():
+        mean, q95 = point.get(f"leak_run.{attack}.cut.mean"), point.get(f"leak_run.{attack}.cut.q95")
+        unprotected = point.get(f"unprotected_run.{attack}.cut.mean")
+        lines.append(f"{text}: mean {_auc(mean)}, 95% quantile {_auc(q95)} (unprotected gradients: mean "
+                     f"{_auc(unprotected)})")
+    return "<br>".join(lines)
+
+
+def _auc(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 def settings_table(summary: dict) -> pd.DataFrame | None:

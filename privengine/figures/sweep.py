@@ -126,11 +126,11 @@ def _colour_traces(res: runner.SweepResult, points: list[runner.PointResult], se
 def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str,
               *, accountants: list[str] | None = None) -> go.Figure:
     """Axis titles (the labels of comparable axes joined by "/"), the accountants of the runs' ε in the title, and
-    a log x axis for ranges over decades."""
+    a log x axis when the epsilons span a decade or more (on a linear one the smaller ones crowd at its left)."""
     x_title = axes_title(privacy)
     title = f"{title} (ε: {', '.join(accountants)})" if accountants else title
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=axes_title(utility), **CHART_LAYOUT)
-    if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:  # epsilons over several decades
+    if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
         fig.update_xaxes(type="log", title_text=f"{x_title}, log scale")
     return waiting_if_empty(fig, "no finished run yet")
 
