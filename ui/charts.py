@@ -2,9 +2,11 @@
 (Streamlit-free, so reports draw the same ones).
 
 Every chart goes through :func:`show`, which finishes it as reports do (:func:`privengine.figures.common.finish`):
-titles wrapped to fit, and, while a run's charts are drawn inside :func:`published_reference`, the published figure
+titles fitted, and, while a run's charts are drawn inside :func:`published_reference`, the published figure
 of the preset the run was started from as a labelled reference line on the chart of its metric. So every mechanism
-page gets the reference line without drawing it itself.
+page gets the reference line without drawing it itself. It also draws the chart for the app's theme (Streamlit's
+follows the system's light or dark setting; on a dark one the charts' near-black lines turn light) and with the
+download format chosen in the sidebar (:func:`download_format_choice`: 2x PNG or SVG).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from privengine.figures import published_of
-from privengine.figures.common import curves, finish
+from privengine.figures.common import chart_config, curves, finish, for_dark_background
 from privengine.presets import Published
 from privengine.store import RunRecord
 
@@ -38,9 +40,31 @@ def published_reference(run: RunRecord) -> Iterator[Published | None]:
         _published.reset(token)
 
 
-def show(fig: go.Figure, *, key: str) -> None:
-    """Draw a figure with a stable key, so live refreshes update it in place."""
-    st.plotly_chart(finish(fig, _published.get()), key=key, config={"displaylogo": False})
+DOWNLOAD_FORMAT_KEY = "charts.download_format"
+DOWNLOAD_FORMATS = {"png": "PNG (2x)", "svg": "SVG"}
+
+
+def show(fig: go.Figure, *, key: str, selectable: bool = False, **kwargs) -> object:
+    """Draw a figure with a stable key, so live refreshes update it in place; ``selectable`` keeps the toolbar's
+    box and lasso selection, ``kwargs`` go to ``st.plotly_chart`` (its selection event is returned)."""
+    fig = finish(fig, _published.get())
+    if _dark_theme():
+        fig = for_dark_background(fig)
+    config = chart_config(fig, st.session_state.get(DOWNLOAD_FORMAT_KEY, "png"), selectable=selectable)
+    return st.plotly_chart(fig, key=key, config=config, **kwargs)
+
+
+def _dark_theme() -> bool:
+    """Whether the browser shows the app's dark theme (unknown before its first report: light)."""
+    theme = getattr(st.context, "theme", None)
+    return getattr(theme, "type", None) == "dark"
+
+
+def download_format_choice() -> None:
+    """The sidebar's choice of the format the charts' download button saves (every chart of every page)."""
+    st.radio("Chart download", list(DOWNLOAD_FORMATS), format_func=DOWNLOAD_FORMATS.get, key=DOWNLOAD_FORMAT_KEY,
+             horizontal=True, help="What the camera button at the top right of a chart saves: a PNG at twice "
+                                   "the pixels of a 1000 px wide slide, or an SVG (vector, for print).")
 
 
 def table(frame: pd.DataFrame | dict, **kwargs) -> object:

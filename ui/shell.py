@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 import streamlit as st
 
+from . import charts
 from .scroll import scroll_to_top_if_asked
 
 PAGE_CONFIG = dict(page_title="privengine", page_icon=":material/shield_lock:", layout="wide")
@@ -56,6 +57,8 @@ def navigation(sections: Mapping[str, Sequence[st.Page]]) -> st.Page:
                 st.caption(section)
             for item in pages:
                 st.page_link(item, label=item.title, icon=item.icon or None)
+        st.divider()
+        charts.download_format_choice()
     return page
 
 

@@ -23,7 +23,6 @@ from privengine.explore import runner
 from privengine.explore.cli import points_csv
 from privengine.figures.sweep import (axis_title, best_run_text, drawn, frontier_figure, headline_accountants,
                                       pareto_trace, point_seeds, points_frame, points_trace, sweep_label, with_axes)
-from privengine.figures.common import finish
 from privengine.figures.text import settings_text
 
 from . import charts, services
@@ -126,9 +125,8 @@ def _frontier_chart(res: runner.SweepResult) -> set[int]:
     """Draw the frontier; return the indices of the points selected on it."""
     store = services.store()
     fig = frontier_figure(res, point_seeds(store, res), accountants=headline_accountants(store, res))
-    event = st.plotly_chart(finish(fig), key=f"explore.frontier.{res.sweep_id}",
-                            on_select="rerun", selection_mode=("points", "box", "lasso"),
-                            config={"displaylogo": False})
+    event = charts.show(fig, key=f"explore.frontier.{res.sweep_id}", selectable=True, on_select="rerun",
+                        selection_mode=("points", "box", "lasso"))
     return {pt["customdata"][0] for pt in event.selection.points if pt.get("customdata")}
 
 
