@@ -212,6 +212,7 @@ def test_a_launch_link_in_presentation_mode_shows_a_live_chart_without_scrolling
     page.get_by_text("finished").first.wait_for(timeout=300_000)
     _settle(page)
     sync_api.expect(drawn).to_be_in_viewport(ratio=0.5, timeout=10_000)
+    _assert_title_clear_of_ticks_and_toolbar(page, drawn.locator(".js-plotly-plot"))
     SHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SHOTS / f"present-{name}.png"))
     assert _errors(page) == []
@@ -409,4 +410,29 @@ def test_a_report_opens_offline_with_its_charts(chromium, tmp_path):
             t = tick.bounding_box()
             if t is not None:
                 assert box["x"] <= t["x"] and t["x"] + t["width"] <= box["x"] + box["width"], tick.inner_text()
+        _assert_title_clear_of_ticks_and_toolbar(pg, chart)
+    # every chart downloads as SVG from its link, and its camera button saves a 2x PNG at a slide's size
+    assert pg.locator(".chart .export a", has_text="Download SVG").count() == pg.locator(".js-plotly-plot").count()
+    size = pg.locator(".js-plotly-plot").first.evaluate(
+        """async div => { const o = div._context.toImageButtonOptions;
+                          const url = await Plotly.toImage(div, o);
+                          const img = new Image(); img.src = url; await img.decode();
+                          return [img.naturalWidth, img.naturalHeight, o.width, o.height]; }""")
+    assert size == [2 * size[2], 2 * size[3], 1000, size[3]] and size[3] >= 300
     context.close()
+
+
+def _assert_title_clear_of_ticks_and_toolbar(pg, chart) -> None:
+    """A chart's title (head and detail lines) sits below plotly's toolbar, shown while the pointer is over the
+    chart, and above its highest tick label (item 7 of issue 29: the toolbar covered short titles, and titles
+    broken into lines ran into the top tick)."""
+    title = chart.locator(".g-gtitle").bounding_box()
+    subtitle = chart.locator(".g-gtitle-subtitle, .gtitle-subtitle")
+    bottom = max([title["y"] + title["height"]] + [b["y"] + b["height"] for b in
+                                                    (s.bounding_box() for s in subtitle.all()) if b])
+    ticks = [b for b in (t.bounding_box() for t in chart.locator(".ytick text").all()) if b]
+    assert not ticks or bottom <= min(b["y"] for b in ticks), chart.locator(".g-gtitle").inner_text()
+    chart.hover()
+    toolbar = chart.locator(".modebar").bounding_box()
+    assert toolbar is not None and toolbar["y"] + toolbar["height"] <= title["y"] + 2
+    pg.mouse.move(0, 0)

@@ -12,6 +12,7 @@ True
 from __future__ import annotations
 
 import html
+import json
 import math
 from typing import Any, Iterable
 
@@ -20,6 +21,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from privengine.claims import PrivacyClaim
+from privengine.figures.common import chart_config, rewrap_detail
 from privengine.figures.text import claim_label
 
 STYLE = """
@@ -37,8 +39,16 @@ pre { background: #f6f8fa; border: 1px solid #ddd; padding: .7rem; overflow-x: a
 .claim .statement { font-size: 1.1rem; font-weight: 600; }
 .headline-line { border-left: 4px solid #2e7d32; background: #f3faf3; padding: .4rem .8rem; font-weight: 600; } .mark { color: #2e7d32; font-weight: 600; }
 .note { color: #555; font-size: .9rem; } .chart { margin: 1rem 0; border: 1px solid #eee; }
+.chart .export { text-align: right; font-size: .8rem; margin: 0 .4rem .2rem; }
+@media (prefers-color-scheme: dark) {  /* a projector's dark theme: charts inverted, their hues turned back */
+  body { background: #0e1117; color: #e6e6e6; } th { background: #262730; } pre { background: #262730; }
+  .note, dt, footer { color: #aaa; } .headline-line, .claim.headline { background: #12261a; }
+  .chart .js-plotly-plot { filter: invert(0.92) hue-rotate(180deg); } a { color: #8ab4f8; } }
 footer { margin-top: 3rem; color: #777; font-size: .8rem; }
 """
+
+
+REPORT_DETAIL_WIDTH = 130  # characters of a title's 12 px detail line across a report's 1 060 px chart
 
 
 def escape(text: Any) -> str:
@@ -64,6 +74,7 @@ class Document:
         self.title = title
         self._parts: list[str] = [f"<h1>{escape(title)}</h1>"]
         self._plotly_inlined = False
+        self._charts = 0
 
     def heading(self, text: str, level: int = 2) -> None:
         self._parts.append(f"<h{level}>{escape(text)}</h{level}>")
@@ -112,11 +123,18 @@ class Document:
             + (f"<div>Caveats:</div><ul>{caveats}</ul>" if caveats else "") + "</div>")
 
     def figure(self, fig: go.Figure) -> None:
-        """A plotly chart; the first one carries plotly's JavaScript, inlined."""
-        div = pio.to_html(fig, include_plotlyjs=not self._plotly_inlined, full_html=False,
-                          config={"displaylogo": False, "responsive": True})
+        """A plotly chart, downloaded as a 2x PNG by its toolbar's camera button and as SVG by the link under it
+        (:func:`~privengine.figures.common.chart_config`); the first one carries plotly's JavaScript, inlined."""
+        self._charts += 1
+        div_id = f"chart-{self._charts}"
+        fig = rewrap_detail(fig, REPORT_DETAIL_WIDTH)  # a report's chart is as wide as its page, not a half column
+        div = pio.to_html(fig, include_plotlyjs=not self._plotly_inlined, full_html=False, div_id=div_id,
+                          config={**chart_config(fig), "responsive": True})
         self._plotly_inlined = True
-        self._parts.append(f'<div class="chart">{div}</div>')
+        svg = escape(json.dumps(chart_config(fig, "svg")["toImageButtonOptions"]))
+        link = (f'<div class="export"><a href="#" onclick="Plotly.downloadImage(\'{div_id}\', {svg}); '
+                f'return false;">Download SVG</a></div>')
+        self._parts.append(f'<div class="chart">{div}{link}</div>')
 
     def html(self, *, footer: str = "") -> str:
         """The whole document."""
