@@ -128,7 +128,9 @@ def test_the_trade_off_plots_each_setting_once_at_its_stronger_attack_mean_on_au
     (trace,) = fig.data
     assert list(trace.x) == [0.61, 0.97] and list(trace.y) == [0.83, 0.95]
     assert list(trace.text) == ["Marvell sumKL≤0.64", "isotropic σ=1"]  # one label per setting
-    assert "mean 0.600, 95% quantile 0.740" in trace.hovertext[0]  # each attack's numbers on hover
+    hover = trace.hovertext[0].split("<br>")  # each attack's numbers, in lines a half-width chart shows whole
+    assert "norm attack: mean 0.600, q95 0.740" in hover and "unprotected means: norm 1.000, cosine 1.000" in hover
+    assert all(len(line) <= DETAIL_WIDTH for line in hover)
     assert "mean" in fig.layout.title.text + split_label.tradeoff([POINT]).layout.title.text
     for axis in (fig.layout.xaxis, fig.layout.yaxis):
         low, high = axis.range

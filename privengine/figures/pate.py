@@ -106,7 +106,7 @@ def vote_margins(snapshot: RunSnapshot) -> go.Figure:
     fig = go.Figure()
     if margins.get("margin"):
         fig.add_trace(go.Histogram(x=margins["margin"], nbinsx=40))
-    fig.update_layout(title="Vote margin per query: top count − runner-up (large margins are cheap)",
+    fig.update_layout(title="Vote margin per query (top count − runner-up; large margins are cheap)",
                       xaxis_title="votes", yaxis_title="queries", **LAYOUT)
     return waiting_if_empty(fig, "after the teachers vote")
 

@@ -147,14 +147,15 @@ def tradeoff(points: list[dict]) -> go.Figure:
 
 
 def _tradeoff_hover(point: dict) -> str:
-    """A trade-off point's numbers: test AUC, then each attack's leak AUC over the run at the cut layer."""
+    """A trade-off point's numbers, in lines a half-width chart shows whole: test AUC, each attack's mean and 95 %
+    quantile (q95) leak AUC over the run at the cut layer, and the unprotected gradients' means."""
     lines = [f"<b>{point['label']}</b>", f"test AUC {_auc(point.get('test_auc'))}"]
     for attack, text in ATTACKS.items():
         mean, q95 = point.get(f"leak_run.{attack}.cut.mean"), point.get(f"leak_run.{attack}.cut.q95")
-        unprotected = point.get(f"unprotected_run.{attack}.cut.mean")
-        lines.append(f"{text}: mean {_auc(mean)}, 95% quantile {_auc(q95)} (unprotected gradients: mean "
-                     f"{_auc(unprotected)})")
-    return "<br>".join(lines)
+        lines.append(f"{text}: mean {_auc(mean)}, q95 {_auc(q95)}")
+    unprotected = ", ".join(f"{text.split()[0]} {_auc(point.get(f'unprotected_run.{attack}.cut.mean'))}"
+                            for attack, text in ATTACKS.items())
+    return "<br>".join([*lines, f"unprotected means: {unprotected}"])
 
 
 def _auc(value: float | None) -> str:
