@@ -14,7 +14,8 @@ from privengine.presets import Published
 
 @pytest.mark.parametrize("low, high, expected", [
     (0.008, 0.25, [0.01, 0.02, 0.05, 0.1, 0.2]),
-    (0.5, 3.0, [0.5, 1.0, 2.0, 3.0]),  # under a decade: four ticks (1-2-3-5)
+    (0.5, 3.0, [0.5, 1.0, 2.0, 3.0]),  # under 1.5 decades: four ticks at least (1-2-3-5)
+    (0.3, 3.0, [0.3, 0.5, 1.0, 2.0, 3.0]),  # an epsilon sweep 0.3, 1, 3: both ends labelled
     (1e-4, 10.0, None),  # more than three decades: plotly ticks the powers of ten
 ])
 def test_log_ticks_are_one_two_five_per_decade(low, high, expected):

@@ -217,8 +217,8 @@ STEPS = (1, 2, 2.5, 5)  # steps (times a power of ten) of the evenly spaced tick
 
 
 def log_ticks(low: float, high: float) -> list[float] | None:
-    """Ticks for a log axis over ``[low, high]`` (both > 0), at least three (four on less than a decade, where
-    three 1-2-5 ticks left a third of the axis bare): the sparsest of 1-2-5, 1-2-3-5 or every digit per decade
+    """Ticks for a log axis over ``[low, high]`` (both > 0), at least three (four under one and a half decades,
+    where three 1-2-5 ticks left the ends of the axis bare, e.g. 0.3 to 3): the sparsest of 1-2-5, 1-2-3-5 or every digit per decade
     that puts that many on it, else (a range within a decade) evenly spaced ones at a round step inside it; None
     when it spans more than three decades (ticks at the powers of ten then).
 
@@ -230,7 +230,7 @@ def log_ticks(low: float, high: float) -> list[float] | None:
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     if last - first > 3:
         return None
-    needed = 3 if high >= 10 * low else 4
+    needed = 3 if high >= 30 * low else 4
     for mantissas in MANTISSAS:
         ticks = [t for e in range(first, last + 1) for m in mantissas
                  if low / LOG_PAD <= (t := float(f"{m}e{e}")) <= high * LOG_PAD]
