@@ -179,3 +179,26 @@ def test_a_failure_of_the_shared_batch_fails_every_run_with_its_own_charge(monke
         assert charged["failed"] and charged["models_charged"] == 1
         assert charged["noise_multiplier"] == config.noise_multiplier  # its own sigma, its whole planned history
         assert charged["models"][0]["steps"] == charged["steps_per_model"]
+
+
+def test_a_group_queued_when_the_ray_cluster_is_lost_has_every_run_marked_never_started(store):
+    """Regression (review of item 3): on a lost cluster only the first run of a queued group was marked never started;
+    the others stayed 'queued' in the store, owned by no executor (wait returned at once, resume skipped them).
+    The driver's own lost-cluster path, on an executor built without a cluster (nothing of it needs Ray)."""
+    import collections
+    import threading
+
+    from privengine.explore.ray_executor import RayExecutor, _GroupJob
+
+    ids = [store.create_run("dpsgd", {"lr": lr}, source="test") for lr in (0.5, 1.0, 2.0)]
+    executor = object.__new__(RayExecutor)  # the queue's state only: no cluster, no driver thread
+    executor.store, executor.max_concurrent, executor.lost = store, 1, "the Ray cluster was lost (test)"
+    executor._lock = threading.Lock()
+    executor._done = threading.Condition(executor._lock)
+    executor._queue, executor._running = collections.deque([_GroupJob(list(ids), "dpsgd", {})]), {}
+    with executor._lock:
+        executor._start_ready_locked()
+    assert not executor.active_run_ids()
+    for run_id in ids:
+        run = store.get_run(run_id)
+        assert run.state == "interrupted" and run.error.startswith("never started: the Ray cluster was lost")

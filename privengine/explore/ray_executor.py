@@ -333,7 +333,8 @@ class RayExecutor(RunQueue):
             super()._start_ready_locked()
             return
         while self._queue:  # nothing starts on a lost cluster: the queued runs stay resumable
-            self._never_started(self._queue.popleft().run_id, self.lost)
+            for run_id in run_ids(self._queue.popleft()):  # every run of a queued group, not only its first
+                self._never_started(run_id, self.lost)
         self._done.notify_all()
 
     def _loop(self) -> None:
