@@ -32,8 +32,9 @@ def _run(store, mechanism: str, config: dict, metrics: list[tuple[int, str, floa
 def _pate(store) -> str:
     eps = [(q, name, q * rate) for q in range(10, 310, 10)
            for name, rate in (("eps_data_dependent", 0.02), ("eps_data_independent", 0.05), ("eps_realised", 0.01))]
-    other = [(e, name, v) for e in range(1, 6) for name, v in (("teacher_loss_mean", 1 / e), ("teacher_loss_max", 2 / e),
-                                                               ("student_accuracy", 0.5 + e / 20))]
+    per_epoch = {"teacher_loss_mean": lambda e: 1 / e, "teacher_loss_max": lambda e: 2 / e,
+                 "student_accuracy": lambda e: 0.5 + e / 20}
+    other = [(e, name, value(e)) for e in range(1, 6) for name, value in per_epoch.items()]
     return _run(store, "pate", {"aggregator": "confident_gnmax", "delta": 1e-5}, eps + other,
                 {"teacher_accuracy": {"accuracy": [0.86, 0.88, 0.9]}, "vote_margins": {"margin": [3, 40, 50]}})
 
@@ -44,9 +45,9 @@ POINT = {"setting": "marvell", "label": "Marvell sumKL≤0.64", "test_auc": 0.83
 
 
 def _split_label(store) -> str:
-    names = ["test_auc", "auc_bound", "auc_bound.mean"] + [f"{kind}.{a}.{layer}.{stat}" for kind in ("leak", "unprotected")
-                                                          for a in ("norm", "cos") for layer in ("cut", "first")
-                                                          for stat in ("mean", "q95")]
+    names = ["test_auc", "auc_bound", "auc_bound.mean"] + [
+        f"{kind}.{a}.{layer}.{stat}" for kind in ("leak", "unprotected") for a in ("norm", "cos")
+        for layer in ("cut", "first") for stat in ("mean", "q95")]
     hist = {"epoch": 2, "edges": [-4, -3, -2], "before": {"positive": [0, 3], "negative": [5, 1]},
             "after": {"positive": [2, 1], "negative": [3, 3]}}
     return _run(store, "split_label", {}, [(e, n, 0.5 + e / 10) for e in (1, 2) for n in names],

@@ -218,9 +218,9 @@ STEPS = (1, 2, 2.5, 5)  # steps (times a power of ten) of the evenly spaced tick
 
 def log_ticks(low: float, high: float) -> list[float] | None:
     """Ticks for a log axis over ``[low, high]`` (both > 0), at least three (four under one and a half decades,
-    where three 1-2-5 ticks left the ends of the axis bare, e.g. 0.3 to 3): the sparsest of 1-2-5, 1-2-3-5 or every digit per decade
-    that puts that many on it, else (a range within a decade) evenly spaced ones at a round step inside it; None
-    when it spans more than three decades (ticks at the powers of ten then).
+    where three 1-2-5 ticks left the ends of the axis bare, e.g. 0.3 to 3): the sparsest of 1-2-5, 1-2-3-5 or
+    every digit per decade that puts that many on it, else (a range within a decade) evenly spaced ones at a
+    round step inside it; None when it spans more than three decades (ticks at the powers of ten then).
 
     >>> log_ticks(0.008, 0.25), log_ticks(0.24, 1.98), log_ticks(0.3, 0.45)
     ([0.01, 0.02, 0.05, 0.1, 0.2], [0.3, 0.5, 1.0, 2.0], [0.3, 0.35, 0.4, 0.45])
@@ -246,7 +246,8 @@ def even_ticks(low: float, high: float) -> list[float]:
         return [low]
     power = 10.0 ** math.floor(math.log10(high - low))
     for step in sorted((m * power * scale for m in STEPS for scale in (1, 0.1, 0.01)), reverse=True):
-        ticks = [float(f"{k * step:.12g}") for k in range(math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9) + 1)]
+        first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)  # 2.3 / 0.05 is 45.99...
+        ticks = [float(f"{k * step:.12g}") for k in range(first, last + 1)]
         if len(ticks) >= 3:
             return ticks
     return [low, (low + high) / 2, high]
