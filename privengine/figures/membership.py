@@ -87,7 +87,7 @@ def figures(snapshot: RunSnapshot) -> list[go.Figure]:
     """The ROC under the bounds (a note while no pass has finished), then the audit's own charts."""
     out = output_of(snapshot)
     first = roc(out) if out is not None else waiting_if_empty(
-        go.Figure(layout=dict(title="Membership attack under the claim's bound", **LAYOUT)),
+        go.Figure(layout=dict(title="Membership attack (under the bounds of the attacked model's claim)", **LAYOUT)),
         "the ROC appears once the target and a pair of reference models are trained")
     return [first] + audit.figures(snapshot)
 
