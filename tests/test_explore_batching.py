@@ -94,6 +94,8 @@ def test_groups_are_what_a_model_batch_can_share():
     assert [len(g) for g in runner.groups("dpsgd", unbatchable)] == [1, 1]  # alpha 4 trains on Opacus: alone
     toy = run_configs(SweepSpec("toy", axes={"rate": [0.1, 0.2]}))
     assert [len(g) for g in runner.groups("toy", toy)] == [1, 1]  # a mechanism without groups
+    # by default only on an accelerator: on a CPU one model batch of K costs about K single models
+    assert not runner.groups_pay(run_configs(SweepSpec("dpsgd", base={**BASE, "device": "cpu"}, axes={"lr": [1.0]})))
     many = run_configs(SweepSpec("dpsgd", base=BASE, axes={"lr": [0.1 * (i + 1) for i in range(20)]}, seeds=2))
     assert [len(g) for g in runner.groups("dpsgd", many)] == [20, 20]  # at most MAX_GROUP_RUNS = 32 a group
 

@@ -5,8 +5,9 @@ An executor is anything with ``submit(mechanism, config, *, source, sweep_id, sw
 :class:`~privengine.jobs.JobManager`, or :class:`~privengine.explore.ray_executor.RayExecutor`. Both also have
 ``submit_group(mechanism, configs, *, source, sweep_id, sweep_points) -> run ids``: runs of a mechanism that
 declares ``group_key`` / ``run_group`` (DP-SGD: compatible points train in one model batch) whose configs share a
-key are submitted as groups (:func:`groups`), locally as one job and on Ray as one task; every run of a group is
-still its own run in the store, with its own claim, curves, progress and stop.
+key are submitted as groups (:func:`groups`; by default only on an accelerator, :func:`groups_pay`), locally as one
+job and on Ray as one task; every run of a group is still its own run in the store, with its own claim, curves,
+progress and stop.
 The store is the single source of truth: a sweep is a row of ``sweeps`` and its runs carry
 its id and their point, so any process can draw, stop or resume it.
 """
@@ -83,10 +84,22 @@ def groups(mechanism: str, runs: list[tuple[Point, BaseConfig]], *, workers: int
     return out
 
 
+def groups_pay(runs: list[tuple[Point, BaseConfig]]) -> bool:
+    """Whether grouping is the default for ``runs``: on an accelerator (their device resolves to CUDA or MPS), where
+    one pass over K models keeps the device busy; not on a CPU, where a model batch costs about K times one model
+    and the smaller chunks of a wide batch made 15 grouped Fashion-MNIST runs slower than the same runs one at a
+    time (docs/results/gpu.md)."""
+    from privengine.device import resolve_device
+
+    return bool(runs) and resolve_device(getattr(runs[0][1], "device", "cpu")).id.split(":")[0] != "cpu"
+
+
 def submit_all(executor: Executor, mechanism: str, runs: list[tuple[Point, BaseConfig]], *, source: str,
-               sweep_id: str, group: bool = True) -> list[str]:
-    """Submit ``runs`` (as :func:`groups` when ``group`` and the executor takes groups, else one by one); their
-    run ids in the order of ``runs``."""
+               sweep_id: str, group: bool | None = None) -> list[str]:
+    """Submit ``runs`` (as :func:`groups` when ``group`` (None: :func:`groups_pay`) and the executor takes groups,
+    else one by one); their run ids in the order of ``runs``."""
+    if group is None:
+        group = groups_pay(runs)
     if not group or not hasattr(executor, "submit_group"):
         parts = [[r] for r in runs]
     else:
@@ -104,9 +117,10 @@ def submit_all(executor: Executor, mechanism: str, runs: list[tuple[Point, BaseC
     return [ids[id(run)] for run in runs]
 
 
-def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api", group: bool = True) -> str:
+def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api",
+           group: bool | None = None) -> str:
     """Validate every run of ``spec`` (ConfigError before anything starts), record the sweep, submit its runs
-    (compatible runs together, see :func:`submit_all`; ``group=False``: each alone)."""
+    (compatible runs together, see :func:`submit_all`: ``True`` always, ``False`` never, None on an accelerator)."""
     mechanism = registry.get(spec.mechanism)
     if mechanism.frontier is None:
         raise ConfigError("mechanism", f"{spec.mechanism!r} declares no frontier, so it cannot be swept")
@@ -153,7 +167,7 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
     return out
 
 
-def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api", group: bool = True
+def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api", group: bool | None = None
            ) -> list[str]:
     """Run again only what is missing (see :func:`missing`), compatible runs together as in :func:`launch`; returns
     the new run ids."""
