@@ -76,19 +76,21 @@ DPSGD = registry.register(registry.Mechanism(
                {"dataset": "linreg", "epochs": 10.0, "alphas": [0.0, 0.25, 1.0, 4.0], "n_seeds": 3}),
         Preset("fmnist-scatter-eps3", "Fashion-MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, "
                                       "on the full training split minus a 1 % public part; batch 8192, lr 16, "
-                                      "EMA 0.9 of the iterates; one model (about 75 s on two CPU cores, plus about "
-                                      "a minute the first time, to compute and cache the scattering).",
+                                      "EMA 0.9 of the iterates; one model (about 50-75 s on two CPU cores, plus "
+                                      "about 2 minutes the first time, to compute and cache the scattering).",
                {**_SCATTER, "dataset": "fashion_mnist", "batch_size": 8192, "lr": 16.0, "ema_decay": 0.9},
                Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear; ε per model)")),
         Preset("mnist-scatter-eps3", "MNIST, ScatterNet + linear (Tramer & Boneh 2021) at ε = 3, δ = 1e-5, on the "
                                      "full training split minus a 1 % public part; batch 4096, lr 8; one model "
-                                     "(about 5 minutes on two CPU cores).",
+                                     "(about 5 minutes on two CPU cores, plus about 2 minutes the first time, to "
+                                     "compute and cache the scattering).",
                {**_SCATTER, "dataset": "mnist", "batch_size": 4096, "lr": 8.0},
                Published("test accuracy", 0.987, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear; ε per model)")),
         Preset("mnist-scatter-mlp-eps3", "MNIST at ε = 3, δ = 1e-5, past Tramer & Boneh: the ScatterNet features "
                                          "projected onto the public part's top 256 principal directions (free), "
                                          "then a 256-unit tanh layer; batch 4096, lr 4, 60 epochs, ghost "
-                                         "clipping; one model (about 4 minutes on two CPU cores).",
+                                         "clipping; one model (about 4-8 minutes on two CPU cores, plus about 2 "
+                                         "minutes the first time, to compute and cache the scattering).",
                {**_SCATTER, "dataset": "mnist", "model": "scatter_mlp", "projection_rank": 256, "batch_size": 4096,
                 "lr": 4.0, "epochs": 60.0, "grad_sample_mode": "ghost"},
                Published("test accuracy", 0.987, 3.0,
