@@ -268,7 +268,7 @@ def test_a_preset_loads_into_the_form_in_the_browser(app_url, page):
     page.get_by_label("Start from a preset").click()
     page.get_by_text("fmnist-scatter-eps3").first.click()
     _settle(page)
-    page.get_by_role("button", name="Load").click()
+    page.get_by_role("button", name="Load", exact=True).click()
     page.wait_for_url("**preset=fmnist-scatter-eps3*", timeout=20_000)
     _settle(page)
     # the URL changes before the rerun that draws the fresh widgets may have started: wait for the values

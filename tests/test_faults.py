@@ -217,7 +217,9 @@ def test_two_node_cluster_spreads_runs_and_a_removed_node_fails_only_its_run(sto
 
         _wait_for(lambda: on_node(worker_id, "finished") and on_node(head_id, "finished"), 180,
                   "a run finished on each node")
-        (doomed,) = _wait_for(lambda: on_node(worker_id, "running"), 60, "a second run on the worker node")
+        # a run that has stored curves (the claim sentence below is about them; "running" comes before the first)
+        (doomed,) = _wait_for(lambda: [r for r in on_node(worker_id, "running") if store.has_outputs(r.id)], 60,
+                              "a second run on the worker node, with stored curves")
         cluster.remove_node(worker, allow_graceful=False)
         _wait_for(lambda: not any(r.active for r in store.sweep_runs(sweep_id)), 240, "the sweep to end")
         runs = {r.id: r for r in store.sweep_runs(sweep_id)}
