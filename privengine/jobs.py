@@ -24,7 +24,7 @@ from typing import Any
 from . import registry
 from .config import BaseConfig
 from .device import configure_torch_threads, resolve_device
-from .reporter import Reporter, failure_record
+from .reporter import Reporter, outcome_record
 from .store import RunRecord, RunStore
 
 
@@ -260,19 +260,14 @@ class JobManager(RunQueue):
             store.mark_running(job.run_id, device=job.device_name)
             reporter = Reporter(store, job.run_id, device=job.device_id, stop_event=job.stop_event)
             try:
-                summary = job.mechanism.load_run()(job.config, reporter)
-                reporter.flush()
-                state = "stopped" if reporter.stop_was_requested else "finished"
-                store.mark_ended(job.run_id, state, summary=summary)
+                _record_end(store, job.run_id, reporter, job.mechanism.load_run()(job.config, reporter))
             except BaseException as exc:  # a run's failure is recorded, never propagated: the app must live on
-                _flush_quietly(reporter)
-                store.mark_ended(job.run_id, "failed", **failure_record(reporter, exc))
+                _record_end(store, job.run_id, reporter, exc)
                 if not isinstance(exc, Exception):
                     raise
         finally:
             store.close()
             self._ended(job.run_id)
-
 
     def _execute_group(self, job: _GroupJob) -> None:
         """Run a group (the mechanism's ``run_group``): each run is marked running, then ended as soon as the group
@@ -287,13 +282,7 @@ class JobManager(RunQueue):
             run_id, reporter = ids[i], reporters[i]
             ended.add(run_id)
             try:
-                if isinstance(outcome, BaseException):
-                    _flush_quietly(reporter)
-                    store.mark_ended(run_id, "failed", **failure_record(reporter, outcome))
-                else:
-                    reporter.flush()
-                    store.mark_ended(run_id, "stopped" if reporter.stop_was_requested else "finished",
-                                     summary=outcome)
+                _record_end(store, run_id, reporter, outcome)
             finally:
                 self._ended(run_id)
 
@@ -314,6 +303,16 @@ class JobManager(RunQueue):
             for run_id in ids:
                 if run_id not in ended:  # never marked running (the store failed): not left owned forever
                     self._ended(run_id)
+
+
+def _record_end(store: RunStore, run_id: str, reporter: Reporter, outcome) -> None:
+    """Save what the run reported and store how it ended (:func:`~privengine.reporter.outcome_record`): a summary,
+    or the exception it raised (then the flush is quiet, so a store error cannot hide the run's own)."""
+    if isinstance(outcome, BaseException):
+        _flush_quietly(reporter)
+    else:
+        reporter.flush()
+    store.mark_ended(run_id, **outcome_record(reporter, outcome))
 
 
 def _flush_quietly(reporter: Reporter) -> None:

@@ -72,6 +72,16 @@ class ReleaseCharge:
         return {**summary, **({"privacy": claims} if claims else {}), "failed": True}
 
 
+def outcome_record(reporter, outcome: Any) -> dict[str, Any]:
+    """How a run ended, as stored (the keyword arguments of ``RunStore.mark_ended`` beside the run id): ``outcome``
+    is what its run function returned, its summary (``state`` "stopped" when its reporter saw a stop request, else
+    "finished"), or the exception it raised (``state`` "failed" with :func:`failure_record`; call it inside the
+    ``except`` block then)."""
+    if isinstance(outcome, BaseException):
+        return {"state": "failed", **failure_record(reporter, outcome)}
+    return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": outcome}
+
+
 def failure_record(reporter: ReleaseCharge | None, exc: BaseException) -> dict[str, Any]:
     """How a run that raised ``exc`` is recorded: ``{"error", "traceback", "summary"}``, the summary being
     the reporter's declared charge (:class:`ReleaseCharge`). Call it inside the ``except`` block (it formats

@@ -38,7 +38,7 @@ from typing import Any
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError, PrivengineError
 from privengine.jobs import RunQueue, run_ids
-from privengine.reporter import ReleaseCharge, failure_record
+from privengine.reporter import ReleaseCharge, outcome_record
 from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
@@ -147,15 +147,15 @@ def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
         reporter = _WorkerReporter(hub, run_id, device.id)
         summary = mech.load_run()(cfg, reporter)
         reporter.flush(wait=True)
-        return {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": summary}
+        return outcome_record(reporter, summary)
     except Exception as exc:  # recorded by the driver as a failed run (with its charged claims), never lost
-        record = failure_record(reporter, exc)
+        record = outcome_record(reporter, exc)
         if reporter is not None:
             try:
                 reporter.flush(wait=True)
             except Exception:  # noqa: BLE001  (the hub is gone: the charged claim must still travel with the outcome)
                 pass
-        return {"state": "failed", **record}
+        return record
 
 
 class ExecutorLostError(PrivengineError):

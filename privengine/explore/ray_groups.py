@@ -5,7 +5,7 @@ Split from :mod:`.ray_executor` (which keeps the driver side) to keep each modul
 
 from __future__ import annotations
 
-from privengine.reporter import failure_record
+from privengine.reporter import outcome_record
 
 from .ray_executor import _ray, _WorkerReporter
 
@@ -23,10 +23,7 @@ def execute_group(hub, run_ids: list[str], mechanism: str, configs: list[dict]) 
     def end(i: int, outcome) -> None:
         run_id, reporter = run_ids[i], reporters[i]
         ended.add(run_id)
-        if isinstance(outcome, BaseException):
-            record = {"state": "failed", **failure_record(reporter, outcome)}
-        else:
-            record = {"state": "stopped" if reporter.stop_was_requested else "finished", "summary": outcome}
+        record = outcome_record(reporter, outcome)
         reporter.flush(wait=True)
         _ray().get(hub.push.remote(run_id, [("outcome", record)]))
 
@@ -45,5 +42,5 @@ def execute_group(hub, run_ids: list[str], mechanism: str, configs: list[dict]) 
         out = {}
         for i, run_id in enumerate(run_ids):
             if run_id not in ended:
-                out[run_id] = {"state": "failed", **failure_record(reporters[i] if i < len(reporters) else None, exc)}
+                out[run_id] = outcome_record(reporters[i] if i < len(reporters) else None, exc)
         return out
