@@ -134,8 +134,8 @@ def draw_membership(snapshot: RunSnapshot) -> None:
         if above_a_bound(out):
             st.error("The attack is above the bound of the claim beyond its intervals: report it as a bug.",
                      icon=":material/error:")
-    for i, fig in enumerate(figures.figures(snapshot)[:1]):
-        charts.show(fig, key=f"membership.{snapshot.run.id}.roc{i}")
+    # the ROC alone (the audit's other charts are not drawn here: built each refresh, they were thrown away)
+    charts.show(figures.roc_or_waiting(out), key=f"membership.{snapshot.run.id}.roc0")
     result = result_of(snapshot.run.summary)
     for table in figures.tables(snapshot):
         with st.expander(table.title, expanded=table.title == "Audited settings"):

@@ -52,6 +52,7 @@ MIA papers rather than a proof, and a violation is a reason to look for a bug, w
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -163,6 +164,26 @@ def dp_tpr_bound(fpr, epsilon: float, delta: float):
     return float(bound) if bound.ndim == 0 else bound
 
 
+@functools.lru_cache(maxsize=16)
+def _pld_deltas(history: tuple[tuple[float, float, int], ...], eps_max: float, points: int,
+                discretization: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(eps, delta(eps))`` on ``points`` eps in [0, ``eps_max``] of the composed history's pessimistic PLD,
+    computed once per history: an attack checks every pass and every attack against the same one (a build takes
+    about half a second)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    pld = None
+    for sigma, q, steps in history:
+        one = pld_lib.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=q,
+                                              value_discretization_interval=discretization).self_compose(steps)
+        pld = one if pld is None else pld.compose(one)
+    eps = np.linspace(0.0, eps_max, points)
+    delta = np.asarray(pld.get_delta_for_epsilon(eps), dtype=np.float64)
+    eps.setflags(write=False)
+    delta.setflags(write=False)
+    return eps, delta
+
+
 def pld_tpr_bound(fpr, history: Sequence[tuple[float, float, int]], *, eps_max: float = 30.0, points: int = 600,
                   discretization: float = 1e-3):
     """The trade-off bound of DP-SGD's composed Poisson-subsampled Gaussian (add or remove one example) at ``fpr``
@@ -170,18 +191,11 @@ def pld_tpr_bound(fpr, history: Sequence[tuple[float, float, int]], *, eps_max: 
     eps in [0, ``eps_max``], with ``delta(eps)`` from dp_accounting's pessimistic privacy loss distribution of the
     history ``[(sigma, q, steps), ...]`` (each entry self-composed, entries composed). Every eps of the grid gives a
     valid bound, so the grid only makes it looser, never unsound."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    pld = None
-    for sigma, q, steps in history:
-        one = pld_lib.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=q,
-                                              value_discretization_interval=discretization).self_compose(int(steps))
-        pld = one if pld is None else pld.compose(one)
     fpr = np.asarray(fpr, dtype=np.float64)
-    if pld is None:  # nothing released
+    if not history:  # nothing released
         return fpr.copy() if fpr.ndim else float(fpr)
-    eps = np.linspace(0.0, eps_max, points)
-    delta = np.asarray(pld.get_delta_for_epsilon(eps), dtype=np.float64)
+    key = tuple((float(sigma), float(q), int(steps)) for sigma, q, steps in history)
+    eps, delta = _pld_deltas(key, eps_max, points, discretization)
     bound = np.min(dp_tpr_bound(fpr.reshape(-1, 1), eps[None, :], delta[None, :]), axis=1).reshape(fpr.shape)
     return float(bound) if bound.ndim == 0 else bound
 

@@ -48,9 +48,8 @@ import torch
 from ..accounting.subsampled_gaussian import epsilon_of
 from ..dpsgd import metrics as M
 from ..dpsgd.config import DPSGDConfig
-from ..dpsgd.data import load_task
 from ..dpsgd.model_batch import Member, train_and_predict, unbatchable
-from ..dpsgd.run import make_plan
+from ..dpsgd.run import load, make_plan
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
@@ -198,9 +197,8 @@ def _passes(trained: int, per_pass: int) -> list[tuple[int, int]]:
 
 
 def _load(config: DPSGDConfig, device: torch.device):
-    features = "scattering" if config.model.startswith("scatter") else "pixels"
-    return load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
-                     train_limit=config.train_limit, data_root=config.data_root, device=device, features=features)
+    """The recipe's task, loaded as its run loads it (:func:`~privengine.dpsgd.run.load`), without a stop."""
+    return load(config, device, should_stop=lambda: False, progress=lambda *args: None)
 
 
 def attack_logits(config: DPSGDConfig, *, reference_models: int = 16, seed: int = 0, private: bool = True,

@@ -83,13 +83,19 @@ def roc(out: Mapping) -> go.Figure:
     return fig
 
 
-def figures(snapshot: RunSnapshot) -> list[go.Figure]:
-    """The ROC under the bounds (a note while no pass has finished), then the audit's own charts."""
-    out = output_of(snapshot)
-    first = roc(out) if out is not None else waiting_if_empty(
+def roc_or_waiting(out: dict | None) -> go.Figure:
+    """The ROC under the bounds of the attack's output ``out`` (:func:`output_of`), or a note while no pass has
+    finished (None)."""
+    if out is not None:
+        return roc(out)
+    return waiting_if_empty(
         go.Figure(layout=dict(title="Membership attack (under the bounds of the attacked model's claim)", **LAYOUT)),
         "the ROC appears once the target and a pair of reference models are trained")
-    return [first] + audit.figures(snapshot)
+
+
+def figures(snapshot: RunSnapshot) -> list[go.Figure]:
+    """The ROC under the bounds (a note while no pass has finished), then the audit's own charts."""
+    return [roc_or_waiting(output_of(snapshot))] + audit.figures(snapshot)
 
 
 def tables(snapshot: RunSnapshot) -> list[Table]:
