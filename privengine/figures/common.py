@@ -131,7 +131,7 @@ def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
     title already split (a subtitle set) is only placed."""
     title = fig.layout.title.text
     if title and not fig.layout.title.subtitle.text and len(title) > width and "<br>" not in title:
-        head, detail = _split_title(title, width)
+        head, detail = _split_title(title)
         heads = textwrap.wrap(head, width) if len(head) > width else [head]
         lines = textwrap.wrap(detail, DETAIL_WIDTH)
         fig.update_layout(title=dict(text="<br>".join(heads)))
@@ -159,7 +159,7 @@ def rewrap_detail(fig: go.Figure, width: int) -> go.Figure:
     return out
 
 
-def _split_title(title: str, width: int) -> tuple[str, str]:
+def _split_title(title: str) -> tuple[str, str]:
     """The title's head and its detail, cut at its first " (", ": " or " — " after 10 characters (a parenthesis
     that closes the title is dropped from the detail); no detail when there is no such cut."""
     cuts = [i for sep in (" (", ": ", " — ") for i in _find_all(title, sep) if i >= 10]
