@@ -16,11 +16,13 @@ import numpy as np
 import plotly.graph_objects as go
 
 from privengine.audit import result_of
+from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
 from privengine.audit.membership import dp_tpr_bound
 from privengine.store import RunSnapshot
 
 from . import audit
 from .common import LAYOUT, REFERENCE_COLOUR, Table, waiting_if_empty
+from .text import accountant_name
 
 ATTACKED, TWIN, BOUND, PLD = "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"
 FPR_MIN = 1e-4
@@ -75,8 +77,9 @@ def roc(out: Mapping) -> go.Figure:
         error_y=dict(type="data", symmetric=False, array=[h - t for t, (_, h) in zip(tpr, lo_hi)],
                      arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)])))
     refs = out.get("reference_models_so_far", out.get("reference_models"))
+    accountant = accountant_name(ACCOUNTANT_NAMES.get(out.get("accountant"), str(out.get("accountant"))))
     fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the bounds of the "
-                            f"attacked model's ε = {out['epsilon']:.3g}",
+                            f"attacked model's ε = {out['epsilon']:.3g} ({accountant}, δ = {delta:g})",
                       xaxis_title="false-positive rate", yaxis_title="true-positive rate", **{**LAYOUT, "height": 420})
     fig.update_xaxes(type="log", range=[np.log10(FPR_MIN), 0])
     fig.update_yaxes(type="log", range=[np.log10(FPR_MIN), 0])
