@@ -46,7 +46,9 @@ DOWNLOAD_FORMATS = {"png": "PNG (2x)", "svg": "SVG"}
 
 def show(fig: go.Figure, *, key: str, selectable: bool = False, **kwargs) -> object:
     """Draw a figure with a stable key, so live refreshes update it in place; ``selectable`` keeps the toolbar's
-    box and lasso selection, ``kwargs`` go to ``st.plotly_chart`` (its selection event is returned)."""
+    box and lasso selection, ``kwargs`` go to ``st.plotly_chart`` (its selection event is returned). ``fig`` is
+    finished and coloured for the theme in place: every caller builds the figure for this one call (on each
+    rerun), so no copy of its data is made."""
     fig = finish(fig, _published.get())
     if _dark_theme():
         fig = for_dark_background(fig)

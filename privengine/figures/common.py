@@ -291,15 +291,29 @@ def chart_config(fig: go.Figure, image_format: str = "png", *, selectable: bool 
 
 
 def for_dark_background(fig: go.Figure) -> go.Figure:
-    """A copy of ``fig`` whose near-black lines and labels (:data:`INK`, "black") are light and whose label
-    backgrounds are dark (:data:`DARK_COLOURS`); the background and fonts come from the dark theme's template."""
-    def swap(node):
-        if isinstance(node, dict):
-            return {k: swap(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [swap(v) for v in node]
-        return DARK_COLOURS.get(node, node) if isinstance(node, str) else node
-    return go.Figure(swap(fig.to_plotly_json()))
+    """``fig``, edited in place and returned, with its near-black lines and labels (:data:`INK`, "black") light and
+    its label backgrounds dark (:data:`DARK_COLOURS`); the background and fonts come from the dark theme's template.
+
+    Every string equal to a key of :data:`DARK_COLOURS` is swapped wherever it sits in the layout (its template,
+    shapes and annotations included) and in the traces' properties, as a swap over the whole of
+    ``fig.to_plotly_json()`` would (numpy arrays, where plotly keeps most data, are not looked into, nor were they
+    by that swap). In place, like :func:`finish`: the pages build each chart for the one call that draws it, and a
+    copy would cost what this saves (plotly's Figure constructor deep-copies and re-validates every data array)."""
+    # plotly has no public view of the properties set on an object that does not deep-copy them (to_plotly_json
+    # copies every data array): _props is the dict plotly keeps them in, written here only where a colour swaps
+    for node in (fig.layout._props, *(trace._props for trace in fig.data)):
+        _swap_dark(node)
+    return fig
+
+
+def _swap_dark(node: dict | list) -> None:
+    """Swap the :data:`DARK_COLOURS` strings in a property tree of dicts and lists, in place."""
+    for key, value in (node.items() if isinstance(node, dict) else enumerate(node)):
+        if isinstance(value, str):
+            if value in DARK_COLOURS:
+                node[key] = DARK_COLOURS[value]
+        elif isinstance(value, (dict, list)):
+            _swap_dark(value)
 
 
 def _mode(n_points: int) -> str:
