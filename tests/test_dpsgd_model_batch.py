@@ -9,6 +9,7 @@ physical-batch means) is the logical batch's mean the model batch reports.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -288,3 +289,66 @@ def test_the_progress_of_a_batch_rises_with_its_steps():
     config = DPSGDConfig().replace(**DIGITS, model="linear", n_seeds=2, lr=0.5)
     dpsgd_run.run(config, Recording())
     assert fractions and fractions == sorted(fractions) and fractions[0] < 0.2 and fractions[-1] == 1.0
+
+
+def _unmasked(patch) -> None:
+    """The code path before padded slots were zeroed: they read example 0's features (kept only as a reference)."""
+    real = _Batch._inputs
+    patch.setattr(_Batch, "_inputs", lambda self, idx, padding: real(self, idx, None))
+
+
+@pytest.mark.parametrize("model, cached", [("scatter_linear", True), ("mlp", True), ("linear", False)])
+def test_zeroed_padded_slots_leave_every_real_result_bit_identical(tasks, model, cached):
+    """The padded slots of a Poisson batch hold zeros instead of example 0's features: for the same keys the models,
+    the evaluations, the losses and the histories are those of the unmasked path to the bit (padded slots weigh 0
+    in both; the samples and the noise do not change). ``cached``: the prefix features cached or computed per
+    chunk."""
+    config = DPSGDConfig().replace(**DIGITS, model=model, lr=1.0, momentum=0.5)
+    task = tasks("scattering" if model.startswith("scatter") else "pixels")
+    plan = _plan(config, task)
+    keys = [(0, 0), (1, 1), (0, 2)]
+    with pytest.MonkeyPatch.context() as patch:
+        if not cached:
+            patch.setattr("privengine.dpsgd.model_batch.PREFIX_CACHE_BYTES", 0)
+        masked, masked_results, masked_reports = _batched(task, config, plan, keys)
+        assert (masked.private_features is not None) == cached
+        _unmasked(patch)
+        plain, plain_results, plain_reports = _batched(task, config, plan, keys)
+    for k in range(len(keys)):
+        for a, b in zip(masked.parameters_of(k), plain.parameters_of(k), strict=True):
+            assert torch.equal(a, b)
+        assert masked_results[k].history == plain_results[k].history
+        assert masked_results[k].final == plain_results[k].final
+    assert masked_reports == plain_reports  # every evaluation: step, accuracy, train loss, history
+
+
+def test_an_overflowing_example_0_does_not_poison_the_models_that_never_sample_it(tasks):
+    """Example 0 has infinite features and no model samples it (``inclusion``): before, the padded slots read it,
+    and 0 x inf made NaN every model's clipped sum; now the models are finite and equal, to the bit, those trained
+    with a finite example 0 (its data key pinned, so the same batches and noise)."""
+    config = DPSGDConfig().replace(**DIGITS, model="mlp", lr=1.0)
+    task = tasks("pixels")
+    x = task.x_private.clone()
+    x[0] = math.inf
+    poisoned = dataclasses.replace(task, x_private=x)
+    poisoned.__dict__["private_fingerprint"] = task.private_fingerprint  # the cached_property: the same keys
+    plan = _plan(config, task)
+    inclusion = torch.ones(2, task.n_private, dtype=torch.bool)
+    inclusion[:, 0] = False
+
+    def train(on):
+        members = [Member(0.0, seed, index, lambda *a: None) for seed, index in [(0, 0), (1, 1)]]
+        batch = _Batch(on, config, plan, members, CPU, inclusion=inclusion)
+        return batch, batch.run(lambda: False)
+
+    clean, clean_results = train(task)
+    dirty, dirty_results = train(poisoned)
+    for k in range(2):
+        assert all(torch.isfinite(p).all() for p in dirty.parameters_of(k))
+        for a, b in zip(dirty.parameters_of(k), clean.parameters_of(k), strict=True):
+            assert torch.equal(a, b)
+        assert dirty_results[k].final == clean_results[k].final
+    with pytest.MonkeyPatch.context() as patch:  # the unmasked path: the NaN this guards against
+        _unmasked(patch)
+        unguarded, _ = train(poisoned)
+    assert not all(torch.isfinite(p).all() for p in unguarded.parameters_of(0))

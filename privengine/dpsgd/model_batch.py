@@ -36,7 +36,9 @@ One step of model k (the math of Opacus' DPOptimizer, written by hand here becau
     ema_k <- theta_k at the first step, then lerp(ema_k, theta_k, 1 - decay)   (AveragedModel's EMA)
 
 The per-example losses are summed over the valid slots of a padded ``(K, b_max)`` index (a model whose batch is
-shorter than b_max has zero-weight slots, whose gradients are exactly zero), and one ``autograd.grad`` gives
+shorter than b_max has zero-weight slots, whose gradients are exactly zero; their index is 0 but their input is zeros,
+not example 0's features, so an example 0 whose outputs overflow cannot make 0 x inf = NaN in the sums of a model
+that did not sample it), and one ``autograd.grad`` gives
 dl/dz at every trainable op's output for all K models at once; the logical batch is processed in chunks of
 examples (each example whole in one chunk) so the memory stays bounded. Each model's accountant takes one
 ``(sigma, q)`` step per logical step (Opacus' history format), after the normalisation entry if any, as in
@@ -627,15 +629,23 @@ class _Batch:
             self.queues[i] = self.queues[i][b:]
         return torch.stack(batch), torch.ones(k, b, dtype=torch.bool), torch.full((k,), b)
 
-    def _inputs(self, idx: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def _inputs(self, idx: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """``(K, b, *s)``: the prefix features of the private examples ``idx`` (``(K, b)`` on the device), with
-        their channel statistics for :class:`_AffineLinear`."""
+        their channel statistics for :class:`_AffineLinear`.
+
+        ``padding``: ``(K, b)`` bool, the padded slots (None: there are none). Their index is 0, but their features
+        are set to zeros (a select on the freshly gathered tensors, never a product: example 0's features or its
+        outputs may be infinite, and its zero weight times inf would be NaN). Each output element of the ops depends
+        on its own slot only, and a padded slot's terms in the sums are zero either way, so the real slots' results
+        are those of the unmasked inputs, to the bit, whenever those are finite."""
         if self.private_features is not None:
             parts = tuple(t[idx] for t in self.private_features)
         else:
             with torch.no_grad():
                 parts = tuple(t.reshape(*idx.shape, *t.shape[1:])
                               for t in self._prefixed(self.task.x_private[idx.reshape(-1)]))
+        if padding is not None:
+            parts = tuple(t.masked_fill_(padding.reshape(*padding.shape, *([1] * (t.dim() - 2))), 0) for t in parts)
         return parts if len(parts) > 1 else parts[0]
 
     # -- one step -----------------------------------------------------------------------------------------------
@@ -647,17 +657,20 @@ class _Batch:
         k, b = out.shape[:2]
         return F.cross_entropy(out.reshape(k * b, -1), y.reshape(k * b), reduction="none").reshape(k, b)
 
-    def _clipped_sums(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    def _clipped_sums(self, idx: torch.Tensor, valid: torch.Tensor, *, padded: bool
+                      ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """``(S, loss_sum)``: S_k = sum_i f_ki g_ki per parameter (``(K, *p.shape)``), in chunks of examples, and
-        the sum of each model's per-example losses over its batch (``(K,)``)."""
+        the sum of each model's per-example losses over its batch (``(K,)``). ``padded``: whether some slot of
+        ``valid`` is False (read from the counts on the CPU: no device sync)."""
         sums = [torch.zeros_like(p) for p in self.params]
         loss_sum = torch.zeros(self.k, device=self.device)
         clip = self.clips.unsqueeze(1)  # (K, 1): each model's clip norm
         for start in range(0, idx.shape[1], self.chunk):
             i = idx[:, start:start + self.chunk]
-            weight = valid[:, start:start + self.chunk].to(sums[0].dtype)
+            mask = valid[:, start:start + self.chunk]
+            weight = mask.to(sums[0].dtype)
             tape: list = []
-            out = _forward(self.ops, self.params, self._inputs(i), shared=False, tape=tape)
+            out = _forward(self.ops, self.params, self._inputs(i, ~mask if padded else None), shared=False, tape=tape)
             losses = self._per_example_loss(out, self.task.y_private[i]) * weight
             deltas = torch.autograd.grad(losses.sum(), [z for _, _, z, _ in tape])
             with torch.no_grad():
@@ -676,8 +689,9 @@ class _Batch:
 
     def _step(self) -> None:
         idx, valid, counts = self._sample()
+        padded = bool((counts < idx.shape[1]).any())
         idx, valid = idx.to(self.device, non_blocking=True), valid.to(self.device, non_blocking=True)
-        sums, loss_sum = self._clipped_sums(idx, valid)
+        sums, loss_sum = self._clipped_sums(idx, valid, padded=padded)
         with torch.no_grad():
             if self.private:
                 for k, (g, std) in enumerate(zip(self.noise_gens, self.stds)):  # its own stream and std
