@@ -4,8 +4,10 @@ and one-at-a-time sweeps agree."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import types
 
 import pytest
 
@@ -153,8 +155,6 @@ def test_a_group_on_ray_is_one_task_with_the_same_runs(store, local):
 
 
 def test_a_failure_of_the_shared_batch_fails_every_run_with_its_own_charge(monkeypatch):
-    import dataclasses
-
     from privengine.dpsgd import group
     from tests.memory_reporter import MemoryReporter
 
@@ -187,20 +187,115 @@ def test_a_group_queued_when_the_ray_cluster_is_lost_has_every_run_marked_never_
     """Regression (review of item 3): on a lost cluster only the first run of a queued group was marked never started;
     the others stayed 'queued' in the store, owned by no executor (wait returned at once, resume skipped them).
     The driver's own lost-cluster path, on an executor built without a cluster (nothing of it needs Ray)."""
-    import collections
-    import threading
-
-    from privengine.explore.ray_executor import RayExecutor, _GroupJob
+    from privengine.explore.ray_executor import _GroupJob
 
     ids = [store.create_run("dpsgd", {"lr": lr}, source="test") for lr in (0.5, 1.0, 2.0)]
-    executor = object.__new__(RayExecutor)  # the queue's state only: no cluster, no driver thread
-    executor.store, executor.max_concurrent, executor.lost = store, 1, "the Ray cluster was lost (test)"
-    executor._lock = threading.Lock()
-    executor._done = threading.Condition(executor._lock)
-    executor._queue, executor._running = collections.deque([_GroupJob(list(ids), "dpsgd", {})]), {}
+    executor = _clusterless_driver(store, lost="the Ray cluster was lost (test)")
+    executor._queue.append(_GroupJob(list(ids), "dpsgd", {}))
     with executor._lock:
         executor._start_ready_locked()
     assert not executor.active_run_ids()
     for run_id in ids:
         run = store.get_run(run_id)
         assert run.state == "interrupted" and run.error.startswith("never started: the Ray cluster was lost")
+
+
+def _clusterless_driver(store, lost: str | None = None):
+    """A RayExecutor's driver state without a cluster or driver thread: its queue, lock, store and record paths."""
+    import collections
+    import threading
+
+    from privengine.explore.ray_executor import RayExecutor
+
+    executor = object.__new__(RayExecutor)
+    executor.store, executor.max_concurrent, executor.lost = store, 1, lost
+    executor._lock = threading.Lock()
+    executor._done = threading.Condition(executor._lock)
+    executor._queue, executor._running = collections.deque(), {}
+    return executor
+
+
+class _WorkerRay:
+    """What a Ray worker's code calls of ``ray``, in this process: ``get`` of a ref (its value, or it raises the
+    exception the ref holds) and the node id."""
+
+    @staticmethod
+    def get(ref):
+        if isinstance(ref, BaseException):
+            raise ref
+        return ref
+
+    @staticmethod
+    def get_runtime_context():
+        return types.SimpleNamespace(get_node_id=lambda: "0123456789abcdef")
+
+
+class _RefusingHub:
+    """The driver's hub as a worker calls it (``push.remote``, ``stop_requested.remote``): it keeps the events
+    pushed, but an ``"outcome"`` event of a run in ``refused`` fails (its ``get`` raises)."""
+
+    def __init__(self, refused: set[str]):
+        self.events: dict[str, list] = {}
+        self.push = types.SimpleNamespace(remote=self._push)
+        self.stop_requested = types.SimpleNamespace(remote=lambda run_id: False)
+        self.refused = refused
+
+    def _push(self, run_id: str, events: list):
+        if run_id in self.refused and any(e[0] == "outcome" for e in events):
+            return ConnectionError("the hub did not take the push (simulated)")
+        self.events.setdefault(run_id, []).extend(events)
+        return None
+
+
+def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(store, monkeypatch):
+    """Regression: a group's worker marked a run ended before pushing its outcome, so a failed push lost it and the
+    driver recorded the bare 'its group's task ended without ending it' (no charged claim, no word that none covers
+    its outputs). Now the same :func:`outcome_record` comes back with the task; a run the task never ends at all
+    fails saying that no claim covers what it stored. Worker and driver code in this process (no cluster)."""
+    from privengine.claims import PrivacyClaim
+    from privengine.explore import ray_executor, ray_groups
+    from privengine.reporter import FAILURE_CAVEAT
+
+    ids = [store.create_run("toy", {}, source="test") for _ in range(4)]
+    claim = PrivacyClaim("toy", 1.0, 1e-5, "toy accountant", "add or remove one example", headline=True).to_dict()
+
+    def run_group(configs, reporters, ended):
+        reporters[0].metric(1, score=0.5)
+        ended(0, {"score": 0.5})                      # pushed: the driver ends it through the hub
+        reporters[1].metric(1, score=0.4)
+        reporters[1].charge({"privacy": [claim]})
+        try:
+            raise RuntimeError("run 1 failed")
+        except RuntimeError as exc:
+            ended(1, exc)                             # its outcome push fails: returned with the task
+        ended(2, {"score": 0.7})                      # its outcome push fails too
+        reporters[3].metric(1, score=0.1)
+        reporters[3].flush(wait=True)                 # stored outputs, then never ended
+
+    toy = registry.get("toy")
+    monkeypatch.setattr(registry, "get", lambda name: dataclasses.replace(toy, run_group=run_group))
+    monkeypatch.setattr("privengine.device.configure_torch_threads", lambda: 1)
+    monkeypatch.setattr(ray_groups, "_ray", _WorkerRay)
+    monkeypatch.setattr(ray_executor, "_ray", _WorkerRay)
+    hub = _RefusingHub(refused={ids[1], ids[2]})
+    returned = ray_groups.execute_group(hub, ids, "toy", [{}] * 4)
+
+    assert set(returned) == {ids[1], ids[2]}
+    failed = returned[ids[1]]
+    assert failed["state"] == "failed" and failed["error"] == "RuntimeError: run 1 failed"
+    assert "run 1 failed" in failed["traceback"] and failed["summary"]["failed"] is True
+    assert FAILURE_CAVEAT in failed["summary"]["privacy"][0]["caveats"]  # its charged claim, as every failure's
+    assert returned[ids[2]] == {"state": "finished", "summary": {"score": 0.7}}
+
+    driver = _clusterless_driver(store)
+    job = ray_executor._GroupJob(list(ids), "toy", {})
+    driver._running = {run_id: job for run_id in ids}
+    driver._write(hub.events)  # what the hub took: running, curves, run 0's outcome
+    driver._finish(job, returned, drain=False)  # the task's result
+    runs = [store.get_run(run_id) for run_id in ids]
+    assert [r.state for r in runs] == ["finished", "failed", "finished", "failed"]
+    assert runs[0].summary == {"score": 0.5} and runs[2].summary == {"score": 0.7}
+    assert runs[1].error == "RuntimeError: run 1 failed" and runs[1].summary == failed["summary"]
+    assert runs[3].error.startswith(f"{ray_executor.NOT_ENDED}; the curves and tables it stored before that are "
+                                    f"covered by no privacy claim ({ray_executor.NO_CLAIM_NOT_ENDED})")
+    assert not driver.active_run_ids()

@@ -45,6 +45,9 @@ DRAIN_S = 0.25          # how often the driver moves worker events into the stor
 WORKER_FLUSH_S = 0.25   # how old a worker's buffered metrics may get
 STOP_POLL_S = 0.5       # how often a worker asks the hub whether to stop
 LOST_AFTER_S = 10.0     # the driver gives the cluster up after failing to reach it this long (or at once, see below)
+# A run of a group whose task returned without ending it (nor returning its outcome): failed, and no claim covers it.
+NOT_ENDED = "its group's task ended without ending it"
+NO_CLAIM_NOT_ENDED = "the claim it was charged with stayed in its group's task, which returned no outcome for it"
 _ENV_PASSED = ("PRIVENGINE_PLUGINS", "PRIVENGINE_TORCH_THREADS", "PRIVENGINE_DATA", "PRIVENGINE_HOME")
 
 
@@ -394,12 +397,12 @@ class RayExecutor(RunQueue):
         with self._lock:
             self._start_ready_locked()
 
-    def _mark_died(self, run_id: str, sentence: str, trace: str | None) -> None:
-        """A started run whose task died: failed, saying so, and that no claim covers what it stored (its charged
-        claim died with the task)."""
+    def _mark_died(self, run_id: str, sentence: str, trace: str | None, why: str = NO_CLAIM_AFTER_DEATH) -> None:
+        """A started run whose task died (or ended without ending it): failed, saying so, and that no claim covers
+        what it stored (``why``: its charged claim died with the task, or never left it)."""
         if self.store.has_outputs(run_id):
             sentence += (f"; the curves and tables it stored before that are covered by no privacy claim "
-                         f"({NO_CLAIM_AFTER_DEATH}): do not publish them")
+                         f"({why}): do not publish them")
         self.store.mark_ended(run_id, "failed", error=sentence, traceback=trace)
 
     def _never_started(self, run_id: str, reason: str) -> None:
@@ -454,17 +457,18 @@ class RayExecutor(RunQueue):
             left = [i for i in run_ids(job) if self._running.get(i) is job]
         for run_id in left:
             mine = outcome if not isinstance(job, _GroupJob) or outcome.get("died") else outcome.get(run_id, {
-                "state": "failed", "error": "its group's task ended without ending it", "traceback": None})
+                "state": "failed", "died": True, "error": NOT_ENDED, "traceback": None, "no_claim": NO_CLAIM_NOT_ENDED})
             self._record(run_id, mine)
             self._ended(run_id)
 
     def _record(self, run_id: str, outcome: dict) -> None:
         """Store one run's end: its state, summary (a failed run's charged one) or what died."""
-        if outcome.get("died"):  # the task died: no summary; the run never started if it never said so
+        if outcome.get("died"):  # the task died (or never ended it): no summary; never started if it never said so
             if self.store.get_run(run_id).state == "queued":
                 self._never_started(run_id, outcome["error"])
             else:
-                self._mark_died(run_id, outcome["error"], outcome["traceback"])
+                self._mark_died(run_id, outcome["error"], outcome["traceback"],
+                                outcome.get("no_claim", NO_CLAIM_AFTER_DEATH))
         elif outcome["state"] == "failed":  # a run that raised has its charged summary
             self.store.mark_ended(run_id, "failed", error=outcome["error"], traceback=outcome["traceback"],
                                   summary=outcome.get("summary"))
