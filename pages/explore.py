@@ -21,6 +21,8 @@ from ui.scroll import start_next_page_at_top
 from ui.shell import through_app
 
 EXECUTORS = {"local": "local (job threads here)", "ray": "Ray (a cluster, or a new local one)"}
+# runner.launch's group: None (automatic: only on an accelerator, runner.groups_pay), always, never
+GROUPING = {None: "automatic (on a GPU)", True: "always", False: "never"}
 # the page's own fields, outside the mechanism's config: their labels, for errors that name them
 FIELDS = {"seeds": "Seeds per point", "workers": "Workers (runs at once)", "address": "Ray address"}
 # never varied: the seeds are the sweep's, the device is shared, replicas are for resumed runs
@@ -42,6 +44,7 @@ class Launch:
     kind: str
     workers: int | None
     address: str | None
+    group: bool | None = None
 
     def executor(self):
         """The cached executor for this choice (ConfigError for bad workers, ImportError without Ray)."""
@@ -103,7 +106,7 @@ def follow_shown_sweep(sweep_id: str | None) -> None:
 
 
 def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
-    """Mechanism, knobs to vary and their values, seeds, executor, workers, and the base config."""
+    """Mechanism, knobs to vary and their values, seeds, executor, workers, grouping, and the base config."""
     names = [m.name for m in mechanisms]
     name = st.selectbox("Mechanism", names, format_func=lambda n: registry.get(n).title, key="explore.mechanism")
     mech = registry.get(name)
@@ -137,6 +140,11 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
     workers = _checked(errors, cls, _count, "workers", st.number_input(
         "Workers (runs at once)", value=runner.default_workers(), step=1, key="explore.workers",
         help=f"Default {runner.default_workers()}: one per two cores (each run already uses several threads)."))
+    group = st.radio("Train compatible runs together", list(GROUPING), format_func=GROUPING.get, key="explore.group",
+                     horizontal=True, help="Runs that may share one model batch (DP-SGD: the same data, model, batch "
+                     "size and epochs) train in one pass, one job or Ray task, each still its own run and claim. "
+                     "Automatic: only when the runs' device is an accelerator (CUDA, MPS); on a CPU a batch of K "
+                     "models costs about K single ones.") if mech.group_key is not None else None
     st.markdown("**Values every run shares**")
     st.caption("The varied knobs take the values above instead of the ones below; the seed is the first seed.")
     preset = st.selectbox("Start from a preset", [p.name for p in mech.presets], index=None,
@@ -147,14 +155,14 @@ def sweep_form(mechanisms: list[registry.Mechanism]) -> Launch:
     base, form_errors = config_form(cls, key=f"explore.{name}.base" + (f".{preset}" if preset else ""),
                                     initial=mech.preset_config(preset).to_dict() if preset else None)
     if errors or form_errors:
-        return Launch(None, kind, workers, address)
+        return Launch(None, kind, workers, address, group)
     # knobs in name order: the store keeps the spec with sorted keys, and the points are numbered from it
     spec = SweepSpec(name, base=base.to_dict(), axes=dict(sorted(axes.items())), seeds=seeds)
     total = _checked(errors, cls, lambda: len(run_configs(spec)))  # every run's config, checked before launch
     if total is None:
-        return Launch(None, kind, workers, address)
+        return Launch(None, kind, workers, address, group)
     st.markdown(f"**{total:,} run{'s' if total > 1 else ''}**: {total // seeds:,} point(s) × {seeds} seed(s)")
-    return Launch(spec, kind, workers, address)
+    return Launch(spec, kind, workers, address, group)
 
 
 def current_sweep(known: set[str]) -> str | None:
@@ -208,7 +216,7 @@ with left:
     if st.button("Launch sweep", type="primary", disabled=launch.spec is None, key="explore.launch",
                  icon=":material/play_arrow:", width="stretch"):
         try:
-            sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard")
+            sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard", group=launch.group)
         except ConfigError as exc:
             text = error_text(exc, registry.get(launch.spec.mechanism).config_cls, FIELDS)
             st.error(f"The sweep was not launched: {text}", icon=":material/error:")

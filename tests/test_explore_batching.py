@@ -5,6 +5,7 @@ and one-at-a-time sweeps agree."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 import types
@@ -299,3 +300,33 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
     assert runs[3].error.startswith(f"{ray_executor.NOT_ENDED}; the curves and tables it stored before that are "
                                     f"covered by no privacy claim ({ray_executor.NO_CLAIM_NOT_ENDED})")
     assert not driver.active_run_ids()
+
+
+@pytest.mark.parametrize("flag, pays, together", [
+    ("--group", False, True),      # forced where grouping does not pay (this CPU)
+    ("--no-group", True, False),   # refused where it would
+    (None, True, True),            # by default, what runner.groups_pay says
+])
+def test_the_sweep_command_groups_as_its_flag_says(store, monkeypatch, flag, pays, together):
+    import io
+
+    from privengine import cli
+    from privengine.explore import cli as sweep_cli
+
+    monkeypatch.setattr(runner, "groups_pay", lambda runs: pays)
+    args = ["sweep", "dpsgd", "--vary", "lr=0.5,1.0", "--dataset", "digits", "--model", "linear", "--alphas", "0",
+            "--n-seeds", "1", "--epochs", "0.5", "--batch-size", "64", "--physical-batch-size", "1024",
+            "--accountant", "rdp", "--workers", "1", "--json", *([flag] if flag else [])]
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(args, stdout=out, stderr=err) == 0, err.getvalue()
+    runs = store.sweep_runs(json.loads(out.getvalue())["sweep_id"])
+    assert len(runs) == 2 and all(r.state == "finished" for r in runs)
+    batched = [any("train in one model batch with 1 model(s) of 1 other run(s)" in text for _, text in store.logs(r.id))
+               for r in runs]
+    assert batched == [together, together]
+    # the resume command a failed sweep prints keeps the choice; resume-sweep takes it
+    parsed = cli.build_parser().parse_args(args)
+    assert sweep_cli.resume_command(parsed, "s1").endswith({"--group": " --group", "--no-group": " --no-group",
+                                                             None: " --workers 1"}[flag])
+    assert cli.build_parser().parse_args(["resume-sweep", "s1", *([flag] if flag else [])]).group == \
+        {"--group": True, "--no-group": False, None: None}[flag]

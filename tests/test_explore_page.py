@@ -201,3 +201,24 @@ def test_the_knobs_to_vary_list_the_mechanisms_own_main_knobs_first():
     at.selectbox(key="explore.mechanism").set_value("dpsgd").run()
     options = at.multiselect(key="explore.dpsgd.knobs").options
     assert options[0] == "model" and options[-1] == "secure noise (OS entropy)"  # not secure noise first
+
+
+def test_the_choice_to_train_runs_together_reaches_the_launch(store, monkeypatch):
+    """A mechanism that trains compatible runs together (DP-SGD) offers automatic / always / never, and the choice is
+    the ``group`` of the launch; one that cannot (toy) offers nothing. (The launch is recorded, not trained.)"""
+    seen = []
+
+    def launch(store, executor, spec, *, source, group=None):
+        seen.append(group)
+        return store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
+
+    monkeypatch.setattr(runner, "launch", launch)
+    at = _toy_sweep_form(_page(), "0.1, 0.3")
+    assert "explore.group" not in [r.key for r in at.radio]
+    at.button(key="explore.launch").click().run()
+    at.selectbox(key="explore.mechanism").set_value("dpsgd").run()
+    assert at.radio(key="explore.group").value is None  # automatic by default
+    at.radio(key="explore.group").set_value(False).run()
+    at.button(key="explore.launch").click().run()
+    _assert_clean(at)
+    assert seen == [None, False]

@@ -1,7 +1,7 @@
 """The CLI's sweep commands: ``sweep``, ``sweeps``, ``show-sweep``, ``export-sweep``, ``stop-sweep``, ``resume-sweep``.
 
 ``python -m privengine sweep MECHANISM [--vary FIELD=V1,V2,...]... [--random FIELD=LOW:HIGH --samples N]
-[--seeds N] [--executor local|ray] [--address ADDR] [--workers N] [--field value ...] [--json]``
+[--seeds N] [--executor local|ray] [--address ADDR] [--workers N] [--group | --no-group] [--field value ...] [--json]``
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def _executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default $RAY_ADDRESS, else a new local one)")
     p.add_argument("--workers", type=int, metavar="N",
                    help=f"concurrent runs (default {runner.default_workers()}: one per two cores)")
+    p.add_argument("--group", action=argparse.BooleanOptionalAction, default=None,
+                   help="train compatible runs together (DP-SGD: one model batch, one job or Ray task); default: "
+                        "only when the runs' device is an accelerator (CUDA, MPS), since on a CPU a batch of K "
+                        "models costs about K single ones")
 
 
 COMMANDS = ("sweep", "sweeps", "show-sweep", "export-sweep", "stop-sweep", "resume-sweep")
@@ -106,14 +110,15 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO
     executor = make_executor(store, args.executor, address=args.address, workers=args.workers)
     try:
         if args.command == "resume-sweep":
-            sweep_id, run_ids = args.sweep_id, runner.resume(store, executor, args.sweep_id, source="cli")
+            sweep_id, run_ids = args.sweep_id, runner.resume(store, executor, args.sweep_id, source="cli",
+                                                            group=args.group)
             print(f"sweep {sweep_id}: {len(run_ids)} missing run(s) resubmitted", file=err)
         else:
             spec = parse_spec_values(SweepSpec(
                 args.mechanism, base=config_values(args), axes=dict(map(_vary, args.vary)),
                 random=dict(map(_random_range, args.random)), samples=args.samples, seeds=args.seeds,
                 utility=args.utility, repeat=_repeat(args.repeat)))
-            sweep_id = runner.launch(store, executor, spec, source="cli")
+            sweep_id = runner.launch(store, executor, spec, source="cli", group=args.group)
             run_ids = [r.id for r in store.sweep_runs(sweep_id)]
             print(f"sweep {sweep_id}: {len(run_ids)} runs on the {executor.name} executor "
                   f"(stored in {store.path})", file=err)
@@ -142,6 +147,8 @@ def resume_command(args: argparse.Namespace, sweep_id: str) -> str:
         words += ["--address", args.address]
     if args.workers:
         words += ["--workers", str(args.workers)]
+    if args.group is not None:
+        words.append("--group" if args.group else "--no-group")
     return " ".join(words)
 
 
