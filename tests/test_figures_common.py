@@ -202,13 +202,22 @@ def test_a_density_title_writes_the_sd_ratio_as_people_read_it():
     assert "private sd = 0.63 × posterior sd" in near
 
 
-def test_a_report_chart_spreads_its_detail_over_its_full_width():
+def test_a_report_chart_spreads_its_detail_over_its_full_width_and_finishing_again_never_doubles_it():
     """A report's charts are as wide as its page: the detail wrapped for a half-width column would read as a
-    narrow block there; it is rewrapped, the chart shorter by the lines saved, the page's figure untouched."""
-    from privengine.figures.common import rewrap_detail
-
+    narrow block there, so the report finishes every chart with a wider detail (finish's detail_width), the chart
+    shorter by the lines saved. Finishing is idempotent: a finished chart finished again at the same width is
+    unchanged (the subtitle not doubled, no height added), and at the page's width again it is the page's chart."""
     title = "ε against queries answered (δ = 1e-05, Rényi DP accountant of Papernot et al. 2018, data-dependent)"
+    detail = title[len("ε against queries answered ("):-1]
     page = finish(go.Figure(go.Scatter(y=[1, 2]), layout=dict(title=title, height=300)))
-    report = rewrap_detail(page, 130)
-    assert report.layout.title.subtitle.text == title[len("ε against queries answered ("):-1]
-    assert report.layout.height == 300 + 16 and page.layout.height == 300 + 2 * 16
+    assert (page.layout.title.subtitle.text.replace("<br>", " "), page.layout.height) == (detail, 300 + 2 * 16)
+    finish(page)
+    assert (page.layout.title.subtitle.text.replace("<br>", " "), page.layout.height) == (detail, 300 + 2 * 16)
+    report = finish(page, detail_width=130)
+    assert report.layout.title.text == "ε against queries answered"
+    assert (report.layout.title.subtitle.text, report.layout.height) == (detail, 300 + 16)
+    finish(report, detail_width=130)
+    assert (report.layout.title.subtitle.text, report.layout.height) == (detail, 300 + 16)
+    fresh = finish(go.Figure(go.Scatter(y=[1, 2]), layout=dict(title=title, height=300)), detail_width=130)
+    assert fresh.to_plotly_json() == report.to_plotly_json()  # finished once for the report, or page then report
+    assert finish(report).layout.height == 300 + 2 * 16

@@ -124,6 +124,59 @@ def test_comparison_report_puts_runs_side_by_side(store):
         resolve(store, f"{first},{first}")
 
 
+def _chart_layouts(html: str) -> list[dict]:
+    """The layout of every chart of a report, as plotly.js gets it (``Plotly.newPlot(id, data, layout, config)``)."""
+    decoder, layouts = json.JSONDecoder(), []
+    for call in re.finditer(r"Plotly\.newPlot\(\s*", html):
+        at = call.end()
+        for _ in range(3):  # the div's id, the traces, then the layout
+            value, at = decoder.raw_decode(html, at)
+            at = re.compile(r"\s*,\s*").match(html, at).end()
+        layouts.append(value)
+    return layouts
+
+
+def test_every_report_chart_is_finished_as_the_page_finishes_it(store):
+    """The sweep's frontier and a comparison's overlays were drawn unfinished (no toolbar strip, titles whole, log
+    axes left to plotly); every chart of a report now has the page's title (a head over a 12 px detail wrapped
+    across the report's width), the toolbar's strip above it and log axes ticked in full, and the frontier names
+    the accountants of its runs' headline claims, as on the page."""
+    from privengine.figures.common import TITLE_WIDTH, TOOLBAR_STRIP
+    from privengine.report.html import REPORT_DETAIL_WIDTH
+    from tests.test_figures_readability import _dpsgd, _run
+
+    density = {"x": [0.0, 1.0], "reference": [1.0, 1.0], "vi": [1.0, 1.0], "private": [1.0, 1.0], "y_max": 2.0,
+               "private_log_sd_ratio": -0.2}
+    bayes = [_run(store, "dp_bayes", {"delta": 1e-5}, [(s, "utility", 1.0 + s) for s in range(5)],
+                  {"densities": {"beta1": density}}) for _ in range(2)]
+    pages = [build(store, ",".join(bayes)).html, build(store, f"{_dpsgd(store)},{_dpsgd(store)}").html]
+    manager = JobManager(store, max_concurrent=1)
+    try:
+        sweep_id = runner.launch(store, manager, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}))
+        for run in store.sweep_runs(sweep_id):
+            manager.wait(run.id, timeout=30)
+    finally:
+        manager.shutdown()
+    pages.append(build(store, sweep_id).html)
+    layouts = [layout for html in pages for layout in _chart_layouts(html)]
+    assert len(layouts) >= 10
+    split = [layout["title"] for layout in layouts if "subtitle" in layout["title"]]
+    assert any(t["text"] == "beta1: posterior densities" for t in split)  # a comparison overlay, split
+    assert _chart_layouts(pages[2])[0]["title"]["text"].startswith("Privacy-utility frontier (ε:")
+    for layout in layouts:
+        title = layout["title"]
+        assert (title["pad"]["t"], title["automargin"], title["yref"]) == (TOOLBAR_STRIP, True, "container")
+        assert "<br>" not in title["text"] and len(title["text"]) <= TITLE_WIDTH, title["text"]
+        detail = title.get("subtitle", {}).get("text", "")
+        assert detail.count("<br>") == 0 or all(len(line) <= REPORT_DETAIL_WIDTH for line in detail.split("<br>"))
+        assert len(detail) <= REPORT_DETAIL_WIDTH or "<br>" in detail  # one line across the page where it fits
+        for name, axis in layout.items():
+            if re.fullmatch(r"[xy]axis\d*", name) and axis.get("type") == "log":
+                assert "log" in axis["title"]["text"] and ("tickvals" in axis or "dtick" in axis), (title, name)
+    assert sum(axis.get("type") == "log" for layout in layouts for axis in layout.values()
+               if isinstance(axis, dict)) >= 2  # the DP-SGD overlays' loss and risk
+
+
 def test_unknown_and_ambiguous_ids(store):
     with pytest.raises(RunNotFoundError, match="no run or sweep with id 'nosuch'"):
         resolve(store, "nosuch")

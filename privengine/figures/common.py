@@ -122,18 +122,26 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
     return fig
 
 
-def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
+def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH, detail_width: int = DETAIL_WIDTH) -> go.Figure:
     """Give ``fig``, if its title is longer than ``width`` characters, a title read at any chart width: the head
     (up to its first " (", ": " or " — ") on one line, wrapped at ``width`` only if longer (titles here are written
     to fit); the detail (the rest, its enclosing parentheses dropped) as a 12 px subtitle wrapped at
-    :data:`DETAIL_WIDTH`; the figure taller by the lines added. Every title sits under the toolbar's strip and
-    pushes the plot down as far as it needs (plotly's title automargin), so neither overlaps a tick. Idempotent: a
-    title already split (a subtitle set) is only placed."""
-    title = fig.layout.title.text
-    if title and not fig.layout.title.subtitle.text and len(title) > width and "<br>" not in title:
+    ``detail_width`` characters (:data:`DETAIL_WIDTH` fits a half-width column on a page; a report's charts span
+    its page); the figure taller by the lines added. Every title sits under the toolbar's strip and pushes the plot
+    down as far as it needs (plotly's title automargin), so neither overlaps a tick. Idempotent: a title already
+    split (a subtitle set) keeps its head and has its detail rewrapped at ``detail_width``, the height changed by
+    the lines gained or saved, so finishing twice at one width changes nothing."""
+    title, detail = fig.layout.title.text, fig.layout.title.subtitle.text
+    if title and detail:
+        before = detail.split("<br>")
+        after = textwrap.wrap(" ".join(before), detail_width)
+        if after != before:
+            fig.update_layout(title_subtitle_text="<br>".join(after),
+                              height=(fig.layout.height or 450) + 16 * (len(after) - len(before)))
+    elif title and len(title) > width and "<br>" not in title:
         head, detail = _split_title(title)
         heads = textwrap.wrap(head, width) if len(head) > width else [head]
-        lines = textwrap.wrap(detail, DETAIL_WIDTH)
+        lines = textwrap.wrap(detail, detail_width)
         fig.update_layout(title=dict(text="<br>".join(heads)))
         if lines:
             fig.update_layout(title_subtitle=dict(text="<br>".join(lines), font=dict(size=12)))
@@ -143,20 +151,6 @@ def wrap_title(fig: go.Figure, width: int = TITLE_WIDTH) -> go.Figure:
         fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=TOOLBAR_STRIP),
                                      automargin=True))
     return fig
-
-
-def rewrap_detail(fig: go.Figure, width: int) -> go.Figure:
-    """A copy of ``fig`` (finished by :func:`wrap_title`) with its title's detail wrapped at ``width`` characters
-    instead, its height changed by the lines saved: for a chart known to be wider than a half-width column (a
-    report's, about 1 060 px)."""
-    detail = fig.layout.title.subtitle.text
-    if not detail:
-        return fig
-    before, after = detail.split("<br>"), textwrap.wrap(detail.replace("<br>", " "), width)
-    out = go.Figure(fig)
-    out.update_layout(title_subtitle_text="<br>".join(after),
-                      height=(fig.layout.height or 450) + 16 * (len(after) - len(before)))
-    return out
 
 
 def _split_title(title: str) -> tuple[str, str]:
@@ -268,10 +262,12 @@ def _is_number(value) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)) or hasattr(value, "dtype")
 
 
-def finish(fig: go.Figure, published: Published | None = None) -> go.Figure:
-    """What every chart gets before it is drawn, on a page or in a report: the title fitted (:func:`wrap_title`),
-    log axes labelled in full, and the published figure of the run's preset on the chart of its metric."""
-    return with_published(readable_log_axes(wrap_title(fig)), published)
+def finish(fig: go.Figure, published: Published | None = None, *, detail_width: int = DETAIL_WIDTH) -> go.Figure:
+    """What every chart gets before it is drawn, on a page or in a report, in place: the title fitted
+    (:func:`wrap_title`, its detail wrapped at ``detail_width`` characters), log axes labelled in full, and the
+    published figure of the run's preset on the chart of its metric. Idempotent: a finished chart finished again
+    (a report finishes every chart it is given) changes only where ``detail_width`` differs."""
+    return with_published(readable_log_axes(wrap_title(fig, detail_width=detail_width)), published)
 
 
 def chart_config(fig: go.Figure, image_format: str = "png", *, selectable: bool = False) -> dict:

@@ -24,7 +24,8 @@ from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError, U
 from privengine.explore import runner
 from privengine.figures import overlay_figures, run_figures, run_tables
 from privengine.figures.compare import comparison_figures, single_values
-from privengine.figures.sweep import best_run_text, frontier_figure, point_seeds, points_frame
+from privengine.figures.sweep import (best_run_text, frontier_figure, headline_accountants, point_seeds,
+                                      points_frame)
 from privengine.figures.text import headline_text, summary_values, value_text
 from privengine.store import RunRecord, RunStore
 
@@ -129,7 +130,7 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
     if res.claim is not None:
         doc.headline_line(res.claim)
     doc.heading("Privacy-utility frontier")
-    doc.figure(frontier_figure(res, point_seeds(store, res)))
+    doc.figure(frontier_figure(res, point_seeds(store, res), accountants=headline_accountants(store, res)))
     doc.heading("Points")
     doc.table(points_frame(res))
     doc.heading("Privacy of the whole sweep")

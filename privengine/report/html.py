@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from privengine.claims import PrivacyClaim
-from privengine.figures.common import chart_config, rewrap_detail
+from privengine.figures.common import chart_config, finish
 from privengine.figures.text import claim_label
 
 STYLE = """
@@ -123,11 +123,13 @@ class Document:
             + (f"<div>Caveats:</div><ul>{caveats}</ul>" if caveats else "") + "</div>")
 
     def figure(self, fig: go.Figure) -> None:
-        """A plotly chart, downloaded as a 2x PNG by its toolbar's camera button and as SVG by the link under it
+        """A plotly chart, finished in place as the page's charts are (:func:`~privengine.figures.common.finish`:
+        the title's head over its detail, the toolbar's strip, log axes ticked in full; the detail wrapped across
+        the report's width), downloaded as a 2x PNG by its toolbar's camera button and as SVG by the link under it
         (:func:`~privengine.figures.common.chart_config`); the first one carries plotly's JavaScript, inlined."""
         self._charts += 1
         div_id = f"chart-{self._charts}"
-        fig = rewrap_detail(fig, REPORT_DETAIL_WIDTH)  # a report's chart is as wide as its page, not a half column
+        finish(fig, detail_width=REPORT_DETAIL_WIDTH)
         div = pio.to_html(fig, include_plotlyjs=not self._plotly_inlined, full_html=False, div_id=div_id,
                           config={**chart_config(fig), "responsive": True})
         self._plotly_inlined = True
