@@ -32,8 +32,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privengine import registry  # noqa: E402
-from privengine.audit.membership import roc_summary  # noqa: E402
-from privengine.audit.membership_dpsgd import attack_logits, attack_scores  # noqa: E402
+from privengine.audit.membership import attack_scores, roc_summary  # noqa: E402
+from privengine.audit.membership_dpsgd import attack_logits  # noqa: E402
 
 
 def art_scores(probs: np.ndarray, labels: np.ndarray, train: np.ndarray, is_member: np.ndarray,

@@ -70,7 +70,7 @@ PHASES = {
         ("privengine.pate.run", "load_scattering_inputs", "load"),
         ("privengine.pate.data", "dataset_scattering", "scattering"),
         ("privengine.pate.run", "_train_teachers", "training"),
-        ("privengine.pate.run", "_train_student", "student"),
+        ("privengine.pate.run", "train_student", "student"),
         ("privengine.pate.run", "_self_train_student", "student"),
         ("privengine.pate.run", "_train_single", "student"),
         ("privengine.pate.run", "_predict", "evaluation"),

@@ -6,6 +6,7 @@ from privengine.figures import pate as figures
 from ui import charts
 from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
+from ui.membership_panel import membership_section
 
 
 def draw(snapshot) -> None:
@@ -26,3 +27,4 @@ def draw(snapshot) -> None:
 
 render_mechanism_page("pate", draw)
 audit_section("pate")
+membership_section("pate")

@@ -10,3 +10,4 @@ from .audit import pate_gnmax as _pate_gnmax_audit  # noqa: F401
 from .audit import dpsgd_one_run as _dpsgd_one_run_audit  # noqa: F401
 from .audit import dp_bayes_release as _dp_bayes_release_audit  # noqa: F401
 from .audit import membership_job as _membership_audit  # noqa: F401
+from .audit import membership_pate_job as _pate_membership_audit  # noqa: F401

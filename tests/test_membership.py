@@ -201,9 +201,9 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     assert audit_cli.membership_json(attacked, run_id)["run"] == run_id
     stored = store.get_run(document["audit_run"])  # the attack is a stored audit run of that run
     assert stored.mechanism == "dpsgd-membership" and stored.config["run"] == run_id and stored.state == "finished"
-    other = store.create_run("pate", {})
+    other = store.create_run("split_label", {})
     assert cli.main(["audit", "membership", "--run", other, "--json"], stdout=io.StringIO(), stderr=err) == 2
-    assert "DP-SGD runs only" in err.getvalue()
+    assert "membership attacks cover dpsgd, pate runs" in err.getvalue()
     with pytest.raises(ConfigError, match="model batch"):
         membership_dpsgd.check_target(DPSGDConfig().replace(**{**RECIPE, "model": "cnn"}))
 

@@ -131,7 +131,7 @@ def test_a_stored_attack_of_a_run_is_drawn_and_reported_with_its_run(manager, st
 
 def test_the_attacked_run_is_checked_before_anything_runs(store):
     pate = store.create_run("pate", {})
-    with pytest.raises(ConfigError, match="DP-SGD runs only"):
+    with pytest.raises(ConfigError, match="is a pate run; this attack retrains dpsgd runs"):
         target_config(MembershipAuditConfig(run=pate), store)
     with pytest.raises(ConfigError, match="not in the store"):
         target_config(MembershipAuditConfig(run="nosuchrun"), store)

@@ -1,7 +1,8 @@
-"""The "Membership inference" section of the DP-SGD page: attack the run shown above (once it has ended) and watch
-the attack's ROC fill in under the bounds of the attacked model's claim.
+"""The "Membership inference" section of the DP-SGD and PATE pages: attack the run shown above (once it has ended)
+and watch the attack's ROC fill in under the bounds of the attacked model's claim.
 
-The attack is the ``dpsgd-membership`` audit (:mod:`privengine.audit.membership_job`), a stored run like any other:
+The attack is the mechanism's membership audit (``dpsgd-membership``, :mod:`privengine.audit.membership_job`;
+``pate-membership``, :mod:`privengine.audit.membership_pate_job`), a stored run like any other:
 launched through the job manager, drawn by the same live panel (state, progress, stop, report), listed on the Runs
 page. The section keeps the attack run's id per attacked run in the session, and shows the latest attack of the run
 otherwise, so a reload reattaches.
@@ -13,7 +14,7 @@ import streamlit as st
 
 from privengine.audit import result_of
 from privengine.audit.membership import ATTACKS, above_a_bound
-from privengine.audit.membership_job import MEMBERSHIP, MembershipAuditConfig, stored_attacks, target_config
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, attack_knobs, stored_attacks
 from privengine.errors import ConfigError
 from privengine.figures import membership as figures
 from privengine.store import RunRecord, RunSnapshot
@@ -28,6 +29,13 @@ INTRO = ("What can an attacker learn about the people in the training data? The 
          "from non-members (LiRA, RMIA or the loss attack). Its ROC is drawn under the bounds of the attacked "
          "model's own claim (its recipe on half the private data, so its ε differs from the run's headline ε): no "
          "attack on a model that keeps its promise can go above them.")
+WHAT_IS_ATTACKED = {"pate": "PATE: the student is attacked (and PATE's non-private baseline as the twin). Halves are "
+                            "one example of each random pair, so every model trains on sets of one size, as PATE's "
+                            "replace-one claim needs; its bound is the a-priori ε of the student's queries."}
+TAKES = {"dpsgd": "the digits demonstration takes seconds, a Fashion-MNIST preset with 16 reference models about a "
+                  "minute on two CPU cores",
+         "pate": "each reference model is a whole PATE pipeline (teachers and student): about 5 s each for a digits "
+                 "recipe with 10 teachers on two CPU cores, minutes each for a real-data preset"}
 
 
 def membership_section(mechanism: str = "dpsgd") -> None:
@@ -35,6 +43,8 @@ def membership_section(mechanism: str = "dpsgd") -> None:
     st.divider()
     st.header("Membership inference", anchor="membership")
     st.markdown(INTRO)
+    if mechanism in WHAT_IS_ATTACKED:
+        st.caption(WHAT_IS_ATTACKED[mechanism])
     run_id = st.session_state.get(f"run.{mechanism}")
     if run_id is None:
         st.info("Launch or pick a run above; once it has ended you can attack it here.", icon=":material/policy:")
@@ -43,29 +53,28 @@ def membership_section(mechanism: str = "dpsgd") -> None:
     if run.active:
         st.info(f"Run {run_id} is {run.state}: attack it once it has ended.", icon=":material/policy:")
         return
-    attack_id = _current_attack(run_id)
+    attack_id = _current_attack(mechanism, run_id)
     left, right = st.columns([1, 2.2], gap="large")
     with left:
-        config = _settings(run_id)
+        config = _settings(mechanism, run_id)
         refusal = _refusal(config)
         if refusal:
             st.warning(refusal, icon=":material/block:")
         if st.button("Attack this run", disabled=config is None or refusal is not None, key="membership.launch",
                      icon=":material/policy:", width="stretch"):
-            launched = launch(MEMBERSHIP, config)
+            launched = launch(AUDIT_OF_MECHANISM[mechanism], config)
             if launched is not None:
                 st.session_state[f"membership.{run_id}"] = launched
                 st.rerun()
-        _picker(run_id, attack_id)
+        _picker(mechanism, run_id, attack_id)
     with right:
         if attack_id is None:
-            st.info("Press **Attack this run**: the digits demonstration takes seconds, a Fashion-MNIST preset with "
-                    "16 reference models about a minute on two CPU cores.", icon=":material/policy:")
+            st.info(f"Press **Attack this run**: {TAKES[mechanism]}.", icon=":material/policy:")
         else:
             live_run(attack_id, draw_membership)
 
 
-def _settings(run_id: str) -> MembershipAuditConfig | None:
+def _settings(mechanism: str, run_id: str) -> MembershipKnobs | None:
     """The attack's main knobs (the rest keep their defaults); None with the error shown when they are refused."""
     attack = st.selectbox("Attack", ATTACKS, key="membership.attack",
                           help="lira: Carlini et al. 2022; rmia: Zarifzadeh et al. 2024; loss: Yeom et al. 2018.")
@@ -74,41 +83,39 @@ def _settings(run_id: str) -> MembershipAuditConfig | None:
     seed = st.number_input("Seed", min_value=0, value=0, step=1, key="membership.seed")
     twin = st.checkbox("Also attack the non-private twin", value=True, key="membership.twin")
     try:
-        config = MembershipAuditConfig(run=run_id, attack=attack, reference_models=int(refs), seed=int(seed),
-                                       twin=twin)
-        config.validate()
-        return config
+        return attack_knobs(mechanism, run=run_id, attack=attack, reference_models=int(refs), seed=int(seed),
+                            twin=twin)
     except ConfigError as exc:
-        st.error(error_text(exc, MembershipAuditConfig), icon=":material/error:")
+        st.error(error_text(exc, MembershipKnobs), icon=":material/error:")
         return None
 
 
-def _refusal(config: MembershipAuditConfig | None) -> str | None:
-    """Why the run cannot be attacked (a CNN, shaped noise only, a regression, ...), or None."""
+def _refusal(config: MembershipKnobs | None) -> str | None:
+    """Why the run cannot be attacked (a CNN, shaped noise only, a regression, too many teachers, ...), or None."""
     if config is None:
         return None
     try:
-        target_config(config, services.store())
+        config.target(services.store())
     except ConfigError as exc:
-        return error_text(exc, MembershipAuditConfig)
+        return error_text(exc, type(config))
     return None
 
 
-def _attacks_of(run_id: str) -> list[RunRecord]:
-    return stored_attacks(services.store(), run_id)
+def _attacks_of(mechanism: str, run_id: str) -> list[RunRecord]:
+    return stored_attacks(services.store(), run_id, audit=AUDIT_OF_MECHANISM[mechanism])
 
 
-def _current_attack(run_id: str) -> str | None:
+def _current_attack(mechanism: str, run_id: str) -> str | None:
     """The attack shown: the one picked or launched in this session, else the run's latest."""
-    attacks = _attacks_of(run_id)
+    attacks = _attacks_of(mechanism, run_id)
     chosen = st.session_state.get(f"membership.{run_id}")
     if chosen in {r.id for r in attacks}:
         return chosen
     return attacks[0].id if attacks else None
 
 
-def _picker(run_id: str, attack_id: str | None) -> None:
-    attacks = _attacks_of(run_id)
+def _picker(mechanism: str, run_id: str, attack_id: str | None) -> None:
+    attacks = _attacks_of(mechanism, run_id)
     if len(attacks) < 2:
         return
     ids = [r.id for r in attacks]

@@ -10,10 +10,12 @@ raises :class:`~privengine.errors.ConfigError`, which the main CLI turns into on
 the field and exit status 2.
 
 ``audit membership --run RUN_ID [--attack lira|rmia|loss] [--reference-models N] [--seed S] [--offline] [--json]``
-is the membership-inference attack of :mod:`.membership_dpsgd` on a stored DP-SGD run's recipe, run and stored as the
-``dpsgd-membership`` audit job (:mod:`.membership_job`; the dashboard draws it on the run's page): it retrains the
-target, its reference models and its non-private twin and prints the ROC figures beside the DP bound of the target's
-claim (``--json``: one object; see :func:`membership_json`, with the stored job's id as ``audit_run``).
+is the membership-inference attack on a stored DP-SGD or PATE run's recipe (:mod:`.membership_dpsgd`,
+:mod:`.membership_pate`), run and stored as the mechanism's membership audit job (``dpsgd-membership``,
+``pate-membership``; the dashboard draws it on the run's page): it retrains the target (DP-SGD: the model; PATE: the
+teachers and the student), its reference models and its non-private twin and prints the ROC figures beside the DP
+bound of the target's claim (``--json``: one object; see :func:`membership_json`, with the stored job's id as
+``audit_run``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Callable, TextIO
 
 from .. import registry
 from ..cli_fields import add_field_flags, field_values
-from ..errors import ConfigError
+from ..errors import ConfigError, RunNotFoundError
 from ..store import RunStore
 from .interface import AuditResult, result_of
 
@@ -42,13 +44,14 @@ def add_parsers(sub) -> None:
         p = audits.add_parser(entry.name, help=entry.title, description=entry.description)
         p.add_argument("--json", action="store_true", help="print the result as one JSON object")
         add_field_flags(p.add_argument_group("audit fields"), entry.config_cls)
-    p = audits.add_parser(MEMBERSHIP, help="membership inference (LiRA, RMIA, loss) on a DP-SGD run's recipe, drawn "
-                                           "under the DP bound of its claim",
-                          description="Retrain the run's recipe (its isotropic setting) on a random half of its "
-                                      "private split with reference models on other halves, attack it, and print "
-                                      "AUC and TPR at FPR 0.001 / 0.01 beside the (eps, delta) bound of the "
-                                      "target's claim and the same attack on a non-private twin.")
-    p.add_argument("--run", required=True, metavar="RUN_ID", help="the DP-SGD run whose recipe is attacked")
+    p = audits.add_parser(MEMBERSHIP, help="membership inference (LiRA, RMIA, loss) on a DP-SGD or PATE run's recipe, "
+                                           "drawn under the DP bound of its claim",
+                          description="Retrain the run's recipe (DP-SGD: its isotropic setting; PATE: teachers and "
+                                      "student) on a random half of its private split with reference models on "
+                                      "other halves, attack it, and print AUC and TPR at FPR 0.001 / 0.01 beside "
+                                      "the (eps, delta) bound of the target's claim and the same attack on a "
+                                      "non-private twin (PATE: its non-private baseline).")
+    p.add_argument("--run", required=True, metavar="RUN_ID", help="the DP-SGD or PATE run whose recipe is attacked")
     p.add_argument("--attack", choices=("lira", "rmia", "loss"), default="lira", help="default lira")
     p.add_argument("--reference-models", type=int, default=16, metavar="N", help="even, default 16")
     p.add_argument("--seed", type=int, default=0, help="seed of the halves and of the models (default 0)")
@@ -108,15 +111,21 @@ def membership_json(result: dict, run_id: str) -> dict:
 
 
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
-    """``audit membership``: the ``dpsgd-membership`` audit of run ``--run`` as a stored job (refused before it is
+    """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
-    from .membership_job import MEMBERSHIP, MembershipAuditConfig, target_config
+    from .membership_job import AUDIT_OF_MECHANISM, attack_knobs
 
-    config = MembershipAuditConfig(run=args.run, attack=args.attack, reference_models=args.reference_models,
-                                   seed=args.seed, offline=args.offline, device=args.device or "auto")
-    config.validate()
-    target_config(config, store)  # ConfigError naming the field before anything is queued
-    job = follow(store, MEMBERSHIP, config, source="cli", err=err)
+    try:
+        mechanism = store.get_run(args.run).mechanism
+    except RunNotFoundError:
+        raise ConfigError("run", f"must be the id of a stored run; {args.run!r} is not in the store") from None
+    if mechanism not in AUDIT_OF_MECHANISM:
+        raise ConfigError("run", f"is a {mechanism} run; membership attacks cover {', '.join(AUDIT_OF_MECHANISM)} "
+                                 "runs")
+    config = attack_knobs(mechanism, run=args.run, attack=args.attack, reference_models=args.reference_models,
+                          seed=args.seed, offline=args.offline, device=args.device or "auto")
+    config.target(store)  # ConfigError naming the field before anything is queued
+    job = follow(store, AUDIT_OF_MECHANISM[mechanism], config, source="cli", err=err)
     if job is None:
         return EXIT_INTERRUPTED
     result = job.summary and job.summary.get("details", {}).get("membership")

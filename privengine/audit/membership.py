@@ -63,8 +63,9 @@ from sklearn.metrics import auc, roc_curve
 
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
-__all__ = ["ATTACKS", "FPR_GRID", "above_a_bound", "dp_tpr_bound", "exceeds", "lira_scores", "logit_confidence",
-           "loss_scores", "pld_tpr_bound", "rmia_scores", "roc_summary", "true_label_log_prob"]
+__all__ = ["ATTACK_INDEX", "ATTACKS", "FPR_GRID", "NOT_COVERED", "above_a_bound", "attack_scores", "dp_tpr_bound",
+           "exceeds", "lira_scores", "logit_confidence", "loss_scores", "one_run_guesses", "passes", "pld_tpr_bound",
+           "rmia_scores", "roc_summary", "true_label_log_prob"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -264,3 +265,40 @@ def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[flo
     fpr, tpr, _ = roc_curve(is_member, scores)  # the curve to draw: collinear points dropped
     out["roc"] = {"fpr": fpr.round(6).tolist(), "tpr": tpr.round(6).tolist()}
     return out
+
+
+# The drivers' shared pieces (membership_dpsgd, membership_pate): stream indices, the caveat, guesses, scores, passes
+ATTACK_INDEX = 1_000_000  # first model index of the attack's streams: above any run's own model indices
+NOT_COVERED = ("Not covered by any privacy claim: the attack trains models on the private split and reports their "
+               "statistics (an operator's diagnostic; keep it with the data, do not publish it).")
+
+
+def one_run_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> tuple[int, int]:
+    """``(r, v)``: the auditor guesses "in" for the ``r / 2`` highest scores and "out" for the ``r / 2`` lowest
+    (``r = 2 floor(min(guesses, n) / 2)``, fixed before the scores are seen), ``v`` of them right."""
+    order = np.argsort(np.asarray(scores), kind="stable")
+    k = min(guesses, len(order)) // 2
+    right = int(is_member[order[len(order) - k:]].sum()) + int((~is_member[order[:k]]).sum())
+    return 2 * k, right
+
+
+def attack_scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in: np.ndarray, *,
+                  offline: bool) -> np.ndarray:
+    """``(n,)`` scores of the target (row 0 of ``logits`` ``(R + 1, n + m, C)``) on the pool (its first n columns)."""
+    if attack == "loss":
+        return loss_scores(true_label_log_prob(logits[0, :n], labels[:n]))
+    if attack == "lira":
+        phi = logit_confidence(logits[:, :n], labels[:n])
+        return lira_scores(phi[0], phi[1:], ref_in, online=not offline)
+    p = np.exp(true_label_log_prob(logits, labels))
+    return rmia_scores(p[0, :n], p[1:, :n], ref_in, p[0, n:], p[1:, n:], online=not offline)
+
+
+def passes(trained: int, per_pass: int) -> list[tuple[int, int]]:
+    """Model ranges ``[lo, hi)`` of the passes: the target with the first references, then the others, each pass
+    of an even number of references (``per_pass`` rounded down to even, at least 2; 0: all in one pass)."""
+    if per_pass <= 0 or trained <= 1:
+        return [(0, trained)]
+    step = max(per_pass // 2 * 2, 2)
+    edges = [0] + list(range(1 + step, trained, step)) + [trained]
+    return list(zip(edges[:-1], edges[1:]))

@@ -53,11 +53,10 @@ from ..dpsgd.run import load, make_plan
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
-from .membership import (ATTACKS, FPR_GRID, above_a_bound, exceeds, lira_scores, logit_confidence, loss_scores,
-                         pld_tpr_bound, rmia_scores, roc_summary, true_label_log_prob)
+from .membership import (ATTACK_INDEX, ATTACKS, FPR_GRID, NOT_COVERED, above_a_bound, attack_scores, exceeds,
+                         one_run_guesses, passes, pld_tpr_bound, roc_summary)
 
-__all__ = ["NOT_COVERED", "attack_dpsgd", "attack_logits", "attack_scores", "check_target", "draw_halves",
-           "one_run_guesses"]
+__all__ = ["attack_dpsgd", "attack_logits", "check_target", "draw_halves"]
 
 
 def check_target(config: DPSGDConfig) -> None:
@@ -92,30 +91,6 @@ def draw_halves(n: int, reference_models: int, generator: torch.Generator) -> to
     return torch.stack(rows)
 
 
-def one_run_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> tuple[int, int]:
-    """``(r, v)``: the auditor guesses "in" for the ``r / 2`` highest scores and "out" for the ``r / 2`` lowest
-    (``r = 2 floor(min(guesses, n) / 2)``, fixed before the scores are seen), ``v`` of them right."""
-    order = np.argsort(np.asarray(scores), kind="stable")
-    k = min(guesses, len(order)) // 2
-    right = int(is_member[order[len(order) - k:]].sum()) + int((~is_member[order[:k]]).sum())
-    return 2 * k, right
-
-
-def attack_scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, ref_in: np.ndarray, *,
-            offline: bool) -> np.ndarray:
-    """``(n,)`` scores of the target (row 0 of ``logits`` ``(R + 1, n + m, C)``) on the pool (its first n columns)."""
-    if attack == "loss":
-        return loss_scores(true_label_log_prob(logits[0, :n], labels[:n]))
-    if attack == "lira":
-        phi = logit_confidence(logits[:, :n], labels[:n])
-        return lira_scores(phi[0], phi[1:], ref_in, online=not offline)
-    p = np.exp(true_label_log_prob(logits, labels))
-    return rmia_scores(p[0, :n], p[1:, :n], ref_in, p[0, n:], p[1:, n:], online=not offline)
-
-
-ATTACK_INDEX = 1_000_000  # first model index of the attack's streams: above any run's own model indices
-NOT_COVERED = ("Not covered by any privacy claim: the attack trains models on the private split and reports their "
-               "statistics (an operator's diagnostic; keep it with the data, do not publish it).")
 CURVE_FPR = np.logspace(-4, 0, 41)  # where the PLD trade-off bound is drawn (the chart's FPR axis, 1e-4 to 1)
 SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
                 "one_run")  # the twin's: it has no claim, so no PLD check
@@ -184,16 +159,6 @@ class _Attack:
                                                                  confidence=self.confidence) if r else 0.0}
         out["reference_models_so_far"] = refs
         return out
-
-
-def _passes(trained: int, per_pass: int) -> list[tuple[int, int]]:
-    """Model ranges ``[lo, hi)`` of the passes: the target with the first references, then the others, each pass
-    of an even number of references (``per_pass`` rounded down to even, at least 2; 0: all in one pass)."""
-    if per_pass <= 0 or trained <= 1:
-        return [(0, trained)]
-    step = max(per_pass // 2 * 2, 2)
-    edges = [0] + list(range(1 + step, trained, step)) + [trained]
-    return list(zip(edges[:-1], edges[1:]))
 
 
 def _load(config: DPSGDConfig, device: torch.device):
@@ -265,7 +230,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     log(f"{task.name}: pool of {state.n} private examples, target on {int(state.is_member.sum())}, "
         f"{out['reference_models']} reference models; sigma = {plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, "
         f"{plan.steps} steps")
-    passes = _passes(state.trained, models_per_pass)
+    model_ranges = passes(state.trained, models_per_pass)
 
     def pld_history(private: bool) -> list | None:
         """The attacked model's history for the PLD check (None: the twin, or ``pld`` off)."""
@@ -274,7 +239,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     total = state.trained * len(phases)
 
     for phase, private in enumerate(phases):
-        for lo, hi in passes:
+        for lo, hi in model_ranges:
             base = phase * state.trained + lo
             word = "private" if private else "non-private twin"
             reporter.progress(base / total, f"{word}: models {lo + 1}-{hi} of {state.trained}")

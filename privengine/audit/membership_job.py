@@ -1,4 +1,5 @@
-"""The membership-inference attack as a stored audit job (``dpsgd-membership``): launched through the job manager,
+"""The membership-inference attack as a stored audit job (``dpsgd-membership``; PATE's ``pate-membership`` is
+registered by :mod:`.membership_pate_job` on the pieces shared here): launched through the job manager,
 progress while the reference models train, the ROC redrawn after each pass, stop, the result stored as the run's
 summary (:class:`~.interface.AuditResult`, the attack's whole output under ``details["membership"]``).
 
@@ -25,16 +26,19 @@ from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..registry import TEST_ACCURACY, Axis, Frontier
 from .interface import AuditResult, NullReporter, register_audit
-from .membership import ATTACKS
+from .membership import ATTACKS, NOT_COVERED
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
     from ..store import RunStore
 
-__all__ = ["DEMO", "MEMBERSHIP", "MembershipAuditConfig", "run", "setting_rows", "stored_attacks", "target_config",
-           "values_of"]
+__all__ = ["AUDIT_OF_MECHANISM", "DEMO", "MEMBERSHIP", "MEMBERSHIP_FRONTIER", "PATE_MEMBERSHIP", "MembershipAuditConfig",
+           "MembershipKnobs", "attack_knobs", "attack_options", "attack_result", "run", "setting_rows", "stored_attacks",
+           "stored_recipe", "target_config", "values_of"]
 
 MEMBERSHIP = "dpsgd-membership"
+PATE_MEMBERSHIP = "pate-membership"  # registered by .membership_pate_job
+AUDIT_OF_MECHANISM = {"dpsgd": MEMBERSHIP, "pate": PATE_MEMBERSHIP}  # the membership audit of a mechanism's runs
 # the attacked recipe when no run is named: 285 private digits, an MLP that overfits them without noise, eps 1
 DEMO = dict(dataset="digits", model="mlp", train_limit=300, batch_size=32, epochs=30.0, lr=0.5, max_grad_norm=1.0,
             noise_mode="target_epsilon", target_epsilon=1.0, delta=1e-5, accountant="rdp", alphas=(0.0,),
@@ -55,12 +59,12 @@ MEMBERSHIP_FRONTIER = Frontier(
 
 
 @dataclass(frozen=True)
-class MembershipAuditConfig(BaseConfig):
-    """Knobs of the membership attack on a DP-SGD run's recipe."""
+class MembershipKnobs(BaseConfig):
+    """Knobs of a membership attack on a run's recipe, whatever its mechanism."""
 
     run: str = knob("", label="attacked run",
-                    help="Id of a DP-SGD run whose recipe (its isotropic setting) is attacked; empty: a "
-                         "demonstration recipe on the bundled digits (285 private examples, MLP, ε = 1).")
+                    help="Id of a stored run of this mechanism whose recipe is attacked (retrained on halves of its "
+                         "private split); empty: a demonstration recipe on the bundled digits.")
     attack: str = knob("lira", choices=ATTACKS,
                        help="lira: Carlini et al. 2022; rmia: Zarifzadeh et al. 2024; loss: Yeom et al. 2018 (no "
                             "reference model).")
@@ -68,24 +72,55 @@ class MembershipAuditConfig(BaseConfig):
     reference_models: int = knob(16, low=2, high=1024, log=True,
                                  help="R, even: each pool example is in half of them.")
     models_per_pass: int = knob(8, low=0, high=1024, advanced=True,
-                                help="Models trained together in one model batch (0: all at once); the ROC is "
-                                     "redrawn after each pass.")
-    target_epsilon: float = knob(0.0, low=0.0, high=100.0, label="attacked ε",
-                                 help="0: the run's own recipe (a target-ε run's sigma is recalibrated for the "
-                                      "attacked model's half of the data); above 0: sigma calibrated so that the "
-                                      "attacked model has this ε (sweep it to chart leakage against ε).")
+                                help="Models trained together in one batch (0: all at once); the ROC is redrawn "
+                                     "after each pass.")
     guesses: int = knob(100, low=2, high=1_000_000, log=True,
                         help="r: 'in' for the r/2 highest scores, 'out' for the r/2 lowest (the audited ε).")
     confidence: float = knob(0.95, low=0.5, high=1.0, high_open=True,
                              help="Confidence of the intervals and of the audited ε.")
     twin: bool = knob(True, label="non-private twin",
-                      help="Also attack the same models trained without clipping or noise.")
+                      help="Also attack the same models trained without privacy (DP-SGD: no clipping or noise; "
+                           "PATE: its non-private baseline).")
     seed: int = knob(0, low=0, high=2**31 - 1, help="Seed of the halves and of the attack's models.")
     device: str = knob("auto", choices=DEVICE_CHOICES, help="Where the attack's models train.")
 
     def check_rules(self) -> None:
         if self.reference_models % 2:  # the loss attack needs none, but the halves are drawn in pairs all the same
             raise ConfigError("reference_models", f"must be even; got {self.reference_models}")
+
+    def target(self, store: "RunStore | None") -> BaseConfig:
+        """The attacked recipe; ConfigError (field ``run``) when it cannot be attacked (each mechanism's knobs)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MembershipAuditConfig(MembershipKnobs):
+    """Knobs of the membership attack on a DP-SGD run's recipe."""
+
+    target_epsilon: float = knob(0.0, low=0.0, high=100.0, label="attacked ε",
+                                 help="0: the run's own recipe (a target-ε run's sigma is recalibrated for the "
+                                      "attacked model's half of the data); above 0: sigma calibrated so that the "
+                                      "attacked model has this ε (sweep it to chart leakage against ε).")
+
+    def target(self, store: "RunStore | None") -> "DPSGDConfig":
+        return target_config(self, store)
+
+
+def stored_recipe(config: MembershipKnobs, store: "RunStore | None", mechanism: str) -> dict[str, Any]:
+    """The config dict of the attacked run ``config.run``; ConfigError (field ``run``) for an unknown or active run
+    or one of another mechanism."""
+    if store is None:
+        raise ConfigError("run", "needs the run store to read the attacked run")
+    try:
+        record = store.get_run(config.run)
+    except RunNotFoundError:
+        raise ConfigError("run", f"must be the id of a stored run; {config.run!r} is not in the store") from None
+    if record.mechanism != mechanism:
+        raise ConfigError("run", f"is a {record.mechanism} run; this attack retrains {mechanism} runs (membership "
+                                 f"attacks cover {', '.join(AUDIT_OF_MECHANISM)} runs)")
+    if record.active:
+        raise ConfigError("run", f"is still {record.state}; attack it once it has ended")
+    return record.config
 
 
 def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "DPSGDConfig":
@@ -95,32 +130,31 @@ def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "D
     from ..dpsgd.config import DPSGDConfig
     from .membership_dpsgd import check_target
 
-    if not config.run:
-        recipe = DPSGDConfig().replace(**DEMO)
-    else:
-        if store is None:
-            raise ConfigError("run", "needs the run store to read the attacked run")
-        try:
-            record = store.get_run(config.run)
-        except RunNotFoundError:
-            raise ConfigError("run", f"must be the id of a stored run; {config.run!r} is not in the store") from None
-        if record.mechanism != "dpsgd":
-            raise ConfigError("run", f"is a {record.mechanism} run; membership attacks cover DP-SGD runs only (PATE "
-                                     "and the other mechanisms are not attacked here yet)")
-        if record.active:
-            raise ConfigError("run", f"is still {record.state}; attack it once it has ended")
-        recipe = DPSGDConfig.from_dict(record.config)
+    recipe = DPSGDConfig.from_dict(stored_recipe(config, store, "dpsgd")) if config.run else DPSGDConfig().replace(
+        **DEMO)
     if config.target_epsilon > 0:
         recipe = recipe.replace(noise_mode="target_epsilon", target_epsilon=config.target_epsilon)
     check_target(recipe)
     return recipe
 
 
-def stored_attacks(store: "RunStore", run_id: str, *, limit: int = 200) -> list:
-    """The stored attacks of run ``run_id`` at its own noise (``target_epsilon`` 0; a sweep's attacks at other
-    epsilons are not attacks of the run as it ran), newest first, among the ``limit`` newest attacks."""
-    return [r for r in store.list_runs(mechanism=MEMBERSHIP, limit=limit)
-            if r.config.get("run") == run_id and not r.config.get("target_epsilon")]
+def attack_knobs(mechanism: str, **values: Any) -> MembershipKnobs:
+    """The knobs of the membership attack on a run of ``mechanism`` (a key of :data:`AUDIT_OF_MECHANISM`), with
+    ``values`` set and validated (ConfigError naming the field)."""
+    from .. import registry
+
+    config = registry.get(AUDIT_OF_MECHANISM[mechanism]).config_cls(**values)
+    config.validate()
+    return config
+
+
+def stored_attacks(store: "RunStore", run_id: str, *, audit: str = MEMBERSHIP, limit: int = 200) -> list:
+    """The stored attacks (audit ``audit``) of run ``run_id`` at its own noise (no ``target_epsilon`` or
+    ``noise_scale`` override: a sweep's attacks at other noise are not attacks of the run as it ran), newest first,
+    among the ``limit`` newest attacks."""
+    return [r for r in store.list_runs(mechanism=audit, limit=limit)
+            if r.config.get("run") == run_id and not r.config.get("target_epsilon")
+            and r.config.get("noise_scale", 1.0) == 1.0]
 
 
 def values_of(out: dict) -> dict[str, float]:
@@ -151,14 +185,16 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
     return row
 
 
-def setting_rows(out: dict, config: MembershipAuditConfig) -> list[dict[str, Any]]:
-    """The audited settings of an attack's output: the DP-SGD target, then its non-private twin (once measured)."""
+def setting_rows(out: dict, config: MembershipKnobs) -> list[dict[str, Any]]:
+    """The audited settings of an attack's output: the attacked model, then its non-private twin (once measured)."""
     if "auc" not in out:
         return []
     target = {**out, "test_accuracy": out.get("target", {}).get("test_accuracy")}
-    rows = [_row(f"DP-SGD target ({config.attack})", target, claimed=out.get("epsilon"), out=out)]
+    rows = [_row(f"{out.get('attacked', 'DP-SGD model')} ({config.attack})", target, claimed=out.get("epsilon"),
+                 out=out)]
     if "non_private_twin" in out:
-        rows.append(_row("non-private twin (no claim)", out["non_private_twin"], claimed=None, out=out))
+        rows.append(_row(f"{out.get('twin_name', 'non-private twin')} (no claim)", out["non_private_twin"],
+                         claimed=None, out=out))
     return rows
 
 
@@ -172,44 +208,59 @@ def _report(reporter, out: dict) -> None:
     reporter.artifact("membership", out)
 
 
-def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
-    """The job: attack the recipe of ``config.run`` (see the module docstring)."""
-    from .membership_dpsgd import NOT_COVERED, attack_dpsgd
+ROC_NOTE = ("The ROC's Clopper-Pearson intervals treat the examples as independent trials; they share one target "
+            "model, so they are the usual reading of membership-inference papers, not a proof.")
 
-    reporter = reporter or NullReporter()
-    recipe = target_config(config, getattr(reporter, "store", None))
-    out = attack_dpsgd(recipe, attack=config.attack, reference_models=config.reference_models, seed=config.seed,
-                       offline=config.offline, twin=config.twin, device=getattr(reporter, "device", None),
-                       log=reporter.log, guesses=config.guesses, confidence=config.confidence,
-                       models_per_pass=config.models_per_pass, reporter=reporter,
-                       on_partial=lambda partial: _report(reporter, partial))
+
+def attack_result(config: MembershipKnobs, out: dict, *, audit: str, mechanism: str, claim: str, claimed: float,
+                  delta: float, notes: list[str]) -> AuditResult:
+    """The stored result of an attack's output ``out`` (its driver's dict): the audited epsilon is its one-run
+    bound, ``notes`` (what the target is, why the bound is sound) follow the not-covered caveat, the ROC note and a
+    stop's note come after them."""
     one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
-    # the trained target's claim; before it: its planned history's; stopped while calibrating sigma: the target
-    claimed = out.get("epsilon", out.get("planned_epsilon", recipe.target_epsilon))
-    mode = "offline" if config.offline else "online"
-    notes = [NOT_COVERED,
-             "The target is the run's recipe retrained (runs keep no weights) on a random subset of its private "
-             f"split, each example in with probability 1/2, at q = B / floor(n / 2); {claimed:.4g} is that model's "
-             "own epsilon (its accountant history).",
-             "The audited ε is the one-run bound (Steinke, Nasr & Jagielski 2023) of the attack's guesses: 'in' for "
-             "the highest scores, 'out' for the lowest, the whole pool as canaries; sound because the members are "
-             "independent fair coins and the reference models independent of them.",
-             "The ROC's Clopper-Pearson intervals treat the examples as independent trials; they share one target "
-             "model, so they are the usual reading of membership-inference papers, not a proof."]
+    notes = [NOT_COVERED, *notes, ROC_NOTE]
     if out.get("stopped"):
         notes.append("Stopped early: the figures cover the models trained before the stop" if "auc" in out else
                      "Stopped before the target and a pair of reference models were trained: nothing measured.")
     refs = out.get("reference_models_so_far", 0)
+    mode = "offline" if config.offline else "online"
     return AuditResult(
-        audit=MEMBERSHIP, mechanism="dpsgd",
+        audit=audit, mechanism=mechanism,
         method=(f"membership inference, {config.attack} {mode} with {refs} reference models, on the recipe of run "
                 f"{config.run or 'demo (digits)'}; one-run bound of {one_run['guesses']} guesses"),
-        claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", claimed_epsilon=float(claimed),
-        epsilon_lower=float(one_run["epsilon_lower"]), confidence=config.confidence, delta=recipe.delta,
+        claim=claim, claimed_epsilon=float(claimed), epsilon_lower=float(one_run["epsilon_lower"]),
+        confidence=config.confidence, delta=delta,
         counts={"members": out.get("members", 0), "non_members": out.get("non_members", 0),
                 "reference_models": refs, "guesses": one_run["guesses"], "correct": one_run["correct"]},
         notes=tuple(notes), details={"settings": setting_rows(out, config), "membership": out},
         values=values_of(out))
+
+
+def attack_options(config: MembershipKnobs, reporter) -> dict[str, Any]:
+    """The keyword arguments every attack driver takes from the knobs and the job's reporter."""
+    return dict(attack=config.attack, reference_models=config.reference_models, seed=config.seed,
+                offline=config.offline, twin=config.twin, device=getattr(reporter, "device", None), log=reporter.log,
+                guesses=config.guesses, confidence=config.confidence, models_per_pass=config.models_per_pass,
+                reporter=reporter, on_partial=lambda partial: _report(reporter, partial))
+
+
+def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
+    """The job: attack the recipe of ``config.run`` (see the module docstring)."""
+    from .membership_dpsgd import attack_dpsgd
+
+    reporter = reporter or NullReporter()
+    recipe = target_config(config, getattr(reporter, "store", None))
+    out = attack_dpsgd(recipe, **attack_options(config, reporter))
+    # the trained target's claim; before it: its planned history's; stopped while calibrating sigma: the target
+    claimed = out.get("epsilon", out.get("planned_epsilon", recipe.target_epsilon))
+    notes = ["The target is the run's recipe retrained (runs keep no weights) on a random subset of its private "
+             f"split, each example in with probability 1/2, at q = B / floor(n / 2); {claimed:.4g} is that model's "
+             "own epsilon (its accountant history).",
+             "The audited ε is the one-run bound (Steinke, Nasr & Jagielski 2023) of the attack's guesses: 'in' for "
+             "the highest scores, 'out' for the lowest, the whole pool as canaries; sound because the members are "
+             "independent fair coins and the reference models independent of them."]
+    return attack_result(config, out, audit=MEMBERSHIP, mechanism="dpsgd", claimed=claimed, delta=recipe.delta,
+                         claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", notes=notes)
 
 
 register_audit(

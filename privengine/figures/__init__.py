@@ -32,7 +32,8 @@ from .common import Table, finish, metric_curves
 __all__ = ["Table", "overlay_figures", "preset_of", "published_of", "published_value", "run_figures", "run_tables"]
 
 _VIEWS = {name: f"{__name__}.{name}" for name in ("pate", "dpsgd", "dp_bayes", "split_label")}
-_VIEWS["dpsgd-membership"] = f"{__name__}.membership"  # an audit with a chart of its own (the ROC), then the audit's
+# the membership audits have a chart of their own (the ROC), then the audit's
+_VIEWS["dpsgd-membership"] = _VIEWS["pate-membership"] = f"{__name__}.membership"
 
 
 def _view(mechanism: str) -> ModuleType | None:

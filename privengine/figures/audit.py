@@ -24,7 +24,8 @@ CEILINGS = {"pair_exact_epsilon": "exact ε of the audited pair (no audit of it 
 # what a step of an audit's curves counts, by audit
 STEP_AXIS = {"pate-gnmax": "noisy answers drawn per histogram", "dpsgd-one-run": "audited model (one per alpha)",
              "dp-bayes-release": "releases drawn per data set",
-             "dpsgd-membership": "reference models trained (the twin's after the target's)"}
+             "dpsgd-membership": "reference models trained (the twin's after the target's)",
+             "pate-membership": "reference models trained (the twin's after the target's)"}
 SPACE_STYLE = {"inside": ("circle", "solid"), "outside": ("diamond", "dash"), "random": ("square", "dot")}
 
 

@@ -1,4 +1,4 @@
-"""Membership-attack runs (``dpsgd-membership``): the ROC on log-log axes under the bounds of the attacked model's
+"""Membership-attack runs (``dpsgd-membership``, ``pate-membership``): the ROC on log-log axes under the bounds of the attacked model's
 claim, beside the audit charts every audit has (:mod:`.audit`).
 
 The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the DP-SGD model, the same attack on
@@ -63,10 +63,12 @@ def roc(out: Mapping) -> go.Figure:
     twin = out.get("non_private_twin")
     if twin:
         x, y = _positive(twin["roc"]["fpr"], twin["roc"]["tpr"])
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"non-private twin (AUC {twin['auc']:.3f})",
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"{out.get('twin_name', 'non-private twin')} (AUC "
+                                                              f"{twin['auc']:.3f})",
                                  line=dict(color=TWIN)))
     x, y = _positive(out["roc"]["fpr"], out["roc"]["tpr"])
-    fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"attack on the DP-SGD model (AUC {out['auc']:.3f})",
+    fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"attack on the {out.get('attacked', 'DP-SGD model')} (AUC "
+                                                          f"{out['auc']:.3f})",
                              line=dict(color=ATTACKED, width=2.5)))
     levels = list(out["tpr_at_fpr"])
     tpr = [out["tpr_at_fpr"][k] for k in levels]

@@ -50,8 +50,9 @@ class Ensemble:
         return vmap(self._call)(self.params, self.buffers, x)
 
     @torch.no_grad()
-    def predict(self, x: torch.Tensor, *, should_stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
-        """Every model's predicted class for shared inputs ``(N, *input)`` -> ``(K, N)`` int64.
+    def logits_in_chunks(self, x: torch.Tensor, *,
+                         should_stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
+        """Every model's logits for shared inputs ``(N, *input)`` -> ``(K, N, n_classes)``.
 
         Works in chunks sized to keep the first layer's activations for all K models
         near :data:`ACTIVATION_BUDGET`; returns None if ``should_stop`` turns true between chunks.
@@ -64,8 +65,14 @@ class Ensemble:
         for i in range(0, len(x), chunk):
             if should_stop is not None and should_stop():
                 return None
-            out.append(shared(self.params, self.buffers, x[i:i + chunk].to(device)).argmax(-1))
-        return torch.cat(out, dim=1) if out else torch.empty(self.k, 0, dtype=torch.int64, device=device)
+            out.append(shared(self.params, self.buffers, x[i:i + chunk].to(device)))
+        return torch.cat(out, dim=1) if out else shared(self.params, self.buffers, x.to(device))
+
+    def predict(self, x: torch.Tensor, *, should_stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
+        """Every model's predicted class for shared inputs ``(N, *input)`` -> ``(K, N)`` int64 (None if stopped:
+        see :meth:`logits_in_chunks`)."""
+        logits = self.logits_in_chunks(x, should_stop=should_stop)
+        return None if logits is None else logits.argmax(-1)
 
 
 def train_ensemble(ensemble: Ensemble, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr: float, batch_size: int,

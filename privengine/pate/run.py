@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ from .models import build_model
 from .privacy import PrivacyReport, analyse, epsilon_basis
 from .selection import select_queries
 from .self_training import SelfTrainingSettings, train_self_training
-from .student import FixMatchSettings, train_fixmatch
+from .student import FixMatchSettings, logits_in_chunks, train_fixmatch
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
 # privacy.SANITIZE_STREAM
@@ -28,8 +29,9 @@ CURVE_POINTS = 300  # points of the eps-vs-answered curves sent to the store
 _TEACHERS, _VOTES, _BASELINE, _STUDENT = 0.6, 0.05, 0.15, 0.2
 
 
-class _Stopped(Exception):
-    """Raised inside the run when the reporter asks to stop; run() returns a partial summary."""
+class Stopped(Exception):
+    """Raised inside the run (and :func:`train_student`) when the reporter asks to stop; run() returns a partial
+    summary."""
 
 
 def run(config: PateConfig, reporter: Reporter) -> dict:
@@ -42,20 +44,15 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
     def checkpoint(stage: str) -> None:
         summary["stage"] = stage
         if reporter.should_stop():
-            raise _Stopped
+            raise Stopped
 
     try:
         reporter.progress(0.0, "loading data")
         data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
         # the aggregator's noise is keyed by the teachers' private data too (privengine.randomness)
         noise = noise_generator(config, NOISE_STREAM, data=data.private_fingerprint, device=device)
-        teacher_architecture = (config.architecture if config.architecture != "auto"
-                                else ("convnet" if data.is_image else "mlp"))
-        seen_by_teachers = _teacher_inputs(config, data, teacher_architecture, reporter)
-        # The self-training student has the teachers' model and inputs; FixMatch augments pixels, so with
-        # ScatterNet teachers it trains a ConvNet on the images.
-        student_architecture = ("convnet" if teacher_architecture == "scatter_linear"
-                                and config.student != "self_training" else teacher_architecture)
+        teacher_architecture, student_architecture = architectures(config, data.is_image)
+        seen_by_teachers = teacher_inputs(config, data, teacher_architecture, reporter)
         student_inputs = seen_by_teachers if config.student == "self_training" else data
 
         def make_teacher():
@@ -123,7 +120,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 
         if config.baseline:
             checkpoint("training the non-private baseline")
-            summary["baseline_accuracy"] = _train_single(
+            _, summary["baseline_accuracy"] = _train_single(
                 make_student, student_inputs.private_x, data.private_y, student_inputs.test_x, data.test_y,
                 config.baseline_epochs, config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
                 _TEACHERS + _VOTES, _BASELINE)
@@ -132,13 +129,13 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
             reporter.log("No query was answered: the student was not trained (lower the threshold or sigma1).")
         else:
             checkpoint("training the student")
-            summary["student_accuracy"] = _train_student(
+            _, summary["student_accuracy"] = train_student(
                 config, make_student, submitted[answered.cpu()], answers.labels[answered].cpu(), data, student_inputs,
                 device, shuffle, reporter)
         summary["student"] = _student_description(config, len(data.pool_x))
         summary["stage"] = "done"
         reporter.progress(1.0, "done")
-    except _Stopped:
+    except Stopped:
         summary["stopped_during"] = summary["stage"]
     summary["seconds"] = time.perf_counter() - started
     return summary
@@ -147,19 +144,29 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 def _predict(ensemble: Ensemble, x: torch.Tensor, stop_check) -> torch.Tensor:
     out = ensemble.predict(x, should_stop=stop_check)
     if out is None:
-        raise _Stopped
+        raise Stopped
     return out
 
 
-def _teacher_inputs(config: PateConfig, data: PateData, architecture: str, reporter: Reporter) -> TeacherInputs:
-    """The pixels of the splits, or their ScatterNet features (cached; computed with progress on first use)."""
+def architectures(config: PateConfig, is_image: bool) -> tuple[str, str]:
+    """``(teachers' architecture, student's)``: ``auto`` is the ConvNet for images, the MLP for tabular data. The
+    self-training student has the teachers' model and inputs; FixMatch augments pixels, so with ScatterNet teachers it
+    trains a ConvNet on the images (and so does the supervised student); the baseline follows the student."""
+    teacher = config.architecture if config.architecture != "auto" else ("convnet" if is_image else "mlp")
+    student = "convnet" if teacher == "scatter_linear" and config.student != "self_training" else teacher
+    return teacher, student
+
+
+def teacher_inputs(config: PateConfig, data: PateData, architecture: str, reporter: Reporter) -> TeacherInputs:
+    """The pixels of the splits, or their ScatterNet features (cached; computed with progress on first use);
+    raises :class:`Stopped` when the reporter asks to stop meanwhile."""
     if architecture != "scatter_linear":
         return TeacherInputs(data.private_x, data.pool_x, data.test_x)
     inputs = load_scattering_inputs(config.dataset, root=config.data_root, download=config.download,
                                     device=reporter.device, should_stop=reporter.should_stop,
                                     progress=reporter.progress)
     if inputs is None:
-        raise _Stopped
+        raise Stopped
     return inputs
 
 
@@ -177,13 +184,15 @@ def _train_teachers(config: PateConfig, private_x: torch.Tensor, private_y: torc
     if not train_ensemble(teachers, xs, ys, epochs=config.teacher_epochs, lr=config.teacher_lr,
                           batch_size=config.batch_size, generator=shuffle, should_stop=reporter.should_stop,
                           on_epoch=on_epoch):
-        raise _Stopped
+        raise Stopped
     return teachers
 
 
 def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, config: PateConfig, device, shuffle,
-                  reporter: Reporter, metric: str, progress_start: float, progress_share: float) -> float:
-    """Train one model (an ensemble of one) on ``(x, y)``; report test accuracy per epoch as ``metric``."""
+                  reporter: Reporter, metric: str, progress_start: float,
+                  progress_share: float) -> tuple[Ensemble, float]:
+    """Train one model (an ensemble of one) on ``(x, y)``; report test accuracy per epoch as ``metric``; the model
+    and its last accuracy."""
     model = Ensemble(make_model, 1, device)
     test_y = test_y.to(device)
     accuracy = float("nan")
@@ -198,23 +207,28 @@ def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, conf
     if not train_ensemble(model, x[None].to(device), y[None].to(device), epochs=epochs, lr=lr,
                           batch_size=config.student_batch_size, generator=shuffle, should_stop=reporter.should_stop,
                           on_epoch=on_epoch):
-        raise _Stopped
-    return accuracy
+        raise Stopped
+    return model, accuracy
 
 
-def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
-                   data: PateData, inputs: PateData | TeacherInputs, device, shuffle, reporter: Reporter) -> float:
+def train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
+                  data: PateData, inputs: PateData | TeacherInputs, device, shuffle,
+                  reporter: Reporter) -> tuple[Callable[[torch.Tensor], torch.Tensor], float]:
     """Train the student on the answered queries (rows ``labelled_rows`` of the pool, noisy labels ``labelled_y``)
-    and, semi-supervised or self-training, on the whole unlabelled pool; its accuracy on the held-out public test
-    set. ``inputs`` holds what the student sees of the pool and the test set (pixels or the teachers' features)."""
+    and, semi-supervised or self-training, on the whole unlabelled pool: ``(logits, accuracy)``, its logits
+    ``(n, C)`` on inputs ``(n, *input)`` of what it sees (pixels or the teachers' features: ``inputs``, which holds
+    the pool and the test set) and its accuracy on the held-out public test set. Raises :class:`Stopped` when the
+    reporter asks to stop."""
     start = _TEACHERS + _VOTES + _BASELINE
     if config.student == "supervised":
-        return _train_single(make_model, inputs.pool_x[labelled_rows], labelled_y, inputs.test_x, data.test_y,
-                             config.student_epochs, config.student_lr, config, device, shuffle, reporter,
-                             "student_accuracy", start, _STUDENT)
+        model, accuracy = _train_single(make_model, inputs.pool_x[labelled_rows], labelled_y, inputs.test_x,
+                                        data.test_y, config.student_epochs, config.student_lr, config, device,
+                                        shuffle, reporter, "student_accuracy", start, _STUDENT)
+        return (lambda x: model.logits_in_chunks(x)[0]), accuracy
     if config.student == "self_training":
-        return _self_train_student(config, make_model, labelled_rows, labelled_y, data, inputs, device, shuffle,
-                                   reporter, start)
+        model, accuracy = _self_train_student(config, make_model, labelled_rows, labelled_y, data, inputs, device,
+                                              shuffle, reporter, start)
+        return (lambda x: logits_in_chunks(model, x)), accuracy
     settings = fixmatch_settings(config)
     accuracy = float("nan")
 
@@ -229,15 +243,15 @@ def _train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, 
     if train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device), data.pool_x.to(device),
                       data.test_x.to(device), data.test_y.to(device), settings, generator=shuffle,
                       should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
-        raise _Stopped
-    return accuracy
+        raise Stopped
+    return (lambda x: logits_in_chunks(model, x)), accuracy
 
 
 def _self_train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
                         data: PateData, inputs: TeacherInputs, device, shuffle, reporter: Reporter,
-                        start: float) -> float:
-    """The self-training student (:mod:`.self_training`); its test accuracy is reported after every round at the
-    number of passes over the pool so far."""
+                        start: float) -> tuple[torch.nn.Module, float]:
+    """The self-training student (:mod:`.self_training`) and its last accuracy; its test accuracy is reported after
+    every round at the number of passes over the pool so far."""
     settings = self_training_settings(config)
     accuracy = float("nan")
 
@@ -254,8 +268,8 @@ def _self_train_student(config: PateConfig, make_model, labelled_rows: torch.Ten
                                 data.test_y.to(device), settings, generator=shuffle, should_stop=reporter.should_stop,
                                 on_round=on_round)
     if model is None:
-        raise _Stopped
-    return accuracy
+        raise Stopped
+    return model, accuracy
 
 
 def self_training_settings(config: PateConfig) -> SelfTrainingSettings:

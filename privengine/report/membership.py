@@ -1,11 +1,11 @@
-"""The membership section of a DP-SGD run's report: the latest stored membership attack of that run (the
-``dpsgd-membership`` audit, :mod:`privengine.audit.membership_job`) with its ROC under the claim's bounds, its table
-and what it assumed; nothing when no attack of the run has measured anything."""
+"""The membership section of a DP-SGD or PATE run's report: the latest stored membership attack of that run (the
+``dpsgd-membership`` or ``pate-membership`` audit, :mod:`privengine.audit.membership_job`) with its ROC under the
+claim's bounds, its table and what it assumed; nothing when no attack of the run has measured anything."""
 
 from __future__ import annotations
 
 from privengine.audit import result_of
-from privengine.audit.membership_job import stored_attacks
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM, stored_attacks
 from privengine.figures import membership as figures
 from privengine.figures.common import finish
 from privengine.store import RunRecord, RunStore
@@ -15,9 +15,12 @@ from .html import Document
 __all__ = ["latest_attack", "membership_section"]
 
 
-def latest_attack(store: RunStore, run_id: str) -> RunRecord | None:
-    """The newest ended attack of run ``run_id`` at its own noise that measured a ROC (None if there is none)."""
-    for attack in stored_attacks(store, run_id):
+def latest_attack(store: RunStore, run: RunRecord) -> RunRecord | None:
+    """The newest ended attack of ``run`` at its own noise that measured a ROC (None if there is none, or if its
+    mechanism has no membership attack)."""
+    if run.mechanism not in AUDIT_OF_MECHANISM:
+        return None
+    for attack in stored_attacks(store, run.id, audit=AUDIT_OF_MECHANISM[run.mechanism]):
         result = result_of(attack.summary)
         if result is not None and "auc" in result.details.get("membership", {}):
             return attack
@@ -25,8 +28,8 @@ def latest_attack(store: RunStore, run_id: str) -> RunRecord | None:
 
 
 def membership_section(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> None:
-    """Add the section to ``doc`` for a DP-SGD ``run`` with a stored attack."""
-    attack = None if run.mechanism != "dpsgd" else latest_attack(store, run.id)
+    """Add the section to ``doc`` for a ``run`` with a stored attack."""
+    attack = latest_attack(store, run)
     if attack is None:
         return
     snapshot = store.snapshot(attack.id)

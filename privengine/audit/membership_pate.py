@@ -1,0 +1,344 @@
+"""Membership inference against a PATE recipe: its student (and PATE's non-private baseline, the twin) retrained on
+random halves of the run's private split, with reference pipelines on other halves, attacked by :mod:`.membership`
+under the student's own claim.
+
+**The neighbouring relation decides the game.** PATE's claims cover private sets of one size that differ in one
+example (replace one, :data:`privengine.pate.privacy.NEIGHBOURING`): the teachers' partition depends on the size and
+the seed only. An example in or out with a fair coin of its own (the DP-SGD attack's design) changes the size, which
+that claim does not cover. So the halves here come in **pairs**: the pool (the run's private split, ``n`` examples)
+is paired at random, ``P = floor(n / 2)`` pairs, the pair ``i`` being pool rows ``2i`` and ``2i + 1`` after the
+pairing; a model's private set holds one example of every pair, at the pair's position. Every model trains on ``P``
+examples, and two choices that differ in one pair give neighbouring sets (the swapped example sits at the same
+position, hence in the same teacher's part). The target's choices ``S`` ``(P,)`` are independent fair coins; the
+reference models' are drawn independently of them, in complementary pairs (a uniform choice and its opposite), so
+every example is IN exactly half of every even prefix of them (:func:`draw_pair_halves`).
+
+**The bound.** For the example ``x = a_i`` of pair ``i``, the target's set with ``a_i`` and the one with ``b_i``
+instead are neighbours, whatever the other coins; so the target's (eps, delta) claim bounds every test of ``x``'s
+membership, ``TPR <= min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))`` (:func:`.membership.dp_tpr_bound`), and
+by concavity the ROC's averages over the examples too. The claim is the run's own accounting of the target's votes
+(:func:`privengine.pate.privacy.analyse`), its headline: the **data-independent (a priori)** bound of every
+submitted query, valid for every data set. The sanitized data-dependent figure is not used: the student never sees
+it, and a data-dependent figure holds for one data set against its neighbours, not across the halves of the game.
+
+**The audited epsilon** is Steinke, Nasr & Jagielski 2023's one-run bound with the ``P`` pairs as canaries: coin
+``S_i`` says which of the pair is in, a coordinate flip is a replace-one neighbour, and the guess for pair ``i``
+ranks ``s(a_i) - s(b_i)`` (:func:`pair_guesses`).
+
+**A model** ``k`` (row 0 the target; seed ``seed + k``, streams at ``ATTACK_INDEX + k``) is the run's recipe on its
+set of ``P`` examples: ``teachers`` teachers on the parts of :func:`privengine.pate.ensemble.partition` (generator
+seeded ``seed + k``), trained together with the other models' teachers of the same pass in one vmapped ensemble;
+their votes on the run's public queries; the aggregator's noise from the stream ``(NOISE_STREAM, ATTACK_INDEX + k)``
+keyed by the model's private set (:func:`privengine.randomness.noise_generator`, never one of the run's streams);
+the run's student on the answered queries (:func:`privengine.pate.run.train_student`). Its logits on the pool and on
+the public test set (RMIA's population, never trained on by any model) are scored. The **twin** is PATE's
+non-private baseline: the student's architecture trained on the same ``P`` examples, no teachers, no noise
+(``baseline_epochs``); all twins of a pass train together.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from ..pate.config import MIN_EXAMPLES_PER_TEACHER, SPLIT_SIZES, PateConfig
+from ..pate.data import PateData, TeacherInputs, load_pate_data
+from ..pate.ensemble import Ensemble, partition, train_ensemble
+from ..pate.models import build_model
+from ..pate.privacy import NEIGHBOURING, analyse
+from ..pate.aggregate import aggregate, vote_counts
+from ..pate.run import NOISE_STREAM, Stopped, architectures, teacher_inputs, train_student
+from ..pate.selection import select_queries
+from ..randomness import data_fingerprint, noise_generator
+from .bounds import one_run_epsilon_lower
+from .interface import NullReporter
+from .membership import (ATTACK_INDEX, ATTACKS, NOT_COVERED, above_a_bound, attack_scores, one_run_guesses, passes,
+                         roc_summary)
+
+__all__ = ["attack_pate", "check_target", "draw_pair_halves", "pair_guesses"]
+
+SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
+                "one_run")
+
+
+def check_target(config: PateConfig) -> None:
+    """ConfigError (field ``run``) unless every teacher keeps at least the minimum examples on half the data."""
+    pairs = SPLIT_SIZES[config.dataset][0] // 2
+    if pairs // config.teachers < MIN_EXAMPLES_PER_TEACHER:
+        raise ConfigError("run", f"has {config.teachers} teachers: the attack trains on half its private split "
+                                 f"({pairs} examples), under {MIN_EXAMPLES_PER_TEACHER} per teacher; attack a run "
+                                 f"with at most {pairs // MIN_EXAMPLES_PER_TEACHER} teachers")
+
+
+def draw_pair_halves(n: int, reference_models: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(pool_rows, inclusion)``: ``pool_rows`` ``(2P,)`` the private rows of the ``P = floor(n / 2)`` random pairs
+    (pair ``i``: ``pool_rows[2i]`` and ``pool_rows[2i + 1]``), and ``inclusion`` ``(R + 1, 2P)`` bool over those
+    pool positions: row 0 the target's members, one of each pair by an independent fair coin, rows 1..R the
+    references', drawn independently of row 0 in complementary pairs (rows 2j + 1 and 2j + 2: fair coins and their
+    opposites), so every example is IN exactly half of every even prefix of them."""
+    if reference_models < 2 or reference_models % 2:
+        raise ConfigError("reference_models", f"must be an even number >= 2; got {reference_models}")
+    pairs = n // 2
+    pool_rows = torch.randperm(n, generator=generator)[:2 * pairs]
+    coins = [torch.rand(pairs, generator=generator) < 0.5]
+    for _ in range(reference_models // 2):
+        coin = torch.rand(pairs, generator=generator) < 0.5
+        coins += [coin, ~coin]
+    second = torch.stack(coins)  # (R + 1, P): True when the pair's second example is the one in
+    return pool_rows, torch.stack([~second, second], dim=2).flatten(1)
+
+
+def pair_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> tuple[int, int]:
+    """``(r, v)`` of the one-run audit over the pairs: pair ``i``'s score is ``s(a_i) - s(b_i)`` (``scores`` ``(2P,)``
+    over the pool positions, ``a_i`` at ``2i``), "a in" for the ``r / 2`` highest and "b in" for the ``r / 2`` lowest,
+    ``v`` of them right (:func:`.membership.one_run_guesses` on the pairs)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return one_run_guesses(scores[0::2] - scores[1::2], np.asarray(is_member)[0::2], guesses)
+
+
+@dataclass
+class _Pool:
+    """The loaded recipe: what teachers and students see of the splits, the pairing, the queries."""
+
+    config: PateConfig
+    data: PateData
+    teachers_see: TeacherInputs  # private_x, pool_x, test_x as the teachers see them (pixels or features)
+    students_see: PateData | TeacherInputs  # the same, as the student and the baseline see them
+    pool_rows: torch.Tensor  # (2P,)
+    inclusion: torch.Tensor  # (R + 1, 2P) bool
+    queries: torch.Tensor  # (Q,) rows of the public query pool
+    make_teacher: Callable
+    make_student: Callable
+
+    @property
+    def pairs(self) -> int:
+        return len(self.pool_rows) // 2
+
+    def members(self, k: int) -> torch.Tensor:
+        """Model ``k``'s private rows ``(P,)``, the chosen example of each pair, in pair order."""
+        return self.pool_rows.view(-1, 2)[self.inclusion[k].view(-1, 2)]
+
+    def scored(self) -> torch.Tensor:
+        """What the student sees of the pool, then of the public test set: ``(2P + m, *input)``."""
+        return torch.cat([self.students_see.private_x[self.pool_rows], self.students_see.test_x])
+
+
+class _Quiet(NullReporter):
+    """The job's stop for the run's training functions, without their metrics and progress (the attack reports its
+    own)."""
+
+    def __init__(self, reporter, device: torch.device):
+        self.should_stop = reporter.should_stop
+        self.device = str(device)
+
+
+def _load(config: PateConfig, refs: int, seed: int, device: torch.device, reporter) -> _Pool:
+    data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
+    teacher_arch, student_arch = architectures(config, data.is_image)
+    teachers_see = teacher_inputs(config, data, teacher_arch, _Quiet(reporter, device))
+    students_see = teachers_see if config.student == "self_training" else data
+    pool_rows, inclusion = draw_pair_halves(len(data.private_y), refs, torch.Generator().manual_seed(seed))
+    queries = select_queries(teachers_see.pool_x, config.queries, rule=config.query_selection,
+                             clusters=config.selection_clusters, seed=config.seed)
+
+    def make(architecture: str, inputs) -> Callable:
+        return lambda: build_model(architecture, tuple(inputs.private_x.shape[1:]), data.n_classes,
+                                   width=config.width, depth=config.depth)
+    return _Pool(config, data, teachers_see, students_see, pool_rows, inclusion, queries,
+                 make(teacher_arch, teachers_see), make(student_arch, students_see))
+
+
+def _headline(config: PateConfig, votes: np.ndarray, pairs: int, fingerprint: tuple[int, ...]):
+    """The headline claim of a student of ``config`` on ``pairs`` private examples (``votes`` ``(Q, C)``): the
+    a-priori bound of every submitted query, which reads no vote (so zero votes give it before any teacher is
+    trained); the sanitized figure is off (the student never sees it, see the module docstring)."""
+    report = analyse(votes, np.ones(len(votes), dtype=bool), config.replace(sanitize=False), n_private=pairs,
+                     data=fingerprint)
+    return next(c for c in report.claims if c.headline)
+
+
+@dataclass
+class _Trained:
+    """Models ``lo..hi-1`` of a pass: logits ``(k, 2P + m, C)`` and, per model, test accuracy; for the target,
+    its claim and its PATE figures."""
+
+    logits: np.ndarray
+    accuracy: list[float]
+    target: dict | None = None
+
+
+def _pate_pass(pool: _Pool, lo: int, hi: int, seed: int, device: torch.device, reporter,
+               progress: Callable[[float, str], None]) -> _Trained:
+    """Train the PATE pipelines of models ``lo..hi-1`` (see the module docstring); raises Stopped."""
+    config, data, t = pool.config, pool.data, pool.config.teachers
+    shuffles = [torch.Generator().manual_seed(seed + k) for k in range(lo, hi)]
+    parts = [partition(pool.teachers_see.private_x[pool.members(k)], data.private_y[pool.members(k)], t, gen)
+             for k, gen in zip(range(lo, hi), shuffles)]
+    xs = torch.cat([x for x, _ in parts]).to(device)  # ((hi - lo) t, P // t, *input)
+    ys = torch.cat([y for _, y in parts]).to(device)
+    teachers = Ensemble(pool.make_teacher, len(xs), device)
+
+    def on_epoch(epoch: int, losses) -> None:
+        progress(0.6 * (epoch + 1) / config.teacher_epochs, f"{len(xs)} teachers: epoch {epoch + 1}")
+    if not train_ensemble(teachers, xs, ys, epochs=config.teacher_epochs, lr=config.teacher_lr,
+                          batch_size=config.batch_size, generator=shuffles[0], should_stop=reporter.should_stop,
+                          on_epoch=on_epoch):
+        raise Stopped
+    votes = teachers.predict(pool.teachers_see.pool_x[pool.queries], should_stop=reporter.should_stop)
+    if votes is None:
+        raise Stopped
+    logits, accuracy, target = [], [], None
+    scored = pool.scored().to(device)
+    for j, k in enumerate(range(lo, hi)):
+        progress(0.6 + 0.4 * j / (hi - lo), f"student {k + 1}")
+        counts = vote_counts(votes[j * t:(j + 1) * t], data.n_classes)
+        members = pool.members(k)
+        fingerprint = data_fingerprint(data.private_x[members], data.private_y[members])
+        noise = noise_generator(config, NOISE_STREAM, ATTACK_INDEX + k, data=fingerprint, device=device)
+        answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
+                            sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
+        answered = answers.answered
+        if k == 0:
+            claim = _headline(config, counts.cpu().numpy(), pool.pairs, fingerprint)
+            target = {"claim": claim.label, "epsilon": claim.epsilon, "accountant": claim.accountant,
+                      "queries_submitted": len(pool.queries), "queries_answered": int(answered.sum()),
+                      "teachers": t, "examples_per_teacher": pool.pairs // t}
+        if not bool(answered.any()):  # nothing to learn from: a student of chance (uniform logits)
+            logits.append(np.zeros((len(scored), data.n_classes)))
+            accuracy.append(float("nan"))
+            continue
+        student, acc = train_student(config, pool.make_student, pool.queries[answered.cpu()],
+                                     answers.labels[answered].cpu(), data, pool.students_see, device,
+                                     shuffles[j], _Quiet(reporter, device))
+        with torch.no_grad():
+            logits.append(student(scored).double().cpu().numpy())
+        accuracy.append(acc)
+    return _Trained(np.stack(logits), accuracy, target)
+
+
+def _baseline_pass(pool: _Pool, lo: int, hi: int, seed: int, device: torch.device, reporter,
+                   progress: Callable[[float, str], None]) -> _Trained:
+    """The twins of models ``lo..hi-1``: PATE's non-private baseline on each model's ``P`` examples, trained
+    together; raises Stopped."""
+    config, data = pool.config, pool.data
+    rows = torch.stack([pool.members(k) for k in range(lo, hi)])  # (k, P)
+    models = Ensemble(pool.make_student, hi - lo, device)
+
+    def on_epoch(epoch: int, losses) -> None:
+        progress((epoch + 1) / config.baseline_epochs, f"baselines: epoch {epoch + 1}")
+    if not train_ensemble(models, pool.students_see.private_x[rows].to(device), data.private_y[rows].to(device),
+                          epochs=config.baseline_epochs, lr=config.student_lr, batch_size=config.student_batch_size,
+                          generator=torch.Generator().manual_seed(seed + lo), should_stop=reporter.should_stop,
+                          on_epoch=on_epoch):
+        raise Stopped
+    with torch.no_grad():
+        logits = models.logits_in_chunks(pool.scored())
+        test = logits[:, 2 * pool.pairs:].argmax(-1).cpu() == data.test_y
+    return _Trained(logits.double().cpu().numpy(), test.double().mean(1).tolist())
+
+
+def _summary(pool: _Pool, logits: np.ndarray, attack: str, *, offline: bool, epsilon: float, delta: float,
+             guesses: int, confidence: float) -> dict:
+    """ROC summary and the one-run guesses of ``attack`` on the models so far (``logits`` ``(1 + R', 2P + m, C)``,
+    an even number R' of references used)."""
+    refs = (len(logits) - 1) // 2 * 2
+    n = 2 * pool.pairs
+    labels = torch.cat([pool.data.private_y[pool.pool_rows], pool.data.test_y]).numpy()
+    is_member = pool.inclusion[0].numpy()
+    scores = attack_scores(attack, logits[:refs + 1], labels, n, pool.inclusion[1:refs + 1].numpy(), offline=offline)
+    out = roc_summary(scores, is_member, epsilon=epsilon, delta=delta, confidence=confidence)
+    r, v = pair_guesses(scores, is_member, guesses)
+    out["one_run"] = {"guesses": r, "correct": v, "confidence": confidence, "canaries": pool.pairs,
+                      "epsilon_lower": one_run_epsilon_lower(m=pool.pairs, r=r, v=v, delta=delta,
+                                                             confidence=confidence) if r else 0.0}
+    out["reference_models_so_far"] = refs
+    return out
+
+
+def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: int = 16, seed: int = 0,
+                offline: bool = False, twin: bool = True, device: str | torch.device | None = None,
+                log: Callable[[str], None] = lambda text: None, guesses: int = 100, confidence: float = 0.95,
+                models_per_pass: int = 0, reporter=None, on_partial: Callable[[dict], None] = lambda out: None) -> dict:
+    """Run the attack (see the module docstring); a JSON-ready dict with the keys of
+    :func:`.membership_dpsgd.attack_dpsgd`'s output (no PLD keys: the claim is the aggregator's RDP), plus
+    ``attacked`` ("PATE student"), ``twin_name``, ``neighbouring`` and ``pairs``; ``target`` holds the claim's label,
+    epsilon and accountant, the queries submitted and answered, the teachers and the student's test accuracy, and
+    ``one_run`` counts the pairs as canaries. ``models_per_pass``, ``reporter`` and ``on_partial`` as there."""
+    if attack not in ATTACKS:
+        raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
+    if reference_models < 2 and attack != "loss":
+        raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
+    check_target(config)
+    reporter = reporter or NullReporter()
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    t0 = time.perf_counter()
+    out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "attacked": "PATE student",
+           "twin_name": "PATE's non-private baseline", "neighbouring": NEIGHBOURING, "delta": config.delta,
+           "seed": seed, "stopped": False}
+    reporter.progress(0.0, "loading the data")
+    torch.manual_seed(seed)  # the models' initial weights
+    try:
+        pool = _load(config, max(reference_models, 2), seed, dev, reporter)
+    except Stopped:
+        return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
+    trained = 1 if attack == "loss" else max(reference_models, 2) + 1
+    out.update(reference_models=trained - 1, pool=2 * pool.pairs, pairs=pool.pairs,
+               planned_epsilon=_headline(config, np.zeros((len(pool.queries), pool.data.n_classes)),
+                                         pool.pairs, data_fingerprint()).epsilon)
+    log(f"{config.dataset}: {pool.pairs} pairs of private examples, one of each in every model; {config.teachers} "
+        f"teachers of {pool.pairs // config.teachers} examples, {len(pool.queries)} queries; "
+        f"{trained - 1} reference models")
+    phases = (True, False) if twin else (True,)
+    total = trained * len(phases)
+    logits: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    first_accuracy: dict[bool, float] = {}  # test accuracy of the target (True) and of its twin (False)
+    for phase, private in enumerate(phases):
+        for lo, hi in passes(trained, models_per_pass):
+            word = "PATE" if private else "non-private baseline"
+            base = phase * trained + lo
+
+            def progress(fraction: float, text: str, base=base, k=hi - lo, word=word, lo=lo, hi=hi) -> None:
+                reporter.progress((base + k * fraction) / total, f"{word}: models {lo + 1}-{hi} of {trained}, {text}")
+            started = time.perf_counter()
+            try:
+                done = (_pate_pass if private else _baseline_pass)(pool, lo, hi, seed, dev, reporter, progress)
+            except Stopped:
+                out["stopped"] = True
+                break
+            log(f"{word}: models {lo + 1}-{hi} trained in {time.perf_counter() - started:.1f} s")
+            logits[private].append(done.logits)
+            if lo == 0:
+                first_accuracy[private] = done.accuracy[0]
+            if done.target is not None:
+                out.update(epsilon=done.target["epsilon"], accountant=done.target["accountant"],
+                           target=done.target | {"dataset": config.dataset, "test_accuracy": done.accuracy[0]})
+            if sum(len(x) for x in logits[private]) < 3 and attack != "loss":
+                continue  # no reference model on each side yet
+            summary = _summary(pool, np.concatenate(logits[private]), attack, offline=offline,
+                               epsilon=out["epsilon"], delta=config.delta, guesses=guesses, confidence=confidence)
+            if private:
+                out.update(summary)
+            else:
+                out["non_private_twin"] = {k: summary[k] for k in SUMMARY_KEYS + ("reference_models_so_far",)}
+                out["non_private_twin"]["test_accuracy"] = first_accuracy[False]
+            on_partial(out | {"seconds": round(time.perf_counter() - t0, 2)})
+        if out["stopped"]:
+            break
+    if attack != "loss" and "auc" in out and not out["stopped"]:
+        every = np.concatenate(logits[True])
+        out["all_attacks"] = {}  # the other attacks on the same models: AUC and TPRs, for comparison
+        for name in ATTACKS:
+            other = out if name == attack else _summary(pool, every, name, offline=offline, epsilon=out["epsilon"],
+                                                        delta=config.delta, guesses=guesses, confidence=confidence)
+            out["all_attacks"][name] = {k: other[k] for k in ("auc", "tpr_at_fpr", "exceeds_bound")}
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    reporter.progress(1.0, "stopped" if out["stopped"] else "done")
+    if above_a_bound(out) or any(above_a_bound(other) for other in out.get("all_attacks", {}).values()):
+        log("WARNING: an attack on the PATE student is above the (ε, δ) bound of its claim at some FPR, beyond the "
+            "confidence intervals: a bug to report in the mechanism or its accounting")
+    return out

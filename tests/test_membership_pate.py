@@ -1,0 +1,129 @@
+"""Issue 27: membership inference on PATE (privengine.audit.membership_pate, .membership_pate_job).
+
+The game fits PATE's replace-one claim: every model trains on one example of each random pair, so the halves of a
+game are neighbours of one size and the swapped example sits in the same teacher's part. Soundness: the attack on
+the student stays under the (eps, delta) bound of its a-priori claim, and that claim is the aggregator's RDP of
+every submitted query, checked against the closed form. Power: PATE's non-private baseline (the twin) trained on the
+same halves is attacked visibly better than chance, and its guesses refute a claim far smaller than the student's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from privengine.audit.membership import dp_tpr_bound, exceeds
+from privengine.audit.membership_job import stored_attacks
+from privengine.audit.membership_pate import attack_pate, check_target, draw_pair_halves, pair_guesses
+from privengine.audit.membership_pate_job import DEMO, PateMembershipConfig, target_config
+from privengine.errors import ConfigError
+from privengine.pate.config import PateConfig
+from privengine.pate.ensemble import partition
+
+# six MLP teachers of 108 digits each, GNMax on 60 queries; the baseline trained long enough to overfit
+RECIPE = {**DEMO, "teachers": 6, "queries": 60, "teacher_epochs": 10, "student_epochs": 20, "baseline_epochs": 40}
+
+
+@pytest.fixture(scope="module")
+def attacked():
+    """LiRA with 4 reference pipelines on the recipe, and on its non-private baseline."""
+    return attack_pate(PateConfig().replace(**RECIPE), attack="lira", reference_models=4, seed=0, device="cpu",
+                       guesses=100)
+
+
+def test_every_model_holds_one_example_of_each_pair_and_references_are_balanced():
+    pool_rows, inclusion = draw_pair_halves(11, 6, torch.Generator().manual_seed(3))
+    assert pool_rows.shape == (10,) and len(set(pool_rows.tolist())) == 10 and max(pool_rows.tolist()) < 11
+    assert inclusion.shape == (7, 10)
+    assert (inclusion.view(7, 5, 2).sum(2) == 1).all()  # one of each pair, in every model: sets of one size
+    for prefix in (2, 4, 6):  # every even prefix of the references has each example IN exactly half of them
+        assert (inclusion[1:prefix + 1].sum(0) == prefix // 2).all()
+    firsts = torch.stack([draw_pair_halves(1000, 2, torch.Generator().manual_seed(s))[1][0, 0::2] for s in range(3)])
+    assert 0.45 < firsts.double().mean() < 0.55  # the target's coins are fair
+    with pytest.raises(ConfigError, match="reference_models"):
+        draw_pair_halves(10, 3, torch.Generator())
+
+
+def test_a_swapped_pair_lands_in_the_same_teacher():
+    """Two private sets that differ in one pair's choice are replace-one neighbours for PATE: the partition depends
+    on the size and the seed only, so the parts differ in one example of one teacher."""
+    x = torch.arange(40.0)[:, None]
+    y = torch.zeros(40, dtype=torch.int64)
+    swapped = x.clone()
+    swapped[17] = 1000.0
+    a, _ = partition(x, y, 4, torch.Generator().manual_seed(5))
+    b, _ = partition(swapped, y, 4, torch.Generator().manual_seed(5))
+    assert int((a != b).sum()) == 1
+
+
+def test_pair_guesses_rank_the_score_differences():
+    scores = np.array([5.0, 0.0, 0.0, 3.0, 1.0, 0.5, 0.2, 0.1])  # pairs: (5, 0), (0, 3), (1, 0.5), (0.2, 0.1)
+    is_member = np.array([True, False, False, True, False, True, True, False])
+    # differences 5, -3, 0.5, 0.1: "first in" for pair 0 (right), "second in" for pair 1 (right)
+    assert pair_guesses(scores, is_member, 2) == (2, 2)
+    assert pair_guesses(scores, is_member, 4) == (4, 2)  # "first in" for pair 2 and "second in" for pair 3: wrong
+
+
+def test_the_student_stays_under_the_bound_of_its_a_priori_claim(attacked):
+    q, sigma, delta = RECIPE["queries"], RECIPE["sigma"], 1e-5
+    # GNMax's data-independent RDP is q lam / sigma^2 (Papernot et al. 2018); over real orders its best conversion is
+    # q / sigma^2 + 2 sqrt(q ln(1/delta) / sigma^2), and the claim's grid of orders can only be above that
+    continuous = q / sigma**2 + 2 * math.sqrt(q * math.log(1 / delta) / sigma**2)
+    assert continuous - 1e-9 <= attacked["epsilon"] <= continuous * 1.02
+    assert attacked["planned_epsilon"] == pytest.approx(attacked["epsilon"])
+    assert attacked["members"] == attacked["non_members"] == attacked["pairs"] == 1297 // 2
+    target = attacked["target"]
+    assert target["queries_submitted"] == q and target["teachers"] == 6 and target["examples_per_teacher"] == 108
+    for name, result in attacked["all_attacks"].items():
+        assert not any(result["exceeds_bound"].values()), name
+    for key in attacked["tpr_at_fpr"]:
+        fpr_hi = attacked["fpr_interval_at_fpr"][key][1]
+        assert attacked["tpr_interval_at_fpr"][key][0] <= dp_tpr_bound(fpr_hi, attacked["epsilon"], delta)
+    assert attacked["one_run"]["epsilon_lower"] <= attacked["epsilon"]
+    assert attacked["one_run"]["canaries"] == attacked["pairs"]
+    assert 0.3 < attacked["auc"] < 0.6  # the student learns from public queries only: no better than chance
+
+
+def test_the_non_private_baseline_is_attacked_better_and_breaks_a_small_claim(attacked):
+    twin = attacked["non_private_twin"]
+    assert twin["auc"] > 0.54 and twin["auc"] > attacked["auc"] + 0.03
+    assert twin["test_accuracy"] > 0.85
+    # its guesses refute a claim of epsilon 0.1 (the check has power where a claim is wrong)
+    small = exceeds(twin, lambda fpr: dp_tpr_bound(fpr, 0.1, 1e-5))
+    assert any(small.values()) or twin["one_run"]["epsilon_lower"] > 0.1
+
+
+def test_targets_are_checked_and_noise_is_scaled():
+    with pytest.raises(ConfigError, match="at most 64 teachers"):
+        check_target(PateConfig().replace(**{**DEMO, "teachers": 100}))
+    recipe = target_config(PateMembershipConfig(noise_scale=2.0), None)
+    assert recipe.sigma == 2 * DEMO["sigma"] and recipe.dataset == "digits" and not recipe.sanitize
+    with pytest.raises(ConfigError, match="noise_scale"):
+        PateMembershipConfig(noise_scale=0.0).validate()
+
+
+def test_the_cli_routes_a_pate_run_to_its_attack_and_stores_it(monkeypatch, attacked, store):
+    from privengine import cli
+    from privengine.audit import membership_pate
+
+    run_id = store.create_run("pate", PateConfig().replace(**RECIPE).to_dict())
+    store.mark_running(run_id, device="cpu")
+    store.mark_ended(run_id, "finished", summary={})
+    monkeypatch.setattr(membership_pate, "attack_pate", lambda config, **kw: attacked)
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0, err.getvalue()
+    document = json.loads(out.getvalue())
+    assert document["run"] == run_id and document["attack"] == "lira" and document["epsilon"] == attacked["epsilon"]
+    stored = store.get_run(document["audit_run"])
+    assert stored.mechanism == "pate-membership" and stored.state == "finished"
+    assert [r.id for r in stored_attacks(store, run_id, audit="pate-membership")] == [stored.id]
+    crowded = store.create_run("pate", PateConfig().replace(**{**RECIPE, "teachers": 100}).to_dict())
+    store.mark_running(crowded, device="cpu")
+    store.mark_ended(crowded, "finished", summary={})
+    assert cli.main(["audit", "membership", "--run", crowded], stdout=io.StringIO(), stderr=err) == 2
+    assert "100 teachers" in err.getvalue()
