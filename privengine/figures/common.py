@@ -2,7 +2,8 @@
 chart gets before it is drawn (:func:`finish`: a one-line title over a smaller detail line, clear of the ticks and of
 plotly's toolbar; log axes ticked in full; the published figure of the run's preset drawn on the chart of its metric),
 how charts are exported (:func:`chart_config`: 2x PNG or SVG at a slide's width) and drawn on a dark background
-(:func:`for_dark_background`). Charts of several runs side by side are in :mod:`.compare`."""
+(:func:`for_dark_background`), and a run's line on a chart of several runs (:func:`run_line`; the charts
+themselves are in :mod:`.compare`)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ EXPORT_WIDTH = 1000  # px of a downloaded chart (a slide's width; PNG at twice t
 IMAGE_FORMATS = ("png", "svg")
 # plotly's toolbar keeps zoom, pan, reset and download: fewer buttons cover less of a narrow chart
 TOOLBAR_REMOVED = ("zoomIn2d", "zoomOut2d", "autoScale2d", "select2d", "lasso2d")
+MAX_MARKERS = 30  # markers drawn on a run's line of many points on a chart of several runs (plotly spaces them out)
 
 
 @dataclass(frozen=True)
@@ -310,6 +312,21 @@ def _swap_dark(node: dict | list) -> None:
                 node[key] = DARK_COLOURS[value]
         elif isinstance(value, (dict, list)):
             _swap_dark(value)
+
+
+def run_line(run_id: str, label: str, style: dict, x, y, *, series: str | None = None, dash: str = "solid",
+             width: float | None = None, markers: bool = True) -> go.Scatter:
+    """A line of run ``run_id`` on a chart of several runs (:mod:`.compare`, a mechanism's ``overlays``): in the
+    run's colour (``style``: :func:`~.compare.run_styles`), at its width unless ``width`` is given, with its markers
+    (at most :data:`MAX_MARKERS`) where ``markers``; named by the run's ``label``, or, for one of the run's
+    ``series``, by the series under the label (the legend groups a run's lines)."""
+    trace = go.Scatter(x=x, y=y, legendgroup=run_id, legendgrouptitle_text=label if series else None,
+                       name=series or label,
+                       line=dict(color=style["color"], dash=dash, width=style["width"] if width is None else width))
+    if markers:
+        trace.update(mode="lines+markers",
+                     marker=dict(symbol=style["symbol"], size=style["size"], maxdisplayed=MAX_MARKERS))
+    return trace
 
 
 def _mode(n_points: int) -> str:

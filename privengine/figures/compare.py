@@ -14,7 +14,7 @@ from privengine.claims import headline_of
 from privengine.errors import PrivengineError
 from privengine.store import RunRecord
 
-from .common import LAYOUT, Table, is_epsilon
+from .common import LAYOUT, Table, is_epsilon, run_line
 from .metric_names import MetricName, describe
 from .text import accountant_name, knob_label, number, value_text
 
@@ -22,7 +22,6 @@ PALETTE = plotly.colors.qualitative.Plotly
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down")
 WIDEST, NARROWEST = 6.0, 2.0  # line widths of the first run and of the last (the others in between)
-MAX_MARKERS = 30  # markers drawn on a line of many points (plotly spaces them out)
 MAX_SETTINGS = 2  # settings named in a run's label (legends stay short); the comparison table has them all
 
 
@@ -116,12 +115,8 @@ def comparison_figures(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) 
         dashes = list(dict.fromkeys(name.series for _, _, name, _ in lines))
         fig = go.Figure()
         for run, _, name, part in lines:
-            dash, style = DASHES[dashes.index(name.series) % len(DASHES)], styles[run.id]
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], legendgroup=run.id,  # the run over its lines
-                                     legendgrouptitle_text=labels[run.id] if name.series else None,
-                                     name=name.series or labels[run.id], mode="lines+markers",
-                                     line=dict(color=style["color"], dash=dash, width=style["width"]),
-                                     marker=dict(symbol=style["symbol"], size=style["size"], maxdisplayed=MAX_MARKERS)))
+            fig.add_trace(run_line(run.id, labels[run.id], styles[run.id], part["step"], part["value"],
+                                   series=name.series, dash=DASHES[dashes.index(name.series) % len(DASHES)]))
         first, runs_drawn = lines[0][2], len({run.id for run, *_ in lines})
         legend_rows = len(lines) + (runs_drawn if any(name.series for _, _, name, _ in lines) else 0)
         fig.update_layout(title=chart + _accountants(lines), xaxis_title=first.x_title, yaxis_title=first.y_title,

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from privengine.store import RunRecord, RunSnapshot
 
-from .common import INK, LAYOUT, Table, curves
+from .common import INK, LAYOUT, Table, curves, run_line
 
 COLORS = {"reference": INK, "vi": "#1f77b4", "private": "#d62728"}
 METHOD_STYLE = {  # method -> (label, colour)
@@ -57,12 +57,10 @@ def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str
             fig = charts.setdefault(name, go.Figure())
             if "y_max" in d:
                 tops[name] = max(tops.get(name, 0.0), float(d["y_max"]))
-            style = styles[run.id]
-            for key, series, dash, width in (("private", "private draw", "solid", style["width"]),
+            for key, series, dash, width in (("private", "private draw", "solid", None),
                                              ("reference", "reference posterior", "dot", 2)):
-                fig.add_trace(go.Scatter(x=d["x"], y=d[key], name=series, legendgroup=run.id,
-                                         legendgrouptitle_text=labels[run.id],
-                                         line=dict(color=style["color"], dash=dash, width=width)))
+                fig.add_trace(run_line(run.id, labels[run.id], styles[run.id], d["x"], d[key], series=series,
+                                       dash=dash, width=width, markers=False))
     out = []
     for name, fig in charts.items():
         top = [0, tops[name]] if name in tops else None
