@@ -166,6 +166,18 @@ def test_the_dimension_checked_before_training_is_the_trained_models(changes, pr
             dpsgd_run.check_models(task, config.replace(projection_rank=100))
 
 
+def test_a_model_the_builder_refuses_for_the_data_is_a_config_error_naming_the_model(private_home):
+    """model_dimension builds through training._model: the builder's ValueError (no CNN for such images) becomes a
+    ConfigError on the model field before anything trains."""
+    config = DPSGDConfig().replace(dataset="digits", model="cnn")
+    task = load_task(dataset="digits", seed=0, public_fraction=config.public_fraction, train_limit=0, data_root="",
+                     device=torch.device("cpu"))
+    cropped = dataclasses.replace(task, x_private=task.x_private[..., :6, :6], x_public=task.x_public[..., :6, :6])
+    with pytest.raises(ConfigError) as err:
+        dpsgd_run.check_models(cropped, config)
+    assert err.value.field == "model" and f"cannot be trained on {task.name}: no CNN for 6x6 images" in str(err.value)
+
+
 def test_a_sweep_composes_the_run_that_failed_after_its_first_model(store, monkeypatch):
     monkeypatch.setattr(dpsgd_run, "train_model", _failing(model_index=1, after_reports=1, only_lr=0.2))
     manager = JobManager(store)

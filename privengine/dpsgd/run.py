@@ -23,7 +23,6 @@ import threading
 from typing import Callable
 
 import torch
-from opacus.validators import ModuleValidator
 
 from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, History, IntractableAccounting,
                                                        calibrate_noise_multiplier, check_prv_tractable, epsilon_of,
@@ -36,12 +35,11 @@ from . import metrics as M
 from .config import DPSGDConfig, check_batches
 from .data import Task, load_task
 from .model_batch import Member, train_models, unbatchable
-from .models import build_model, num_parameters
+from .models import num_parameters
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
-from .projection import PublicProjection
 from .summary import _final_text, _normalization_caveats, comparison, summarise
-from .training import EVAL_POINTS, ModelResult, Plan, normalization_history, train_model
+from .training import EVAL_POINTS, ModelResult, Plan, _model, normalization_history, train_model
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
 
@@ -315,27 +313,18 @@ def check_models(task: Task, config: DPSGDConfig) -> None:
 def model_dimension(task: Task, config: DPSGDConfig) -> int:
     """d, the trainable parameters of the run's model, from shapes and the config only.
 
-    Builds the architecture ``training._model`` builds, with stand-ins for what is computed from data: the fixed
-    normalisation maps and scatter_mlp's projection are buffers, not parameters, so their values change neither
-    d nor any check (and the private normalisation estimate, which would spend privacy, is never computed here).
-    ConfigError where ``training._model`` would fail: the projection rank (same message), a model that does not
-    exist for the data or that Opacus cannot train.
+    The model ``training._model`` builds (the same builder and checks), with stand-ins for what is computed from
+    data: the fixed normalisation maps and scatter_mlp's projection are buffers, not parameters, so their values
+    change neither d nor any check (and the private normalisation estimate, which would spend privacy, is never
+    computed here). ConfigError where ``training._model`` would fail: the projection rank (its own error), a model
+    that does not exist for the data or that Opacus cannot train.
     """
-    kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
     channels = task.input_shape[0]
     norm = ChannelNorm(torch.zeros(channels), torch.ones(channels)) if config.normalization != "group" else None
-    projection = None
-    if kind == "scatter_mlp":
-        features = math.prod(task.input_shape)
-        most = min(task.n_public - 1, features)
-        if config.projection_rank > most:
-            raise ConfigError("projection_rank", f"must be at most min(n_public - 1, features) = {most} (the public "
-                                                 f"examples span no more directions); got {config.projection_rank}")
-        projection = PublicProjection(torch.zeros(features), torch.zeros(features, config.projection_rank), 1.0)
     try:
-        model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs, regression=task.regression,
-                            generator=torch.Generator(), norm=norm, projection=projection)
-        ModuleValidator.validate(model, strict=True)
+        model = _model(task, config, 0, torch.device("cpu"), norm, stand_in_projection=True)
+    except ConfigError:
+        raise
     except ValueError as exc:  # "no CNN for 12x12 images", Opacus' unsupported layers, ...
         raise ConfigError("model", f"cannot be trained on {task.name}: {exc}") from None
     return num_parameters(model)

@@ -353,13 +353,20 @@ def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: 
     return None
 
 
-def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None
-           ) -> nn.Module:
+def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None, *,
+           stand_in_projection: bool = False) -> nn.Module:
+    """The run's network for ``seed`` (initialised from its ``STREAM_INIT``), checked by Opacus' validator (strict:
+    ValueError for a layer it cannot train), on ``device``; ``norm``: the fixed normalisation (None: GroupNorm).
+
+    ``stand_in_projection``: scatter_mlp's projection is :func:`_stand_in_projection` instead of the public split's
+    principal directions: a buffer, so the parameters and every check are the same without the public pass
+    (:func:`.run.model_dimension` counts parameters with it)."""
     kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
     projection = None
     if kind == "scatter_mlp":
         norm = (norm if norm is not None else scatter_groupnorm(task.input_shape[0])).to(device)
-        projection = _public_projection(task, config, norm)
+        projection = (_stand_in_projection(task, config) if stand_in_projection
+                      else _public_projection(task, config, norm))
     model = build_model(kind, input_shape=task.input_shape, n_outputs=task.n_outputs,
                         regression=task.regression, generator=derived_generator(seed, STREAM_INIT), norm=norm,
                         projection=projection)
@@ -371,15 +378,29 @@ def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, nor
     return model.to(device)
 
 
-def _public_projection(task: Task, config: DPSGDConfig, norm: nn.Module) -> PublicProjection:
-    """scatter_mlp's projection: the top principal directions of the public split's normalised features."""
-    with torch.no_grad():
-        features = norm(task.x_public).flatten(1)
-    most = min(task.n_public - 1, features.shape[1])
+def _projection_width(task: Task, config: DPSGDConfig) -> int:
+    """F, the features per example that scatter_mlp projects (its normalisation keeps the input's shape);
+    ConfigError unless ``projection_rank`` is at most min(n_public - 1, F)."""
+    width = math.prod(task.input_shape)
+    most = min(task.n_public - 1, width)
     if config.projection_rank > most:
         raise ConfigError("projection_rank", f"must be at most min(n_public - 1, features) = {most} (the public "
                                              f"examples span no more directions); got {config.projection_rank}")
+    return width
+
+
+def _public_projection(task: Task, config: DPSGDConfig, norm: nn.Module) -> PublicProjection:
+    """scatter_mlp's projection: the top principal directions of the public split's normalised features."""
+    _projection_width(task, config)  # checked before the public pass
+    with torch.no_grad():
+        features = norm(task.x_public).flatten(1)
     return public_projection(features, config.projection_rank)
+
+
+def _stand_in_projection(task: Task, config: DPSGDConfig) -> PublicProjection:
+    """A projection of the same shapes (mean ``(F,)``, basis ``(F, rank)``), zeros: no public pass."""
+    width = _projection_width(task, config)
+    return PublicProjection(torch.zeros(width), torch.zeros(width, config.projection_rank), 1.0)
 
 
 def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
