@@ -7,7 +7,6 @@ from __future__ import annotations
 from privengine.audit import result_of
 from privengine.audit.membership_job import AUDIT_OF_MECHANISM, stored_attacks
 from privengine.figures import membership as figures
-from privengine.figures.common import finish
 from privengine.store import RunRecord, RunStore
 
 from .html import Document
@@ -40,7 +39,7 @@ def membership_section(doc: Document, store: RunStore, run: RunRecord, *, level:
                   f"models on the recipe of this run, {out['members']} members and {out['non_members']} non-members. "
                   f"{result.headline()} (one-run bound of the attack's guesses).")
     doc.paragraph(figures.CAVEAT, note=True)
-    doc.figure(finish(figures.roc(out)))
+    doc.figure(figures.roc(out))
     for table in figures.tables(snapshot):
         doc.heading(table.title, level + 1)
         doc.table(table.frame)
