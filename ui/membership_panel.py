@@ -120,8 +120,9 @@ def _picker(mechanism: str, run_id: str, attack_id: str | None) -> None:
         return
     ids = [r.id for r in attacks]
     labels = {r.id: f"{r.id} · {r.config.get('attack')} · {r.state}" for r in attacks}
+    states = ",".join(r.state for r in attacks)  # a new widget when a state changes, so labels never go stale
     choice = st.selectbox("Show another attack of this run", ids, index=ids.index(attack_id) if attack_id in ids
-                          else None, format_func=labels.get, key=f"membership.pick.{run_id}.{attack_id}")
+                          else None, format_func=labels.get, key=f"membership.pick.{run_id}.{attack_id}.{states}")
     if choice is not None and choice != attack_id:
         st.session_state[f"membership.{run_id}"] = choice
         st.rerun()

@@ -113,7 +113,7 @@ def membership_json(result: dict, run_id: str) -> dict:
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
     """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
-    from .membership_job import AUDIT_OF_MECHANISM, attack_knobs
+    from .membership_job import AUDIT_OF_MECHANISM, attack_knobs, measured_output
 
     try:
         mechanism = store.get_run(args.run).mechanism
@@ -128,8 +128,8 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     job = follow(store, AUDIT_OF_MECHANISM[mechanism], config, source="cli", err=err)
     if job is None:
         return EXIT_INTERRUPTED
-    result = job.summary and job.summary.get("details", {}).get("membership")
-    if not result or "auc" not in result:
+    result = measured_output(job.summary)
+    if result is None:
         print(f"membership attack {job.id} {job.state}: {job.error or 'nothing measured'}", file=err)
         return EXIT_FAILED
     if args.json:

@@ -50,6 +50,7 @@ from ..dpsgd import metrics as M
 from ..dpsgd.config import DPSGDConfig
 from ..dpsgd.model_batch import Member, train_and_predict, unbatchable
 from ..dpsgd.run import load, make_plan
+from ..device import detect_device
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
@@ -172,7 +173,7 @@ def attack_logits(config: DPSGDConfig, *, reference_models: int = 16, seed: int 
     ``(logits (R + 1, n + m, C), labels (n + m,), inclusion (R + 1, n), n)``, row 0 the target, the pool first and
     the ``m`` held-out examples after it; ``private`` False: the non-private twin's."""
     check_target(config)
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = torch.device(device or detect_device().id)
     state = _Attack(config, _load(config, dev), attack="lira", refs=reference_models, seed=seed, offline=False,
                     guesses=0, confidence=0.95, device=dev, reporter=NullReporter())
     state.plan = make_plan(state.recipe, state.n // 2, NullReporter())
@@ -212,7 +213,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
         raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
     check_target(config)
     reporter = reporter or NullReporter()
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = torch.device(device or detect_device().id)
     t0 = time.perf_counter()
     reporter.progress(0.0, "loading the data")
     task = _load(config, dev)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..registry import TEST_ACCURACY, Axis, Frontier
-from .interface import AuditResult, NullReporter, register_audit
+from .interface import AuditResult, NullReporter, register_audit, result_of
 from .membership import ATTACKS, NOT_COVERED
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ..store import RunStore
 
 __all__ = ["AUDIT_OF_MECHANISM", "DEMO", "MEMBERSHIP", "MEMBERSHIP_FRONTIER", "PATE_MEMBERSHIP", "MembershipAuditConfig",
-           "MembershipKnobs", "attack_knobs", "attack_options", "attack_result", "run", "setting_rows", "stored_attacks",
+           "MembershipKnobs", "attack_knobs", "attack_options", "attack_result", "measured",
+           "measured_output", "run", "setting_rows", "stored_attacks",
            "stored_recipe", "target_config", "values_of"]
 
 MEMBERSHIP = "dpsgd-membership"
@@ -157,6 +158,19 @@ def stored_attacks(store: "RunStore", run_id: str, *, audit: str = MEMBERSHIP, l
             and r.config.get("noise_scale", 1.0) == 1.0]
 
 
+def measured(out: Mapping[str, Any] | None) -> bool:
+    """Whether an attack's output (whole or after a pass) holds a ROC: the target and a pair of references were
+    trained."""
+    return bool(out) and "auc" in out
+
+
+def measured_output(summary: Mapping[str, Any] | None) -> dict | None:
+    """The attack's output stored in an attack run's summary, when it measured a ROC (else None)."""
+    result = result_of(summary)
+    out = None if result is None else result.details.get("membership")
+    return out if measured(out) else None
+
+
 def values_of(out: dict) -> dict[str, float]:
     """The summary numbers of an attack's output that sweeps chart (absent while unmeasured)."""
     values = {"attack_auc": out.get("auc"), "attack_tpr_at_1pct_fpr": out.get("tpr_at_fpr", {}).get("0.01"),
@@ -187,7 +201,7 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
 
 def setting_rows(out: dict, config: MembershipKnobs) -> list[dict[str, Any]]:
     """The audited settings of an attack's output: the attacked model, then its non-private twin (once measured)."""
-    if "auc" not in out:
+    if not measured(out):
         return []
     target = {**out, "test_accuracy": out.get("target", {}).get("test_accuracy")}
     rows = [_row(f"{out.get('attacked', 'DP-SGD model')} ({config.attack})", target, claimed=out.get("epsilon"),
@@ -220,7 +234,7 @@ def attack_result(config: MembershipKnobs, out: dict, *, audit: str, mechanism: 
     one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
     notes = [NOT_COVERED, *notes, ROC_NOTE]
     if out.get("stopped"):
-        notes.append("Stopped early: the figures cover the models trained before the stop" if "auc" in out else
+        notes.append("Stopped early: the figures cover the models trained before the stop" if measured(out) else
                      "Stopped before the target and a pair of reference models were trained: nothing measured.")
     refs = out.get("reference_models_so_far", 0)
     mode = "offline" if config.offline else "online"

@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..device import detect_device
 from ..errors import ConfigError
 from ..pate.config import MIN_EXAMPLES_PER_TEACHER, SPLIT_SIZES, PateConfig
 from ..pate.data import PateData, TeacherInputs, load_pate_data
@@ -275,7 +276,7 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
         raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
     check_target(config)
     reporter = reporter or NullReporter()
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = torch.device(device or detect_device().id)
     t0 = time.perf_counter()
     out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "attacked": "PATE student",
            "twin_name": "PATE's non-private baseline", "neighbouring": NEIGHBOURING, "delta": config.delta,

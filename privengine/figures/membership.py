@@ -15,7 +15,7 @@ from typing import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
-from privengine.audit import result_of
+from privengine.audit.membership_job import measured, measured_output
 from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
 from privengine.audit.membership import dp_tpr_bound
 from privengine.store import RunSnapshot
@@ -32,11 +32,8 @@ CAVEAT = ("Covered by no privacy claim: the attack trains on the private split (
 
 def output_of(snapshot: RunSnapshot) -> Mapping | None:
     """The attack's output: the stored result's, else the last pass's (the ``membership`` artifact), else None."""
-    result = result_of(snapshot.run.summary)
-    if result is not None and "auc" in result.details.get("membership", {}):
-        return result.details["membership"]
     partial = snapshot.artifacts.get("membership")
-    return partial if partial and "auc" in partial else None
+    return measured_output(snapshot.run.summary) or (partial if measured(partial) else None)
 
 
 def _positive(fpr, tpr) -> tuple[list[float], list[float]]:

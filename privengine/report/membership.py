@@ -5,7 +5,7 @@ claim's bounds, its table and what it assumed; nothing when no attack of the run
 from __future__ import annotations
 
 from privengine.audit import result_of
-from privengine.audit.membership_job import AUDIT_OF_MECHANISM, stored_attacks
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM, measured_output, stored_attacks
 from privengine.figures import membership as figures
 from privengine.store import RunRecord, RunStore
 
@@ -20,8 +20,7 @@ def latest_attack(store: RunStore, run: RunRecord) -> RunRecord | None:
     if run.mechanism not in AUDIT_OF_MECHANISM:
         return None
     for attack in stored_attacks(store, run.id, audit=AUDIT_OF_MECHANISM[run.mechanism]):
-        result = result_of(attack.summary)
-        if result is not None and "auc" in result.details.get("membership", {}):
+        if measured_output(attack.summary) is not None:
             return attack
     return None
 
