@@ -24,6 +24,8 @@ from privengine.audit.membership_pate_job import DEMO, PateMembershipConfig, tar
 from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
 from privengine.pate.ensemble import partition
+from privengine.pate.privacy import analyse
+from privengine.randomness import data_fingerprint
 
 # six MLP teachers of 108 digits each, GNMax on 60 queries; the baseline trained long enough to overfit
 RECIPE = {**DEMO, "teachers": 6, "queries": 60, "teacher_epochs": 10, "student_epochs": 20, "baseline_epochs": 40}
@@ -87,6 +89,29 @@ def test_the_student_stays_under_the_bound_of_its_a_priori_claim(attacked):
     assert attacked["one_run"]["epsilon_lower"] <= attacked["epsilon"]
     assert attacked["one_run"]["canaries"] == attacked["pairs"]
     assert 0.3 < attacked["auc"] < 0.6  # the student learns from public queries only: no better than chance
+
+
+def _headline(report):
+    return next(c for c in report.claims if c.headline).epsilon
+
+
+@pytest.mark.parametrize("aggregator", ["gnmax", "confident_gnmax", "lnmax"])
+def test_the_students_claim_is_the_runs_headline_unless_the_run_sanitized(aggregator, attacked):
+    """What the page's caption says: the attacked student's claim (a priori, on half the data, no vote read) is the
+    run's own headline (its votes, its answered queries, all its data) when the run publishes no sanitized figure,
+    and below it when the run does (the student does not make that release)."""
+    config = PateConfig().replace(**{**RECIPE, "aggregator": aggregator})
+    q, rng, data = config.queries, np.random.default_rng(0), data_fingerprint(np.zeros(1))
+    votes = np.stack([np.bincount(rng.integers(0, 3, config.teachers), minlength=10) for _ in range(q)]).astype(float)
+    answered = rng.random(q) < 0.6 if aggregator == "confident_gnmax" else np.ones(q, dtype=bool)
+    student = _headline(analyse(np.zeros_like(votes), np.ones(q, dtype=bool), config.replace(sanitize=False),
+                                n_private=648, data=data))
+    assert student == pytest.approx(_headline(analyse(votes, answered, config, n_private=1297, data=data)), rel=1e-12)
+    if aggregator == "gnmax":
+        assert attacked["epsilon"] == pytest.approx(student, rel=1e-12)
+    if aggregator != "lnmax":  # LNMax publishes no sanitized figure
+        sanitized = config.replace(sanitize=True)
+        assert student < _headline(analyse(votes, answered, sanitized, n_private=1297, data=data))
 
 
 def test_the_non_private_baseline_is_attacked_better_and_breaks_a_small_claim(attacked):

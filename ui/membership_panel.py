@@ -27,11 +27,13 @@ from .run_panel import live_run
 INTRO = ("What can an attacker learn about the people in the training data? The attack retrains this run's recipe "
          "on a random half of its private data, with reference models on other halves, and tries to tell members "
          "from non-members (LiRA, RMIA or the loss attack). Its ROC is drawn under the bounds of the attacked "
-         "model's own claim (its recipe on half the private data, so its ε differs from the run's headline ε): no "
-         "attack on a model that keeps its promise can go above them.")
+         "model's own claim (its recipe on half the private data; for DP-SGD its ε differs from the run's headline "
+         "ε): no attack on a model that keeps its promise can go above them.")
 WHAT_IS_ATTACKED = {"pate": "PATE: the student is attacked (and PATE's non-private baseline as the twin). Halves are "
                             "one example of each random pair, so every model trains on sets of one size, as PATE's "
-                            "replace-one claim needs; its bound is the a-priori ε of the student's queries."}
+                            "replace-one claim needs; its bound is the a-priori ε of the student's queries, which "
+                            "does not depend on the data's size: the run's headline ε, or below it where the run "
+                            "published a sanitized data-dependent ε (whose release the student does not make)."}
 TAKES = {"dpsgd": "the digits demonstration takes seconds, a Fashion-MNIST preset with 16 reference models about a "
                   "minute on two CPU cores",
          "pate": "each reference model is a whole PATE pipeline (teachers and student): about 5 s each for a digits "
