@@ -251,8 +251,9 @@ class _RefusingHub:
 def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(store, monkeypatch):
     """Regression: a group's worker marked a run ended before pushing its outcome, so a failed push lost it and the
     driver recorded the bare 'its group's task ended without ending it' (no charged claim, no word that none covers
-    its outputs). Now the same :func:`outcome_record` comes back with the task; a run the task never ends at all
-    fails saying that no claim covers what it stored. Worker and driver code in this process (no cluster)."""
+    its outputs). Now the same :func:`outcome_record` comes back with the task; a run the group returns without
+    ending fails in the worker with its own charge (review of 404218c: the driver's fallback had dropped that
+    claim, held by the worker, for the no-claim sentence). Worker and driver code in this process (no cluster)."""
     from privengine.claims import PrivacyClaim
     from privengine.explore import ray_executor, ray_groups
     from privengine.reporter import FAILURE_CAVEAT
@@ -270,8 +271,9 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
         except RuntimeError as exc:
             ended(1, exc)                             # its outcome push fails: returned with the task
         ended(2, {"score": 0.7})                      # its outcome push fails too
+        reporters[3].charge({"privacy": [claim]})
         reporters[3].metric(1, score=0.1)
-        reporters[3].flush(wait=True)                 # stored outputs, then never ended
+        reporters[3].flush(wait=True)                 # stored outputs under its charge, then never ended
 
     toy = registry.get("toy")
     monkeypatch.setattr(registry, "get", lambda name: dataclasses.replace(toy, run_group=run_group))
@@ -297,8 +299,31 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
     assert [r.state for r in runs] == ["finished", "failed", "finished", "failed"]
     assert runs[0].summary == {"score": 0.5} and runs[2].summary == {"score": 0.7}
     assert runs[1].error == "RuntimeError: run 1 failed" and runs[1].summary == failed["summary"]
-    assert runs[3].error.startswith(f"{ray_executor.NOT_ENDED}; the curves and tables it stored before that are "
-                                    f"covered by no privacy claim ({ray_executor.NO_CLAIM_NOT_ENDED})")
+    assert runs[3].error == f"RuntimeError: {ray_groups.NOT_ENDED_BY_GROUP}"  # through the hub, as run 0's end
+    assert runs[3].summary["failed"] is True and runs[3].summary["privacy"][0]["epsilon"] == 1.0
+    assert FAILURE_CAVEAT in runs[3].summary["privacy"][0]["caveats"]  # the claim charged for what it stored
+    assert not driver.active_run_ids()
+
+
+def test_a_group_run_missing_from_its_tasks_result_is_covered_by_no_claim(store):
+    """The driver's fallback for a started run of a group that neither the hub nor the task's result ended (no
+    outcome reached the driver, so no claim did): failed, saying that no claim covers the outputs it stored."""
+    from privengine.explore import ray_executor
+
+    ids = [store.create_run("toy", {}, source="test") for _ in range(2)]
+    for run_id in ids:
+        store.mark_running(run_id, device="cpu (Ray)")
+    store.add_metrics(ids[0], [(1, "score", 0.1)])
+    driver = _clusterless_driver(store)
+    job = ray_executor._GroupJob(list(ids), "toy", {})
+    driver._running = {run_id: job for run_id in ids}
+    driver._finish(job, {}, drain=False)
+    with_outputs, without = (store.get_run(run_id) for run_id in ids)
+    assert with_outputs.state == "failed" and with_outputs.summary is None
+    assert with_outputs.error == (f"{ray_executor.NOT_ENDED}; the curves and tables it stored before that are "
+                                  f"covered by no privacy claim ({ray_executor.NO_CLAIM_NOT_ENDED}): do not publish "
+                                  "them")
+    assert without.state == "failed" and without.error == ray_executor.NOT_ENDED and without.summary is None
     assert not driver.active_run_ids()
 
 

@@ -9,13 +9,18 @@ from privengine.reporter import outcome_record
 
 from .ray_executor import _ray, _WorkerReporter
 
+# A run the mechanism's run_group returned without ending (its contract is one ``ended`` call per run).
+NOT_ENDED_BY_GROUP = "its group's run function returned without ending it"
+
 
 def execute_group(hub, run_ids: list[str], mechanism: str, configs: list[dict]) -> dict:
     """Runs executed together inside one Ray worker (the mechanism's ``run_group``): each run's outcome
     (:func:`~privengine.reporter.outcome_record`: its summary, or its failure with its charged claim) is pushed to
     the hub as soon as it ends (an ``"outcome"`` event, the driver ends that run at once). The task returns, by run
     id, the records the hub did not take (the same records, never lost with a failed push) and, should the group
-    itself raise, the failed outcome of every run it has not ended."""
+    itself raise, the failed outcome of every run it has not ended. A run the group returns without ending fails
+    here, in the worker, with its own charge (its reporter holds the claim covering what it stored; the driver
+    could only say that no claim covers it)."""
     from privengine import registry
     from privengine.device import configure_torch_threads, resolve_device
 
@@ -43,6 +48,12 @@ def execute_group(hub, run_ids: list[str], mechanism: str, configs: list[dict]) 
             _ray().get(hub.push.remote(run_id, [("running", device.name, node)]))
             reporters.append(_WorkerReporter(hub, run_id, device.id))
         registry.load_callable(mech.run_group)(cfgs, reporters, end)
+        for i, run_id in enumerate(run_ids):
+            if run_id not in ended:
+                try:
+                    raise RuntimeError(NOT_ENDED_BY_GROUP)
+                except RuntimeError as exc:  # outcome_record formats the traceback being handled
+                    end(i, exc)
         return undelivered
     except Exception as exc:  # the runs not ended fail, each with its own charge
         out = dict(undelivered)
