@@ -114,6 +114,42 @@ def test_the_students_claim_is_the_runs_headline_unless_the_run_sanitized(aggreg
         assert student < _headline(analyse(votes, answered, sanitized, n_private=1297, data=data))
 
 
+def test_the_rdp_trade_off_lies_between_the_gaussian_curve_and_the_claims_own_bound():
+    """GNMax's a-priori RDP ``q lam / sigma^2`` is that of a Gaussian mechanism of mu = sqrt(2 q) / sigma, whose
+    exact trade-off is TPR = Phi(Phi^-1(FPR) + mu): any valid bound of that RDP lies above it; and the claim's own
+    (eps, delta) is one member of the family, so the RDP bound lies under it."""
+    from scipy.stats import norm
+
+    from privengine.accounting.pate import GNMAX_ORDERS
+    from privengine.audit.membership import rdp_tpr_bound
+    from privengine.pate.privacy import a_priori_rdp
+
+    fpr = np.logspace(-4, -0.01, 60)
+    for sigma, q in ((40.0, 100), (4.0, 60), (150.0, 1300)):
+        config = PateConfig().replace(**{**RECIPE, "sigma": sigma, "queries": min(q, 300)})
+        q = config.queries
+        rdp = a_priori_rdp(config, q, GNMAX_ORDERS)
+        bound = rdp_tpr_bound(fpr, GNMAX_ORDERS, rdp, 1e-5)
+        gaussian = norm.cdf(norm.ppf(fpr) + math.sqrt(2 * q) / sigma)
+        eps = _headline(analyse(np.zeros((q, 10)), np.ones(q, dtype=bool), config.replace(sanitize=False),
+                                n_private=648, data=data_fingerprint(np.zeros(1))))
+        assert (bound >= gaussian - 1e-12).all(), sigma
+        assert (bound <= dp_tpr_bound(fpr, eps, 1e-5) + 1e-12).all(), sigma
+
+
+def test_a_student_with_a_claim_that_bites_stays_under_both_bounds():
+    """At sigma = 40 the student's claim is eps of about 1.35 (bounds well under 1 at both FPR levels): the attack,
+    whatever it finds, stays under the (eps, delta) bound and the RDP trade-off bound, which is tighter."""
+    out = attack_pate(PateConfig().replace(**{**RECIPE, "sigma": 40.0}), attack="lira", reference_models=2, seed=1,
+                      device="cpu", twin=False)
+    assert out["epsilon"] < 2 and out["bound_at_fpr"]["0.01"] < 0.1
+    for key in out["tpr_at_fpr"]:
+        assert out["rdp_bound_at_fpr"][key] <= out["bound_at_fpr"][key] + 1e-12
+    for name, result in out["all_attacks"].items():
+        assert not any(result["exceeds_bound"].values()) and not any(result["exceeds_rdp_bound"].values()), name
+    assert out["rdp_bound_curve"]["fpr"][0] == pytest.approx(1e-4)
+
+
 def test_the_non_private_baseline_is_attacked_better_and_breaks_a_small_claim(attacked):
     twin = attacked["non_private_twin"]
     assert twin["auc"] > 0.54 and twin["auc"] > attacked["auc"] + 0.03

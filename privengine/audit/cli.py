@@ -113,6 +113,7 @@ def membership_json(result: dict, run_id: str) -> dict:
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
     """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
+    from .membership import tradeoff_of
     from .membership_job import AUDIT_OF_MECHANISM, attack_knobs, measured_output
 
     try:
@@ -145,10 +146,11 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
     for key, tpr in result["tpr_at_fpr"].items():
         lo, hi = result["tpr_interval_at_fpr"][key]
-        above = result["exceeds_bound"][key] or result.get("exceeds_pld_bound", {}).get(key, False)
+        prefix = (tradeoff_of(result) or ("", ""))[0]
+        above = result["exceeds_bound"][key] or result.get(f"exceeds_{prefix}_bound", {}).get(key, False)
         verdict = "ABOVE a bound" if above else "within the bounds"
         print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
-              + (f" (PLD {result['pld_bound_at_fpr'][key]:.4f})" if "pld_bound_at_fpr" in result else "")
+              + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")
               + f", {verdict}; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}", file=out)
     print_result(result_of(job.summary), out, run_id=job.id)
     return EXIT_OK if job.state == "finished" else EXIT_FAILED

@@ -63,9 +63,10 @@ from sklearn.metrics import auc, roc_curve
 
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
-__all__ = ["ATTACK_INDEX", "ATTACKS", "FPR_GRID", "NOT_COVERED", "above_a_bound", "attack_scores", "dp_tpr_bound",
-           "exceeds", "lira_scores", "logit_confidence", "loss_scores", "one_run_guesses", "passes", "pld_tpr_bound",
-           "rmia_scores", "roc_summary", "true_label_log_prob"]
+__all__ = ["ATTACK_INDEX", "ATTACKS", "CURVE_FPR", "FPR_GRID", "NOT_COVERED", "TRADEOFF_BOUNDS", "above_a_bound",
+           "attack_scores", "dp_tpr_bound", "exceeds", "lira_scores", "logit_confidence", "loss_scores",
+           "one_run_guesses", "passes", "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary",
+           "tradeoff_fields", "tradeoff_of", "true_label_log_prob"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -215,9 +216,43 @@ def exceeds(summary: dict, bound) -> dict[str, bool]:
     return {k: bool(summary["tpr_interval_at_fpr"][k][0] > float(b) + 1e-12) for k, b in zip(keys, bounds)}
 
 
+def rdp_tpr_bound(fpr, orders: np.ndarray, rdp: np.ndarray, delta: float, *, deltas: np.ndarray | None = None):
+    """The trade-off bound of an RDP curve ``rdp`` ``(L,)`` at ``orders`` ``(L,)`` at ``fpr`` (scalar or array):
+    ``inf_d min(e^eps(d) FPR + d, 1 - e^-eps(d) (1 - d - FPR))`` over ``d`` in ``deltas`` (default: 1e-12 to 0.9
+    on a log grid) and the claim's ``delta``, with ``eps(d) = min_lam rdp(lam) + ln(1/d) / (lam - 1)``, the
+    conversion PATE's claims use (Mironov 2017, Prop. 3). Every ``(eps(d), d)`` is a valid DP guarantee of the same
+    mechanism, so the grid only makes the bound looser, never unsound; it includes the claim's own (ε, δ)."""
+    deltas = np.r_[np.logspace(-12, np.log10(0.9), 120) if deltas is None else deltas, delta]
+    finite = np.isfinite(rdp)
+    eps = np.min(rdp[finite][None, :] - np.log(deltas)[:, None] / (orders[finite][None, :] - 1.0), axis=1)
+    fpr = np.asarray(fpr, dtype=np.float64)
+    bound = np.min(dp_tpr_bound(fpr.reshape(-1, 1), eps[None, :], deltas[None, :]), axis=1).reshape(fpr.shape)
+    return float(bound) if bound.ndim == 0 else bound
+
+
+CURVE_FPR = np.logspace(-4, 0, 41)  # where a trade-off bound is drawn (the chart's FPR axis, 1e-4 to 1)
+# the tighter bound an attack's output may carry beside the (ε, δ) one, by key prefix: DP-SGD's from the privacy
+# loss distribution of its history, PATE's from the RDP of its a-priori claim
+TRADEOFF_BOUNDS = {"pld": "PLD trade-off bound", "rdp": "RDP trade-off bound"}
+
+
+def tradeoff_fields(prefix: str, bound) -> dict:
+    """The output keys of a trade-off bound (``bound``: a vectorised ``fpr -> tpr``): ``{prefix}_bound_at_fpr`` at
+    the grid's levels and ``{prefix}_bound_curve`` (``fpr``, ``tpr`` lists on :data:`CURVE_FPR`) for the chart."""
+    values = np.atleast_1d(bound(np.r_[FPR_GRID, CURVE_FPR]))
+    return {f"{prefix}_bound_at_fpr": {_key(a): float(b) for a, b in zip(FPR_GRID, values)},
+            f"{prefix}_bound_curve": {"fpr": CURVE_FPR.tolist(), "tpr": values[len(FPR_GRID):].round(6).tolist()}}
+
+
+def tradeoff_of(out: dict) -> tuple[str, str] | None:
+    """``(prefix, name)`` of the trade-off bound an attack output carries (:data:`TRADEOFF_BOUNDS`), or None."""
+    return next(((p, name) for p, name in TRADEOFF_BOUNDS.items() if f"{p}_bound_at_fpr" in out), None)
+
+
 def above_a_bound(summary: dict) -> bool:
-    """Whether an attack's summary is above its (ε, δ) bound or its PLD trade-off bound at some FPR level."""
-    return any(summary.get("exceeds_bound", {}).values()) or any(summary.get("exceeds_pld_bound", {}).values())
+    """Whether an attack's summary is above its (ε, δ) bound or its trade-off bound (PLD or RDP) at some FPR level."""
+    return any(any(summary.get(key, {}).values())
+               for key in ("exceeds_bound", *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS)))
 
 
 def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[float] = FPR_GRID,

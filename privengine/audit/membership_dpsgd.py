@@ -54,8 +54,8 @@ from ..device import detect_device
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
-from .membership import (ATTACK_INDEX, ATTACKS, FPR_GRID, NOT_COVERED, above_a_bound, attack_scores, exceeds,
-                         one_run_guesses, passes, pld_tpr_bound, roc_summary)
+from .membership import (ATTACK_INDEX, ATTACKS, NOT_COVERED, above_a_bound, attack_scores, exceeds, one_run_guesses,
+                         passes, pld_tpr_bound, roc_summary, tradeoff_fields)
 
 __all__ = ["attack_dpsgd", "attack_logits", "check_target", "draw_halves"]
 
@@ -92,7 +92,6 @@ def draw_halves(n: int, reference_models: int, generator: torch.Generator) -> to
     return torch.stack(rows)
 
 
-CURVE_FPR = np.logspace(-4, 0, 41)  # where the PLD trade-off bound is drawn (the chart's FPR axis, 1e-4 to 1)
 SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
                 "one_run")  # the twin's: it has no claim, so no PLD check
 
@@ -191,8 +190,8 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     Keys: ``attack`` (with ``offline``), ``epsilon``, ``delta``, ``accountant``, ``members``, ``non_members``,
     ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound), ``pld_bound_at_fpr``
     (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and ``tpr`` lists on
-    :data:`CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with ``pld``, ``exceeds_pld_bound``
-    (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and counts of
+    :data:`.membership.CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with ``pld``,
+    ``exceeds_pld_bound`` (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and counts of
     :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon lower bound of
     :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair coins and
     the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks`` (AUC, TPRs
@@ -259,9 +258,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
                                  "sample_rate": plan.sample_rate, "steps": plan.steps, "history": history,
                                  "test_accuracy": target.final.get(M.TEST_ACC)}
                 if pld:  # at the grid's levels, and on a log grid for the ROC chart
-                    bound = pld_tpr_bound(np.r_[FPR_GRID, CURVE_FPR], history)
-                    out["pld_bound_at_fpr"] = {f"{a:g}": float(b) for a, b in zip(FPR_GRID, bound)}
-                    out["pld_bound_curve"] = {"fpr": CURVE_FPR.tolist(), "tpr": bound[len(FPR_GRID):].round(6).tolist()}
+                    out.update(tradeoff_fields("pld", lambda fpr: pld_tpr_bound(fpr, history)))
             if state.done(private) < 3 and attack != "loss":
                 continue  # no reference model on each side yet
             summary = state.summary(private, epsilon=out["epsilon"], delta=config.delta,

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
     from ..store import RunStore
 
-__all__ = ["AUDIT_OF_MECHANISM", "DEMO", "MEMBERSHIP", "MEMBERSHIP_FRONTIER", "PATE_MEMBERSHIP", "MembershipAuditConfig",
+__all__ = ["AUDIT_OF_MECHANISM", "DEMO", "MEMBERSHIP", "MEMBERSHIP_FRONTIER", "PATE_MEMBERSHIP",
+           "MembershipAuditConfig",
            "MembershipKnobs", "attack_knobs", "attack_options", "attack_result", "measured",
            "measured_output", "run", "setting_rows", "stored_attacks",
            "stored_recipe", "target_config", "values_of"]
@@ -196,6 +197,8 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
         row[f"interval at {pct}"] = _interval(part.get("tpr_interval_at_fpr", {}), key)
         row[f"(ε, δ) bound at {pct}"] = out.get("bound_at_fpr", {}).get(key)
         row[f"PLD bound at {pct}"] = out.get("pld_bound_at_fpr", {}).get(key)
+        if "rdp_bound_at_fpr" in out:  # PATE's tighter bound (DP-SGD's tables keep their columns)
+            row[f"RDP bound at {pct}"] = out["rdp_bound_at_fpr"][key]
     return row
 
 

@@ -1,10 +1,10 @@
-"""Membership-attack runs (``dpsgd-membership``, ``pate-membership``): the ROC on log-log axes under the bounds of the attacked model's
-claim, beside the audit charts every audit has (:mod:`.audit`).
+"""Membership-attack runs (``dpsgd-membership``, ``pate-membership``): the ROC on log-log axes under the bounds of
+the attacked model's claim, beside the audit charts every audit has (:mod:`.audit`).
 
-The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the DP-SGD model, the same attack on
-its non-private twin, the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))``, the PLD
-trade-off bound of the model's history (tighter), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with their
-intervals. While the attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves
+The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the private model (DP-SGD's model,
+PATE's student), the same attack on its non-private twin, the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps
+(1 - delta - FPR))``, the tighter trade-off bound (DP-SGD: the PLD of the model's history; PATE: the RDP of its
+a-priori claim), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with the intervals of both rates. While the attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves
 fill in as reference models finish; points with FPR or TPR 0 are off a log axis and left out.
 """
 
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from privengine.audit.membership_job import measured, measured_output
 from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
-from privengine.audit.membership import dp_tpr_bound
+from privengine.audit.membership import dp_tpr_bound, tradeoff_of
 from privengine.store import RunSnapshot
 
 from . import audit
@@ -53,9 +53,10 @@ def roc(out: Mapping) -> go.Figure:
     fig.add_trace(go.Scatter(x=grid, y=dp_tpr_bound(grid, eps, delta), mode="lines",
                              name=f"(ε, δ) bound, ε = {eps:.3g}, δ = {delta:g}",
                              line=dict(color=BOUND, dash="dash")))
-    curve = out.get("pld_bound_curve")
-    if curve:
-        fig.add_trace(go.Scatter(x=curve["fpr"], y=curve["tpr"], mode="lines", name="PLD trade-off bound (tighter)",
+    tradeoff = tradeoff_of(out)
+    if tradeoff is not None:
+        curve = out[f"{tradeoff[0]}_bound_curve"]
+        fig.add_trace(go.Scatter(x=curve["fpr"], y=curve["tpr"], mode="lines", name=f"{tradeoff[1]} (tighter)",
                                  line=dict(color=PLD, dash="dash")))
     twin = out.get("non_private_twin")
     if twin:
@@ -70,11 +71,18 @@ def roc(out: Mapping) -> go.Figure:
     levels = list(out["tpr_at_fpr"])
     tpr = [out["tpr_at_fpr"][k] for k in levels]
     lo_hi = [out["tpr_interval_at_fpr"][k] for k in levels]
+    fpr_lo_hi = [out["fpr_interval_at_fpr"][k] for k in levels]
+    # at the nominal FPR, with both intervals: the bound is checked at the FPR interval's upper end, so a point may
+    # sit above the line while its horizontal bar reaches where the bound is higher (few non-members: the FPR
+    # achieved below 1 / non-members is 0)
     fig.add_trace(go.Scatter(
         x=[float(k) for k in levels], y=tpr, mode="markers", marker=dict(color=ATTACKED, size=9, symbol="diamond"),
-        name=f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % interval)",
+        name=f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % intervals of both)",
         error_y=dict(type="data", symmetric=False, array=[h - t for t, (_, h) in zip(tpr, lo_hi)],
-                     arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)])))
+                     arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)]),
+        error_x=dict(type="data", symmetric=False,
+                     array=[max(h - float(k), 0.0) for k, (_, h) in zip(levels, fpr_lo_hi)],
+                     arrayminus=[max(float(k) - max(lo, FPR_MIN), 0.0) for k, (lo, _) in zip(levels, fpr_lo_hi)])))
     refs = out.get("reference_models_so_far", out.get("reference_models"))
     accountant = accountant_name(ACCOUNTANT_NAMES.get(out.get("accountant"), str(out.get("accountant"))))
     fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the bounds of the "
