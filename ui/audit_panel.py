@@ -13,6 +13,7 @@ import streamlit as st
 
 from privengine import registry
 from privengine.audit import result_of
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM
 from privengine.config import BaseConfig
 from privengine.errors import RunNotFoundError
 from privengine.figures import audit as figures
@@ -44,9 +45,10 @@ def audit_section(mechanism: str) -> None:
 
 
 def attacks_a_run(entry: registry.Mechanism) -> bool:
-    """Whether audit ``entry`` attacks a stored run (it has a ``run`` knob: the membership attack): such an audit
-    is drawn beside the run (:mod:`ui.membership_panel`), not in this section."""
-    return "run" in {spec.name for spec in entry.config_cls.specs()}
+    """Whether audit ``entry`` attacks a stored run (a mechanism's membership attack, by the explicit list
+    :data:`~privengine.audit.membership_job.AUDIT_OF_MECHANISM`): such an audit is drawn beside the run
+    (:mod:`ui.membership_panel`), not in this section."""
+    return entry.name in AUDIT_OF_MECHANISM.values()
 
 
 def _audit_block(entry: registry.Mechanism) -> None:
