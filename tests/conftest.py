@@ -87,3 +87,19 @@ def run_from_published_preset(store) -> str:
     store.mark_ended(run_id, "finished", summary={"metric": "test_acc", "best_test_acc": 0.881,
                                                   "privacy": [claim.to_dict()]})
     return run_id
+
+
+def run_sweep(store, spec, *, timeout: float, **manager_options) -> str:
+    """Launch sweep ``spec`` on a job manager of its own (``manager_options``: e.g. ``max_concurrent``), wait for
+    each of its runs (``timeout`` seconds each), shut the manager down; the sweep's id."""
+    from privengine.explore import runner
+    from privengine.jobs import JobManager
+
+    manager = JobManager(store, **manager_options)
+    try:
+        sweep_id = runner.launch(store, manager, spec)
+        for run in store.sweep_runs(sweep_id):
+            manager.wait(run.id, timeout=timeout)
+    finally:
+        manager.shutdown()
+    return sweep_id

@@ -25,6 +25,7 @@ from privengine.dpsgd.training import EVAL_POINTS, _model
 from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, runner
 from privengine.jobs import JobManager
+from tests.conftest import run_sweep
 from tests.memory_reporter import MemoryReporter
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
@@ -180,13 +181,7 @@ def test_a_model_the_builder_refuses_for_the_data_is_a_config_error_naming_the_m
 
 def test_a_sweep_composes_the_run_that_failed_after_its_first_model(store, monkeypatch):
     monkeypatch.setattr(dpsgd_run, "train_model", _failing(model_index=1, after_reports=1, only_lr=0.2))
-    manager = JobManager(store)
-    try:
-        sweep_id = runner.launch(store, manager, SweepSpec("dpsgd", base=BASE, axes={"lr": [0.1, 0.2]}))
-        for run in store.sweep_runs(sweep_id):
-            manager.wait(run.id, timeout=300)
-    finally:
-        manager.shutdown()
+    sweep_id = run_sweep(store, SweepSpec("dpsgd", base=BASE, axes={"lr": [0.1, 0.2]}), timeout=300)
     res = runner.result(store, sweep_id)
     assert res.runs_by_state == {"finished": 1, "failed": 1}
     failed = next(r for r in store.sweep_runs(sweep_id) if r.state == "failed")

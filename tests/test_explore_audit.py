@@ -13,8 +13,7 @@ from privengine import registry
 from privengine.audit.interface import AUDIT_FRONTIER
 from privengine.explore import SweepSpec, runner
 from privengine.figures.sweep import frontier_figure, point_seeds
-from privengine.jobs import JobManager
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, run_sweep, subprocess_env
 
 
 def test_every_audit_is_sweepable_with_the_claimed_against_audited_frontier():
@@ -28,16 +27,9 @@ def test_every_audit_is_sweepable_with_the_claimed_against_audited_frontier():
 
 
 def test_a_sweep_over_epsilon_charts_each_audited_bound_against_its_claim(store):
-    manager = JobManager(store, max_concurrent=1)
-    try:
-        spec = SweepSpec("dp-bayes-release", base={"method": "ssp", "releases": 20_000},
-                         axes={"epsilon": [0.5, 2.0]})
-        sweep_id = runner.launch(store, manager, spec)
-        for run in store.sweep_runs(sweep_id):
-            manager.wait(run.id, timeout=120)
-        res = runner.result(store, sweep_id)
-    finally:
-        manager.shutdown()
+    spec = SweepSpec("dp-bayes-release", base={"method": "ssp", "releases": 20_000}, axes={"epsilon": [0.5, 2.0]})
+    sweep_id = run_sweep(store, spec, timeout=120, max_concurrent=1)
+    res = runner.result(store, sweep_id)
     assert res.state == "finished" and res.claim is None  # audits state no (eps, delta) claim to compose
     assert res.privacy_axis.name == "claimed_epsilon" and res.utility_axis.name == "audited_epsilon_lower"
     assert [p.privacy for p in res.points] == [0.5, 2.0]  # x: each run's claim

@@ -19,9 +19,8 @@ from privengine.explore import SweepSpec, runner
 from privengine.explore.frontier import run_values
 from privengine.figures import run_figures, run_tables
 from privengine.figures import membership as figures
-from privengine.jobs import JobManager
 from privengine.report.build import run_report
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_sweep
 from tests.test_membership import RECIPE
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
@@ -156,16 +155,9 @@ def test_a_sweep_over_epsilon_charts_the_leakage_axes(store):
     assert [a.name for a in frontier.utility][:2] == list(LEAKAGE)
     assert not any(a.covered for a in frontier.utility)  # the attack's figures: covered by no claim
     run_id = _finished_dpsgd_run(store)
-    manager = JobManager(store, max_concurrent=1)
-    try:
-        spec = SweepSpec(MEMBERSHIP, base={"run": run_id, "reference_models": 2, "twin": False, "device": "cpu"},
-                         axes={"target_epsilon": [0.5, 8.0]})
-        sweep_id = runner.launch(store, manager, spec)
-        for attack in store.sweep_runs(sweep_id):
-            manager.wait(attack.id, timeout=300)
-        res = runner.result(store, sweep_id)
-    finally:
-        manager.shutdown()
+    spec = SweepSpec(MEMBERSHIP, base={"run": run_id, "reference_models": 2, "twin": False, "device": "cpu"},
+                     axes={"target_epsilon": [0.5, 8.0]})
+    res = runner.result(store, run_sweep(store, spec, timeout=300, max_concurrent=1))
     assert res.state == "finished" and res.utility_axis.name == "attack_tpr_at_1pct_fpr"
     assert [p.privacy for p in res.points] == pytest.approx([0.5, 8.0], abs=0.05)
     for point in res.points:

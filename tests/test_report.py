@@ -18,9 +18,8 @@ from privengine import cli
 from privengine.claims import PrivacyClaim
 from privengine.errors import AmbiguousIdError, ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, runner
-from privengine.jobs import JobManager
 from privengine.report import build, resolve, run_command
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_sweep
 
 HOSTILE = '<script>alert("x")</script>'
 CONFIG = {"device": "auto", "seed": 3, "replica": 0, "secure_noise": False, "steps": 7, "delay": 0.0, "fail_at": -1,
@@ -90,14 +89,8 @@ def test_user_text_is_escaped(store):
 
 
 def test_sweep_report_has_the_frontier_points_claim_and_sweep_command(store):
-    manager = JobManager(store, max_concurrent=1)
-    try:
-        sweep_id = runner.launch(store, manager, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]},
-                                                            seeds=2))
-        for run in store.sweep_runs(sweep_id):
-            manager.wait(run.id, timeout=30)
-    finally:
-        manager.shutdown()
+    sweep_id = run_sweep(store, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}, seeds=2), timeout=30,
+                         max_concurrent=1)
     report = build(store, sweep_id)
     html = report.html
     assert (report.kind, report.ids) == ("sweep", (sweep_id,))
@@ -150,13 +143,8 @@ def test_every_report_chart_is_finished_as_the_page_finishes_it(store):
     bayes = [_run(store, "dp_bayes", {"delta": 1e-5}, [(s, "utility", 1.0 + s) for s in range(5)],
                   {"densities": {"beta1": density}}) for _ in range(2)]
     pages = [build(store, ",".join(bayes)).html, build(store, f"{_dpsgd(store)},{_dpsgd(store)}").html]
-    manager = JobManager(store, max_concurrent=1)
-    try:
-        sweep_id = runner.launch(store, manager, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}))
-        for run in store.sweep_runs(sweep_id):
-            manager.wait(run.id, timeout=30)
-    finally:
-        manager.shutdown()
+    sweep_id = run_sweep(store, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}), timeout=30,
+                         max_concurrent=1)
     pages.append(build(store, sweep_id).html)
     layouts = [layout for html in pages for layout in _chart_layouts(html)]
     assert len(layouts) >= 10
