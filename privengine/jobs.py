@@ -24,7 +24,7 @@ from typing import Any
 from . import registry
 from .config import BaseConfig
 from .device import configure_torch_threads, resolve_device
-from .reporter import Reporter, outcome_record
+from .reporter import NOT_ENDED_BY_GROUP, Reporter, outcome_record
 from .store import RunRecord, RunStore
 
 
@@ -272,7 +272,8 @@ class JobManager(RunQueue):
     def _execute_group(self, job: _GroupJob) -> None:
         """Run a group (the mechanism's ``run_group``): each run is marked running, then ended as soon as the group
         says it has (finished or stopped with its summary, or failed with its charge, as in :meth:`_execute`);
-        should the group itself raise, every run it has not ended fails with its own charge."""
+        should the group itself raise, or return without ending a run, every run it has not ended fails with its
+        own charge."""
         store = self.store
         ids = run_ids(job)
         ended: set[str] = set()
@@ -292,6 +293,9 @@ class JobManager(RunQueue):
                 reporters.append(Reporter(store, run_id, device=job.device_id, stop_event=job.stop_events[run_id]))
             try:
                 registry.load_callable(job.mechanism.run_group)([job.configs[i] for i in ids], reporters, end)
+                for i, run_id in enumerate(ids):  # the contract is one end per run: one left fails with its charge
+                    if run_id not in ended:
+                        end(i, RuntimeError(NOT_ENDED_BY_GROUP))
             except BaseException as exc:  # as in _execute: recorded, never propagated
                 for i, run_id in enumerate(ids):
                     if run_id not in ended and i < len(reporters):

@@ -355,3 +355,30 @@ def test_the_sweep_command_groups_as_its_flag_says(store, monkeypatch, flag, pay
                                                              None: " --workers 1"}[flag])
     assert cli.build_parser().parse_args(["resume-sweep", "s1", *([flag] if flag else [])]).group == \
         {"--group": True, "--no-group": False, None: None}[flag]
+
+
+def test_a_local_group_run_left_unended_by_its_group_fails_with_its_charge(store, monkeypatch):
+    """The local executor's twin of the Ray case above (review of 404218c): a run the mechanism's run_group returns
+    without ending is not left 'running' while the app lives; it fails with the claim it was charged with."""
+    from privengine.claims import PrivacyClaim
+    from privengine.reporter import FAILURE_CAVEAT, NOT_ENDED_BY_GROUP
+
+    claim = PrivacyClaim("toy", 1.0, 1e-5, "toy accountant", "add/remove one").to_dict()
+
+    def run_group(configs, reporters, ended):
+        ended(0, {"score": 0.5})
+        reporters[1].charge({"privacy": [claim]})
+        reporters[1].metric(1, score=0.1)  # stored under its charge, then never ended
+
+    toy = registry.get("toy")
+    monkeypatch.setattr(registry, "get", lambda name: dataclasses.replace(toy, run_group=run_group))
+    manager = JobManager(store)
+    try:
+        ids = manager.submit_group("toy", [toy.config_cls(), toy.config_cls()])
+        done, left = (manager.wait(run_id, timeout=30) for run_id in ids)
+    finally:
+        manager.shutdown()
+    assert done.state == "finished" and done.summary == {"score": 0.5}
+    assert left.state == "failed" and left.error == f"RuntimeError: {NOT_ENDED_BY_GROUP}"
+    assert left.summary["privacy"][0]["epsilon"] == 1.0 and FAILURE_CAVEAT in left.summary["privacy"][0]["caveats"]
+    assert list(store.metrics(left.id)["value"]) == [0.1]

@@ -5,12 +5,9 @@ Split from :mod:`.ray_executor` (which keeps the driver side) to keep each modul
 
 from __future__ import annotations
 
-from privengine.reporter import outcome_record
+from privengine.reporter import NOT_ENDED_BY_GROUP, outcome_record
 
 from .ray_executor import _ray, _WorkerReporter
-
-# A run the mechanism's run_group returned without ending (its contract is one ``ended`` call per run).
-NOT_ENDED_BY_GROUP = "its group's run function returned without ending it"
 
 
 def execute_group(hub, run_ids: list[str], mechanism: str, configs: list[dict]) -> dict:
