@@ -54,19 +54,20 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
 from scipy.special import logsumexp
 from sklearn.metrics import auc, roc_curve
 
+from ..errors import ConfigError
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["ATTACK_INDEX", "ATTACKS", "CURVE_FPR", "FPR_GRID", "NOT_COVERED", "TRADEOFF_BOUNDS", "above_a_bound",
-           "attack_scores", "dp_tpr_bound", "exceeds", "lira_scores", "logit_confidence", "loss_scores",
+           "attack_scores", "check_attack", "dp_tpr_bound", "every_attack", "exceeds", "lira_scores", "logit_confidence", "loss_scores",
            "one_run_guesses", "passes", "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary",
-           "tradeoff_fields", "tradeoff_of", "true_label_log_prob"]
+           "tradeoff_fields", "tradeoff_of", "true_label_log_prob", "warn_if_above"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -327,6 +328,30 @@ def attack_scores(attack: str, logits: np.ndarray, labels: np.ndarray, n: int, r
         return lira_scores(phi[0], phi[1:], ref_in, online=not offline)
     p = np.exp(true_label_log_prob(logits, labels))
     return rmia_scores(p[0, :n], p[1:, :n], ref_in, p[0, n:], p[1:, n:], online=not offline)
+
+
+def check_attack(attack: str, reference_models: int) -> None:
+    """ConfigError (naming the field) unless ``attack`` is known and has the reference models it needs (at least
+    two; the loss attack needs none)."""
+    if attack not in ATTACKS:
+        raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
+    if reference_models < 2 and attack != "loss":
+        raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
+
+
+def every_attack(out: dict, summary_of: Callable[[str], dict]) -> dict:
+    """``all_attacks`` of an output: the AUC, TPRs and bound checks of every attack on the same models, the chosen
+    one (``out["attack"]``) from ``out``, the others from ``summary_of(name)``."""
+    keys = ("auc", "tpr_at_fpr", "exceeds_bound", *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS))
+    summaries = {name: out if name == out["attack"] else summary_of(name) for name in ATTACKS}
+    return {name: {k: s[k] for k in keys if k in s} for name, s in summaries.items()}
+
+
+def warn_if_above(out: dict, log: Callable[[str], None], attacked: str) -> None:
+    """Log a warning when an attack of ``out`` (the chosen one or another in ``all_attacks``) is above a bound."""
+    if above_a_bound(out) or any(above_a_bound(other) for other in out.get("all_attacks", {}).values()):
+        log(f"WARNING: an attack on the {attacked} is above a bound of its claim ((ε, δ) or its trade-off) at some "
+            "FPR, beyond the confidence intervals: a bug to report in the mechanism or its accounting")
 
 
 def passes(trained: int, per_pass: int) -> list[tuple[int, int]]:

@@ -54,8 +54,8 @@ from ..device import detect_device
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
-from .membership import (ATTACK_INDEX, ATTACKS, NOT_COVERED, above_a_bound, attack_scores, exceeds, one_run_guesses,
-                         passes, pld_tpr_bound, roc_summary, tradeoff_fields)
+from .membership import (ATTACK_INDEX, NOT_COVERED, attack_scores, check_attack, every_attack, exceeds,
+                         one_run_guesses, passes, pld_tpr_bound, roc_summary, tradeoff_fields, warn_if_above)
 
 __all__ = ["attack_dpsgd", "attack_logits", "check_target", "draw_halves"]
 
@@ -206,10 +206,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     after the current step, with ``stopped`` set and the figures of the passes done (none before the first;
     ``planned_epsilon``, the claim of the planned history, is there from the start).
     """
-    if attack not in ATTACKS:
-        raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
-    if reference_models < 2 and attack != "loss":
-        raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
+    check_attack(attack, reference_models)
     check_target(config)
     reporter = reporter or NullReporter()
     dev = torch.device(device or detect_device().id)
@@ -272,15 +269,9 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
         if state.stopped:
             break
     if attack != "loss" and "auc" in out and not (out["stopped"] and state.done(True) < state.trained):
-        out["all_attacks"] = {}  # the other attacks on the same models: AUC and TPRs, for comparison
-        for name in ATTACKS:
-            other = out if name == attack else state.summary(True, attack=name, epsilon=out["epsilon"],
-                                                             delta=config.delta, pld_history=pld_history(True))
-            out["all_attacks"][name] = {k: other[k] for k in ("auc", "tpr_at_fpr", "exceeds_bound", "exceeds_pld_bound")
-                                        if k in other}
+        out["all_attacks"] = every_attack(out, lambda name: state.summary(  # the same models: for comparison
+            True, attack=name, epsilon=out["epsilon"], delta=config.delta, pld_history=pld_history(True)))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     reporter.progress(1.0, "stopped" if out["stopped"] else "done")
-    if above_a_bound(out) or any(above_a_bound(other) for other in out.get("all_attacks", {}).values()):
-        log("WARNING: an attack on the private model is above a bound of its claim ((ε, δ) or PLD trade-off) at some "
-            "FPR, beyond the confidence intervals: a bug to report in the mechanism or its accounting")
+    warn_if_above(out, log, "private model")
     return out

@@ -62,8 +62,8 @@ from ..pate.selection import select_queries
 from ..randomness import data_fingerprint, noise_generator
 from .bounds import one_run_epsilon_lower
 from .interface import NullReporter
-from .membership import (ATTACK_INDEX, ATTACKS, NOT_COVERED, above_a_bound, attack_scores, exceeds, one_run_guesses,
-                         passes, rdp_tpr_bound, roc_summary, tradeoff_fields)
+from .membership import (ATTACK_INDEX, NOT_COVERED, attack_scores, check_attack, every_attack, exceeds,
+                         one_run_guesses, passes, rdp_tpr_bound, roc_summary, tradeoff_fields, warn_if_above)
 
 __all__ = ["attack_pate", "check_target", "draw_pair_halves", "pair_guesses"]
 
@@ -288,10 +288,7 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
     ``attacked`` ("PATE student"), ``twin_name``, ``neighbouring`` and ``pairs``; ``target`` holds the claim's label,
     epsilon and accountant, the queries submitted and answered, the teachers and the student's test accuracy, and
     ``one_run`` counts the pairs as canaries. ``models_per_pass``, ``reporter`` and ``on_partial`` as there."""
-    if attack not in ATTACKS:
-        raise ConfigError("attack", f"must be one of {', '.join(ATTACKS)}; got {attack!r}")
-    if reference_models < 2 and attack != "loss":
-        raise ConfigError("reference_models", f"must be at least 2 for {attack}; got {reference_models}")
+    check_attack(attack, reference_models)
     check_target(config)
     reporter = reporter or NullReporter()
     dev = torch.device(device or detect_device().id)
@@ -354,16 +351,10 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
             break
     if attack != "loss" and "auc" in out and not out["stopped"]:
         every = np.concatenate(logits[True])
-        out["all_attacks"] = {}  # the other attacks on the same models: AUC and TPRs, for comparison
-        for name in ATTACKS:
-            other = out if name == attack else _summary(pool, every, name, offline=offline, epsilon=out["epsilon"],
-                                                        delta=config.delta, guesses=guesses, confidence=confidence,
-                                                        tradeoff=tradeoff)
-            out["all_attacks"][name] = {k: other[k] for k in ("auc", "tpr_at_fpr", "exceeds_bound",
-                                                              "exceeds_rdp_bound") if k in other}
+        out["all_attacks"] = every_attack(out, lambda name: _summary(  # the same models: for comparison
+            pool, every, name, offline=offline, epsilon=out["epsilon"], delta=config.delta, guesses=guesses,
+            confidence=confidence, tradeoff=tradeoff))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     reporter.progress(1.0, "stopped" if out["stopped"] else "done")
-    if above_a_bound(out) or any(above_a_bound(other) for other in out.get("all_attacks", {}).values()):
-        log("WARNING: an attack on the PATE student is above a bound of its claim ((ε, δ) or RDP trade-off) at some "
-            "FPR, beyond the confidence intervals: a bug to report in the mechanism or its accounting")
+    warn_if_above(out, log, "PATE student")
     return out
