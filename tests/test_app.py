@@ -59,6 +59,20 @@ def test_runs_page_empty_and_with_runs(store):
     assert table["open"].tolist() == [f"toy?run={run_id}"]  # a click on it opens the run's page
 
 
+def test_an_audit_runs_link_opens_the_page_that_shows_it(store):
+    """Audits have no page of their own: an audit run opens its mechanism's page at its audit section, a membership
+    attack the page of the run it attacked, at that attack (none for the demonstration recipe: no page shows it)."""
+    from ui.runs_table import run_url
+
+    gnmax = store.get_run(store.create_run("pate-gnmax", {}))
+    attack = store.get_run(store.create_run("pate-membership", {"run": "abc123"}))
+    demo = store.get_run(store.create_run("dpsgd-membership", {"run": ""}))
+    assert run_url(gnmax) == f"pate?audit={gnmax.id}"
+    assert run_url(attack) == f"pate?run=abc123&attack={attack.id}"
+    assert run_url(demo) is None
+    assert run_url(store.get_run(store.create_run("no-such-mechanism", {}))) is None
+
+
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.name != "toy"])
 def test_mechanism_pages_render(name):
     at = _page(f"pages/{name}.py")

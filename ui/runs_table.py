@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from privengine import registry
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM
 from privengine.claims import headline_of
 from privengine.config import RunConfig
 from privengine.errors import PrivengineError
@@ -15,6 +16,9 @@ from privengine.figures.compare import differing_fields, mechanism_name
 from privengine.figures.text import (accountant_name, knob_label, privacy_text, result_text, settings_text,
                                      value_text)
 from privengine.store import RunRecord
+
+from .audit_panel import QUERY_KEY as AUDIT_QUERY_KEY
+from .membership_panel import QUERY_KEY as ATTACK_QUERY_KEY
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 
@@ -33,10 +37,22 @@ def column_config() -> dict:
             "name": st.column_config.TextColumn(width="medium")}
 
 
-def run_url(run: RunRecord) -> str:
+def run_url(run: RunRecord) -> str | None:
     """The run's page, relative to the app's pages (``pate?run=ID``): a link that works from every page, whatever
-    path the app is served under."""
-    return f"{run.mechanism}?run={run.id}"
+    path the app is served under. An audit's run is shown on its mechanism's page: a membership attack beside the
+    run it attacked (``dpsgd?run=RUN&attack=ID``; none for an attack of the demonstration recipe, which no page
+    shows), any other audit in the page's audit section (``pate?audit=ID``). None for an unregistered
+    mechanism."""
+    try:
+        entry = registry.get(run.mechanism)
+    except PrivengineError:
+        return None
+    if entry.audits is None:
+        return f"{run.mechanism}?run={run.id}"
+    if run.mechanism in AUDIT_OF_MECHANISM.values():
+        attacked = run.config.get("run")
+        return f"{entry.audits}?run={attacked}&{ATTACK_QUERY_KEY}={run.id}" if attacked else None
+    return f"{entry.audits}?{AUDIT_QUERY_KEY}={run.id}"
 
 
 def runs_frame(runs: list[RunRecord]) -> pd.DataFrame:
