@@ -4,8 +4,10 @@ the attacked model's claim, beside the audit charts every audit has (:mod:`.audi
 The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the private model (DP-SGD's model,
 PATE's student), the same attack on its non-private twin, the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps
 (1 - delta - FPR))``, the tighter trade-off bound (DP-SGD: the PLD of the model's history; PATE: the RDP of its
-a-priori claim), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with the intervals of both rates. While the attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves
-fill in as reference models finish; points with FPR or TPR 0 are off a log axis and left out.
+a-priori claim), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with the intervals of both rates (the FPR
+interval a segment at the point's TPR, from its lower end to the upper one, where the bound is checked). While the
+attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves fill in as reference
+models finish; points with FPR or TPR 0 are off a log axis and left out.
 """
 
 from __future__ import annotations
@@ -71,18 +73,21 @@ def roc(out: Mapping) -> go.Figure:
     levels = list(out["tpr_at_fpr"])
     tpr = [out["tpr_at_fpr"][k] for k in levels]
     lo_hi = [out["tpr_interval_at_fpr"][k] for k in levels]
-    fpr_lo_hi = [out["fpr_interval_at_fpr"][k] for k in levels]
-    # at the nominal FPR, with both intervals: the bound is checked at the FPR interval's upper end, so a point may
-    # sit above the line while its horizontal bar reaches where the bound is higher (few non-members: the FPR
-    # achieved below 1 / non-members is 0)
+    # at the nominal FPR with the TPR interval; the FPR interval [lo, hi] as a segment at the same TPR (an error bar
+    # around the nominal level cannot end below it, and hi is below the level where the threshold's FPR fell well
+    # short of it, e.g. on tied scores). The bound is checked at hi, so a point may sit above the line while its
+    # segment reaches where the bound is higher (few non-members: FPR 0, lo = 0, drawn from FPR_MIN)
+    name = f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % intervals of both)"
     fig.add_trace(go.Scatter(
         x=[float(k) for k in levels], y=tpr, mode="markers", marker=dict(color=ATTACKED, size=9, symbol="diamond"),
-        name=f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % intervals of both)",
+        name=name, legendgroup="points",
         error_y=dict(type="data", symmetric=False, array=[h - t for t, (_, h) in zip(tpr, lo_hi)],
-                     arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)]),
-        error_x=dict(type="data", symmetric=False,
-                     array=[max(h - float(k), 0.0) for k, (_, h) in zip(levels, fpr_lo_hi)],
-                     arrayminus=[max(float(k) - max(lo, FPR_MIN), 0.0) for k, (lo, _) in zip(levels, fpr_lo_hi)])))
+                     arrayminus=[t - lo for t, (lo, _) in zip(tpr, lo_hi)])))
+    segments = [([max(lo, FPR_MIN), hi, None], [t, t, None])
+                for t, (lo, hi) in zip(tpr, (out["fpr_interval_at_fpr"][k] for k in levels)) if hi > FPR_MIN]
+    fig.add_trace(go.Scatter(x=[x for xs, _ in segments for x in xs], y=[y for _, ys in segments for y in ys],
+                             mode="lines", line=dict(color=ATTACKED, width=1.5), name="FPR intervals of the TPR points",
+                             legendgroup="points", showlegend=False, hoverinfo="skip"))
     refs = out.get("reference_models_so_far", out.get("reference_models"))
     accountant = accountant_name(ACCOUNTANT_NAMES.get(out.get("accountant"), str(out.get("accountant"))))
     fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under the bounds of the "
