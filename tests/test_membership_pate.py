@@ -188,3 +188,16 @@ def test_the_cli_routes_a_pate_run_to_its_attack_and_stores_it(monkeypatch, atta
     store.mark_ended(crowded, "finished", summary={})
     assert cli.main(["audit", "membership", "--run", crowded], stdout=io.StringIO(), stderr=err) == 2
     assert "100 teachers" in err.getvalue()
+
+
+def test_an_lnmax_student_is_drawn_under_its_claim_alone():
+    """LNMax's claim is the moments accountant's: no RDP curve, so no trade-off bound is drawn or checked, and the
+    settings table has no trade-off column."""
+    from privengine.audit.membership import tradeoff_of
+    from privengine.audit.membership_job import setting_rows
+
+    out = attack_pate(PateConfig().replace(**{**RECIPE, "aggregator": "lnmax", "gamma": 0.1}), reference_models=2,
+                      seed=2, device="cpu", twin=False)
+    assert tradeoff_of(out) is None and not any(k.startswith(("rdp_", "pld_")) for k in out)
+    assert not any(any(k.startswith("exceeds_") and k != "exceeds_bound" for k in a) for a in out["all_attacks"].values())
+    assert not any("bound at" in k and not k.startswith("(ε, δ)") for k in setting_rows(out, PateMembershipConfig())[0])

@@ -146,8 +146,9 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
     for key, tpr in result["tpr_at_fpr"].items():
         lo, hi = result["tpr_interval_at_fpr"][key]
-        prefix = (tradeoff_of(result) or ("", ""))[0]
-        above = result["exceeds_bound"][key] or result.get(f"exceeds_{prefix}_bound", {}).get(key, False)
+        tradeoff = tradeoff_of(result)
+        prefix = tradeoff[0] if tradeoff else None
+        above = result["exceeds_bound"][key] or bool(prefix and result[f"exceeds_{prefix}_bound"][key])
         verdict = "ABOVE a bound" if above else "within the bounds"
         print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
               + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")

@@ -65,9 +65,9 @@ from ..errors import ConfigError
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["ATTACK_INDEX", "ATTACKS", "CURVE_FPR", "FPR_GRID", "NOT_COVERED", "TRADEOFF_BOUNDS", "above_a_bound",
-           "attack_scores", "check_attack", "dp_tpr_bound", "every_attack", "exceeds", "lira_scores", "logit_confidence", "loss_scores",
-           "one_run_guesses", "passes", "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary",
-           "tradeoff_fields", "tradeoff_of", "true_label_log_prob", "warn_if_above"]
+           "attack_scores", "check_attack", "dp_tpr_bound", "every_attack", "exceeds", "lira_scores",
+           "logit_confidence", "loss_scores", "one_run_guesses", "passes", "pld_tpr_bound", "rdp_tpr_bound",
+           "rmia_scores", "roc_summary", "tradeoff_fields", "tradeoff_of", "true_label_log_prob", "warn_if_above"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)

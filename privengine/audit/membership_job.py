@@ -26,7 +26,7 @@ from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..registry import TEST_ACCURACY, Axis, Frontier
 from .interface import AuditResult, NullReporter, register_audit, result_of
-from .membership import ATTACKS, NOT_COVERED
+from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
@@ -196,9 +196,9 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
         row[f"TPR at {pct} FPR"] = part.get("tpr_at_fpr", {}).get(key)
         row[f"interval at {pct}"] = _interval(part.get("tpr_interval_at_fpr", {}), key)
         row[f"(ε, δ) bound at {pct}"] = out.get("bound_at_fpr", {}).get(key)
-        row[f"PLD bound at {pct}"] = out.get("pld_bound_at_fpr", {}).get(key)
-        if "rdp_bound_at_fpr" in out:  # PATE's tighter bound (DP-SGD's tables keep their columns)
-            row[f"RDP bound at {pct}"] = out["rdp_bound_at_fpr"][key]
+        for prefix in TRADEOFF_BOUNDS:  # the tighter bound the output carries (DP-SGD: PLD; PATE: RDP), if any
+            if f"{prefix}_bound_at_fpr" in out:
+                row[f"{prefix.upper()} bound at {pct}"] = out[f"{prefix}_bound_at_fpr"][key]
     return row
 
 
