@@ -191,19 +191,18 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound), ``pld_bound_at_fpr``
     (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and ``tpr`` lists on
     :data:`.membership.CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with ``pld``,
-    ``exceeds_pld_bound`` (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and counts of
-    :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon lower bound of
-    :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair coins and
-    the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks`` (AUC, TPRs
-    and ``exceeds_bound`` / ``exceeds_pld_bound`` of every attack on the same models; not for ``loss``, which
-    trains the target alone),
-    ``target`` (sigma, q, steps, history, test accuracy) and ``non_private_twin`` (its ``auc``, ``tpr_at_fpr``,
-    intervals, ``exceeds_bound``, ``one_run`` and test accuracy).
+    ``exceeds_pld_bound`` (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and
+    counts of :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon lower
+    bound of :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair
+    coins and the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks``
+    (AUC, TPRs and ``exceeds_bound`` / ``exceeds_pld_bound`` of every attack on the same models; not for ``loss``,
+    which trains the target alone), ``target`` (sigma, q, steps, history, test accuracy) and ``non_private_twin``
+    (its ``auc``, ``tpr_at_fpr``, intervals, ``exceeds_bound``, ``one_run`` and test accuracy).
 
-    ``models_per_pass``: models trained together in one model batch (0: all at once); after each private pass
-    with at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far, so
-    a job draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop ends the attack
-    after the current step, with ``stopped`` set and the figures of the passes done (none before the first;
+    ``models_per_pass``: models trained together in one model batch (0: all at once); after each private pass with
+    at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far, so a job
+    draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop ends the attack after
+    the current step, with ``stopped`` set and the figures of the passes done (none before the first;
     ``planned_epsilon``, the claim of the planned history, is there from the start).
     """
     check_attack(attack, reference_models)
