@@ -19,6 +19,7 @@ from privengine.explore import SweepSpec, runner
 from privengine.explore.frontier import run_values
 from privengine.figures import run_figures, run_tables
 from privengine.figures import membership as figures
+from privengine.figures.sweep import frontier_figure, point_seeds
 from privengine.report.build import run_report
 from tests.conftest import ROOT, run_sweep
 from tests.test_membership import RECIPE
@@ -157,7 +158,8 @@ def test_a_sweep_over_epsilon_charts_the_leakage_axes(store):
     run_id = _finished_dpsgd_run(store)
     spec = SweepSpec(MEMBERSHIP, base={"run": run_id, "reference_models": 2, "twin": False, "device": "cpu"},
                      axes={"target_epsilon": [0.5, 8.0]})
-    res = runner.result(store, run_sweep(store, spec, timeout=300, max_concurrent=1))
+    sweep_id = run_sweep(store, spec, timeout=300, max_concurrent=1)
+    res = runner.result(store, sweep_id)
     assert res.state == "finished" and res.utility_axis.name == "attack_tpr_at_1pct_fpr"
     assert [p.privacy for p in res.points] == pytest.approx([0.5, 8.0], abs=0.05)
     for point in res.points:
@@ -165,6 +167,13 @@ def test_a_sweep_over_epsilon_charts_the_leakage_axes(store):
         assert point.utility == pytest.approx(attack.summary["attack_tpr_at_1pct_fpr"])
     assert result_of(store.get_run(res.points[0].runs[0]).summary).details["membership"]["target"]["noise_multiplier"] \
         > result_of(store.get_run(res.points[1].runs[0]).summary).details["membership"]["target"]["noise_multiplier"]
+    # the line audited = claimed bounds an audited epsilon, not a leakage rate: drawn on that axis only (on this one
+    # it stretched the y axis to the claims, pressing every TPR onto 0)
+    names = {t.name for t in frontier_figure(res, point_seeds(store, res)).data}
+    assert not any(str(n).startswith("audited = claimed") for n in names)
+    audited = runner.result(store, sweep_id, utility="audited_epsilon_lower")
+    drawn = frontier_figure(audited, point_seeds(store, audited)).data
+    assert any(str(t.name).startswith("audited = claimed") for t in drawn)
 
 
 def test_the_dpsgd_page_offers_the_attack_and_draws_a_stored_one(manager, store):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from privengine import registry
+from privengine.audit.interface import AUDIT_FRONTIER
 from privengine.claims import headline_of
 from privengine.explore import runner
 from privengine.registry import Axis
@@ -27,6 +29,19 @@ def axes_title(axes: list[Axis | None]) -> str:
     """One title for comparable axes (same kind, same direction) whose labels may differ."""
     labels = list(dict.fromkeys(a.label for a in axes if a))
     return f"{' / '.join(labels)} ({axes[0].better} is better)" if labels else axis_title(None)
+
+
+Y_TITLE_WIDTH = 45  # characters a vertical axis title fits on one line (a chart's plot area is about 300 px high)
+
+
+def stacked(title: str) -> str:
+    """A vertical axis title that fits its axis: a long one (over :data:`Y_TITLE_WIDTH` characters) keeps its head on
+    the first line and puts each parenthesis on a line of its own in a smaller font (plotly cuts what overflows, e.g.
+    "membership attack: TPR at 1 % FPR (covered by no claim: ...) (lower is better)")."""
+    if len(title) <= Y_TITLE_WIDTH:
+        return title
+    head, *notes = re.split(r" (?=\()", title)
+    return head + "".join(f"<br><span style='font-size:10px'>{note}</span>" for note in notes)
 
 
 def sweep_label(mechanism: str, sweep_id: str) -> str:
@@ -129,7 +144,7 @@ def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], x
     a log x axis when the epsilons span a decade or more (on a linear one the smaller ones crowd at its left)."""
     x_title = axes_title(privacy)
     title = f"{title} (ε: {', '.join(accountants)})" if accountants else title
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=axes_title(utility), **CHART_LAYOUT)
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=stacked(axes_title(utility)), **CHART_LAYOUT)
     if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
         fig.update_xaxes(type="log", title_text=f"{x_title}, log scale")
     return waiting_if_empty(fig, "no finished run yet")
@@ -144,10 +159,13 @@ def frontier_figure(res: runner.SweepResult, seeds: dict[int, list], *, accounta
     fig = go.Figure(_colour_traces(res, points, seeds) if points else [])
     if len(res.frontier) > 1:
         fig.add_trace(pareto_trace(res, "Pareto frontier", "gray"))
-    if points and registry.get(res.mechanism).audits:
-        fig.add_trace(claim_line([p.privacy for p in points]))
+    if points and registry.get(res.mechanism).audits and res.utility_axis.name == AUDITED_AXIS:
+        fig.add_trace(claim_line([p.privacy for p in points]))  # on an audited-ε axis only (not on leakage axes)
     return with_axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
                      "Privacy-utility frontier", accountants=accountants)
+
+
+AUDITED_AXIS = AUDIT_FRONTIER.utility[0].name  # the audited epsilon, the axis the claim line bounds
 
 
 def claim_line(claimed: list[float]) -> go.Scatter:
