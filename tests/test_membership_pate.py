@@ -166,6 +166,8 @@ def test_targets_are_checked_and_noise_is_scaled():
     assert recipe.sigma == 2 * DEMO["sigma"] and recipe.dataset == "digits" and not recipe.sanitize
     with pytest.raises(ConfigError, match="noise_scale"):
         PateMembershipConfig(noise_scale=0.0).validate()
+    with pytest.raises(ConfigError, match=r"`noise_scale` = 300 takes .*`sigma` must be"):
+        target_config(PateMembershipConfig(noise_scale=300.0), None)  # sigma 4 x 300 is above its knob's range
 
 
 def test_the_cli_routes_a_pate_run_to_its_attack_and_stores_it(monkeypatch, attacked, store):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import knob
+from ..errors import ConfigError
 from .interface import AuditResult, NullReporter, register_audit
 from .membership_job import (MEMBERSHIP_FRONTIER, PATE_MEMBERSHIP, MembershipKnobs, attack_options, attack_result,
                              stored_recipe)
@@ -56,8 +57,11 @@ def target_config(config: PateMembershipConfig, store: "RunStore | None") -> "Pa
         **DEMO)
     s = config.noise_scale
     if s != 1.0:
-        recipe = recipe.replace(gamma=recipe.gamma / s, sigma=recipe.sigma * s, sigma1=recipe.sigma1 * s,
-                                sigma2=recipe.sigma2 * s)
+        try:
+            recipe = recipe.replace(gamma=recipe.gamma / s, sigma=recipe.sigma * s, sigma1=recipe.sigma1 * s,
+                                    sigma2=recipe.sigma2 * s)
+        except ConfigError as exc:  # a scaled noise out of its knob's range: say which knob scaled it
+            raise ConfigError("noise_scale", f"= {s:g} takes the run's aggregator noise out of range: {exc}") from None
     check_target(recipe)
     return recipe
 
