@@ -103,6 +103,18 @@ def test_lira_and_rmia_find_members_on_synthetic_confidences():
     assert roc_summary(scores, member)["auc"] > loss_auc + 0.05
 
 
+def test_rmia_counts_the_population_dominated_and_breaks_its_ties_by_the_ratio():
+    """s(x) = (#{z: ratio(z) < ratio(x)} + u) / (m + 1), u in (0, 1) increasing in ratio(x): the population's count
+    (the paper's score, times m / (m + 1)) decides, and the examples that dominate as many z (here: all of them, the
+    low-FPR end of the ROC) keep the order of their ratios instead of tying."""
+    ref = np.full((2, 4), 0.5)  # Pr(x) = Pr(z) = 0.5 for all: ratio = 2 p_target
+    target_x, target_z = np.array([0.9, 0.95, 0.2, 0.99]), np.array([0.1, 0.3, 0.6])
+    scores = rmia_scores(target_x, ref, np.zeros((2, 4), dtype=bool), target_z, np.full((2, 3), 0.5))
+    counts = np.array([3, 3, 1, 3])  # z dominated by each x
+    assert (np.floor(scores * 4) == counts).all()  # (count + u) / 4 with u < 1
+    assert list(np.argsort(scores)) == [2, 0, 1, 3]  # the three that dominate every z, in the order of their ratio
+
+
 def test_roc_summary_counts_intervals_and_bound_flags():
     member = np.r_[np.ones(100, bool), np.zeros(100, bool)]
     scores = np.r_[np.arange(100) + 1000.0, np.arange(100.0)]  # perfect separation

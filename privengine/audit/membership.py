@@ -27,7 +27,10 @@ Attacks (higher score = member):
   ``(Pr_IN + Pr_OUT) / 2``). Offline: the paper's linear approximation ``Pr_IN(x) ~ a Pr_OUT(x) + (1 - a)``, so
   ``Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2``, applied to ``x`` and ``z`` alike; ``a`` and ``gamma`` are
   arguments (defaults a = 0.3, gamma = 1, not tuned here). For a fixed ``z`` set ``s`` is a non-decreasing function
-  of ``ratio(x)``, so its ROC is that of the ratio at the resolution ``1 / m``.
+  of ``ratio(x)``, so its ROC is that of the ratio at the resolution ``1 / m``: examples that dominate the same
+  number of ``z`` (e.g. every ``z``: the strongest members, where the low-FPR end of the ROC lies) tie. The ties
+  are broken by ``ratio(x)`` itself (the order a larger population would give): ``s = (count + u) / (m + 1)``,
+  ``u`` in (0, 1) the rank of ``ratio(x)`` among the pool's, so ``s`` is strictly increasing in ``ratio(x)``.
 
 The bound. If the training algorithm is (eps, delta)-DP with respect to adding or removing one example, then for
 every example ``x`` and every test (any function of the target model and of anything independent of ``x``'s
@@ -136,7 +139,8 @@ def _log(p) -> np.ndarray:
 def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray, target_p_z: np.ndarray,
                 ref_p_z: np.ndarray, *, online: bool = True, a: float = 0.3, gamma: float = 1.0) -> np.ndarray:
     """RMIA (see the module docstring): ``p(y | x)`` of the target ``(n,)`` and of the references ``(R, n)``, with
-    ``ref_in`` ``(R, n)``; the same for the population, ``(m,)`` and ``(R, m)`` -> scores ``(n,)`` in [0, 1]."""
+    ``ref_in`` ``(R, n)``; the same for the population, ``(m,)`` and ``(R, m)`` -> scores ``(n,)`` in (0, 1): the
+    fraction of the population dominated, ties broken by the ratio."""
     ref_p_x, ref_in = np.asarray(ref_p_x, dtype=np.float64), np.asarray(ref_in, dtype=bool)
     if online:
         pr_x, pr_z = ref_p_x.mean(0), np.asarray(ref_p_z, dtype=np.float64).mean(0)
@@ -151,7 +155,9 @@ def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray,
     log_ratio_x = _log(target_p_x) - _log(pr_x)
     log_ratio_z = np.sort(_log(target_p_z) - _log(pr_z))
     # ratio_x / ratio_z > gamma  <=>  log ratio_z < log ratio_x - log gamma
-    return np.searchsorted(log_ratio_z, log_ratio_x - math.log(gamma), side="left") / len(log_ratio_z)
+    count = np.searchsorted(log_ratio_z, log_ratio_x - math.log(gamma), side="left")
+    tie_break = stats.rankdata(log_ratio_x) / (len(log_ratio_x) + 1)  # in (0, 1), increasing in ratio(x)
+    return (count + tie_break) / (len(log_ratio_z) + 1)
 
 
 def dp_tpr_bound(fpr, epsilon: float, delta: float):
