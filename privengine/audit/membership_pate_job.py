@@ -94,5 +94,6 @@ register_audit(
     description=("Retrains a PATE run's teachers and student on one example of each random pair of its private "
                  "split, with reference pipelines on the other choices and PATE's non-private baseline as the twin, "
                  "attacks the student with LiRA, RMIA or the loss attack, and draws the ROC (TPR against FPR, "
-                 "log-log) under the (ε, δ) bound of its a-priori claim. Covered by no claim itself."),
+                 "log-log) under the bounds of its a-priori claim: (ε, δ) and the tighter RDP trade-off of the "
+                 "same RDP curve (GNMax, Confident-GNMax). Covered by no claim itself."),
     smoke={"reference_models": 2, "models_per_pass": 0, "guesses": 40})
