@@ -170,4 +170,5 @@ def test_an_audit_run_is_listed_as_an_audit_with_its_bound_against_the_claim(sto
     run_id = store.create_run("pate-gnmax", {})
     store.mark_ended(run_id, "finished", summary=result.to_dict())
     assert mechanism_name("pate-gnmax") == "PATE audit" and mechanism_name("pate") == "PATE"
+    assert mechanism_name("pate-membership") == "PATE membership attack"
     assert privacy_text(store.get_run(run_id)) == "audited ε ≥ 0.0612 (95 %) against claimed ε = 0.342, δ = 1e-05"

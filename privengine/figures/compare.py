@@ -10,6 +10,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from privengine import registry
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM
 from privengine.claims import headline_of
 from privengine.errors import PrivengineError
 from privengine.store import RunRecord
@@ -26,13 +27,15 @@ MAX_SETTINGS = 2  # settings named in a run's label (legends stay short); the co
 
 
 def mechanism_name(mechanism: str) -> str:
-    """A mechanism's short name: its title before any colon (``PATE``; ``PATE audit`` for an audit of it), its key
-    when it is not registered."""
+    """A mechanism's short name: its title before any colon (``PATE``; ``PATE audit`` for an audit of it, ``PATE
+    membership attack`` for its membership attack), its key when it is not registered."""
     try:
         entry = registry.get(mechanism)
     except PrivengineError:
         return mechanism
     short = entry.title.split(":")[0]
+    if mechanism in AUDIT_OF_MECHANISM.values():
+        return f"{short} membership attack"
     return f"{short} audit" if entry.audits else short
 
 
