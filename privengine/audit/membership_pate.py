@@ -16,7 +16,7 @@ every example is IN exactly half of every even prefix of them (:func:`draw_pair_
 **The bound.** For the example ``x = a_i`` of pair ``i``, the target's set with ``a_i`` and the one with ``b_i``
 instead are neighbours, whatever the other coins; so the target's (eps, delta) claim bounds every test of ``x``'s
 membership, ``TPR <= min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR))`` (:func:`.membership.dp_tpr_bound`), and
-by concavity the ROC's averages over the examples too. The claim is the run's own accounting of the target's votes
+by concavity the ROC's averages over the examples too. The claim is the run's own accounting of the student's queries
 (:func:`privengine.pate.privacy.analyse`), its headline: the **data-independent (a priori)** bound of every
 submitted query, valid for every data set. The sanitized data-dependent figure is not used: the student never sees
 it, and a data-dependent figure holds for one data set against its neighbours, not across the halves of the game.
@@ -158,19 +158,21 @@ def _load(config: PateConfig, refs: int, seed: int, device: torch.device, report
                  make(teacher_arch, teachers_see), make(student_arch, students_see))
 
 
-def _headline(config: PateConfig, votes: np.ndarray, pairs: int, fingerprint: tuple[int, ...]):
-    """The headline claim of a student of ``config`` on ``pairs`` private examples (``votes`` ``(Q, C)``): the
-    a-priori bound of every submitted query, which reads no vote (so zero votes give it before any teacher is
-    trained); the sanitized figure is off (the student never sees it, see the module docstring)."""
-    report = analyse(votes, np.ones(len(votes), dtype=bool), config.replace(sanitize=False), n_private=pairs,
-                     data=fingerprint)
+def _headline(config: PateConfig, pool: _Pool):
+    """The headline claim of every student of ``config`` on the pool's pairs: the a-priori bound of every submitted
+    query, which reads no vote, so it is computed once, before any teacher is trained, from zero votes (and no
+    private data to key a release with); the sanitized figure is off (the student never sees it, see the module
+    docstring)."""
+    votes = np.zeros((len(pool.queries), pool.data.n_classes))
+    report = analyse(votes, np.ones(len(votes), dtype=bool), config.replace(sanitize=False), n_private=pool.pairs,
+                     data=data_fingerprint())
     return next(c for c in report.claims if c.headline)
 
 
 @dataclass
 class _Trained:
     """Models ``lo..hi-1`` of a pass: logits ``(k, 2P + m, C)`` and, per model, test accuracy; for the target,
-    its claim and its PATE figures."""
+    its PATE figures."""
 
     logits: np.ndarray
     accuracy: list[float]
@@ -209,9 +211,7 @@ def _pate_pass(pool: _Pool, lo: int, hi: int, seed: int, device: torch.device, r
                             sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
         answered = answers.answered
         if k == 0:
-            claim = _headline(config, counts.cpu().numpy(), pool.pairs, fingerprint)
-            target = {"claim": claim.label, "epsilon": claim.epsilon, "accountant": claim.accountant,
-                      "queries_submitted": len(pool.queries), "queries_answered": int(answered.sum()),
+            target = {"queries_submitted": len(pool.queries), "queries_answered": int(answered.sum()),
                       "teachers": t, "examples_per_teacher": pool.pairs // t}
         if not bool(answered.any()):  # nothing to learn from: a student of chance (uniform logits)
             logits.append(np.zeros((len(scored), data.n_classes)))
@@ -303,9 +303,8 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
     except Stopped:
         return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
     trained = 1 if attack == "loss" else max(reference_models, 2) + 1
-    out.update(reference_models=trained - 1, pool=2 * pool.pairs, pairs=pool.pairs,
-               planned_epsilon=_headline(config, np.zeros((len(pool.queries), pool.data.n_classes)),
-                                         pool.pairs, data_fingerprint()).epsilon)
+    claim = _headline(config, pool)
+    out.update(reference_models=trained - 1, pool=2 * pool.pairs, pairs=pool.pairs, planned_epsilon=claim.epsilon)
     tradeoff = _rdp_bound(config, len(pool.queries))
     if tradeoff is not None:
         out.update(tradeoff_fields("rdp", tradeoff))
@@ -333,9 +332,11 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
             logits[private].append(done.logits)
             if lo == 0:
                 first_accuracy[private] = done.accuracy[0]
-            if done.target is not None:
-                out.update(epsilon=done.target["epsilon"], accountant=done.target["accountant"],
-                           target=done.target | {"dataset": config.dataset, "test_accuracy": done.accuracy[0]})
+            if done.target is not None:  # the target is trained: its claim is the one computed before
+                out.update(epsilon=claim.epsilon, accountant=claim.accountant,
+                           target=done.target | {"claim": claim.label, "epsilon": claim.epsilon,
+                                                 "accountant": claim.accountant, "dataset": config.dataset,
+                                                 "test_accuracy": done.accuracy[0]})
             if sum(len(x) for x in logits[private]) < 3 and attack != "loss":
                 continue  # no reference model on each side yet
             summary = _summary(pool, np.concatenate(logits[private]), attack, offline=offline,
