@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from sklearn.datasets import make_moons
@@ -191,3 +193,30 @@ def test_the_scatter_student_learns_from_the_answered_rows_of_the_pool_features(
     assert rows.tolist() == submitted[answers.answered].tolist()
     assert labels.tolist() == answers.labels[answers.answered].tolist()
     assert summary["queries_answered"] == len(rows) and summary["student_architecture"] == "scatter_linear"
+
+
+def test_the_draws_do_not_depend_on_the_block_they_are_drawn_in(monkeypatch):
+    """The batches and mixup weights are drawn ahead in blocks (for the CUDA graph's buffers); a fit drawn in blocks
+    of 7 steps ends with the same weights, to the bit, as one drawn in a single block."""
+    from privengine.pate import self_training
+
+    x = torch.randn(100, 5, generator=_gen(3))
+    targets = torch.softmax(torch.randn(100, 3, generator=_gen(4)), 1)
+    weights = []
+    for block in (self_training.DRAW_BLOCK, 7):
+        monkeypatch.setattr(self_training, "DRAW_BLOCK", block)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(5, 3)
+        assert fit_soft(model, x, targets, steps=30, settings=_settings(batch_size=16), generator=_gen(),
+                        should_stop=lambda: False)
+        weights.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights))
+
+
+def test_the_learning_rates_are_the_cosine_annealing_to_zero():
+    from privengine.pate.self_training import cosine_learning_rates
+
+    rates = cosine_learning_rates(0.1, 50)
+    expected = [0.05 * (1 + math.cos(math.pi * t / 50)) for t in range(50)]
+    assert len(rates) == 50 and rates[0] == 0.1
+    assert max(abs(a - b) for a, b in zip(rates, expected)) < 1e-12

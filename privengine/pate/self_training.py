@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from privengine.cuda_graphs import GraphedSteps, step_index
+
 from .student import accuracy, logits_in_chunks
 
 SHARPEN_TEMPERATURE = 0.5  # MixMatch's T
@@ -95,37 +97,112 @@ def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labe
     return targets, confident | answered, pseudo_fraction
 
 
+DRAW_BLOCK = 1024  # steps whose batches and mixup weights are drawn at once (bounds the buffers: S x b indices)
+
+
+def cosine_learning_rates(lr: float, steps: int) -> list[float]:
+    """The learning rate of each of ``steps`` steps under torch's ``CosineAnnealingLR(T_max=steps)`` (to zero),
+    read off the scheduler itself on a scratch optimizer, so the values are the scheduler's to the bit."""
+    scratch = torch.optim.SGD([torch.zeros(1)], lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(scratch, T_max=steps)
+    rates = []
+    for _ in range(steps):
+        rates.append(scratch.param_groups[0]["lr"])
+        scratch.step()
+        schedule.step()
+    return rates
+
+
+class _FitDraws:
+    """A fit's randomness in blocks of at most :data:`DRAW_BLOCK` steps, on the device of the fit, drawn in the
+    order a step-by-step loop draws it, so the values do not depend on the block size:
+
+    - ``rows`` ``(S, b)`` int64: each step's next ``b`` rows of the current shuffle of the ``n`` rows (a new
+      ``randperm(n, generator)`` when fewer than ``b`` are left);
+    - ``lam`` ``(S, b)``: each step's mixup weights, ``max(l, 1 - l)`` for ``l ~ Beta(alpha, alpha)`` from the
+      global torch generator (seeded by the run); ``partner`` ``(S, b)`` int64: each step's ``randperm(b,
+      generator)``; both None without mixup;
+    - ``lr`` ``(S,)`` float64: each step's learning rate (:func:`cosine_learning_rates`).
+    """
+
+    def __init__(self, n: int, batch: int, steps: int, settings: SelfTrainingSettings, generator: torch.Generator,
+                 device: torch.device):
+        self.n, self.batch, self.steps, self.generator, self.device = n, batch, steps, generator, device
+        alpha = settings.mixup_alpha
+        self.mixing = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
+        self.rates = cosine_learning_rates(settings.lr, steps)
+        self.order, self.position = torch.randperm(n, generator=generator), 0
+
+    def blocks(self):
+        """Yield ``(rows, lam, partner, lr)`` per block, on the device (see the class docstring)."""
+        for first in range(0, self.steps, DRAW_BLOCK):
+            size = min(DRAW_BLOCK, self.steps - first)
+            rows, lams, partners = [], [], []
+            for _ in range(size):
+                if self.position + self.batch > self.n:
+                    self.order, self.position = torch.randperm(self.n, generator=self.generator), 0
+                rows.append(self.order[self.position:self.position + self.batch])
+                self.position += self.batch
+                if self.mixing is not None:
+                    lam = self.mixing.sample((self.batch,))
+                    lams.append(torch.maximum(lam, 1 - lam))
+                    partners.append(torch.randperm(self.batch, generator=self.generator))
+            rates = torch.tensor(self.rates[first:first + size], dtype=torch.float64)  # the scheduler's floats
+            yield (torch.stack(rows).to(self.device),
+                   torch.stack(lams).to(self.device) if lams else None,
+                   torch.stack(partners).to(self.device) if partners else None,
+                   rates.to(self.device))
+
+
 def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps: int, settings: SelfTrainingSettings,
              generator: torch.Generator, should_stop: Callable[[], bool]) -> bool:
-    """Train ``model`` for ``steps`` minibatch steps on ``x`` ``(n, *input)`` and soft ``targets`` ``(n, K)``
-    with mixup; False if stopped."""
-    s = settings
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-    mixing = torch.distributions.Beta(s.mixup_alpha, s.mixup_alpha) if s.mixup_alpha > 0 else None
-    batch = min(s.batch_size, len(x))
-    model.train()
-    order, position = torch.randperm(len(x), generator=generator), 0
-    for _ in range(steps):
-        if should_stop():
-            return False
-        if position + batch > len(x):
-            order, position = torch.randperm(len(x), generator=generator), 0
-        rows = order[position:position + batch].to(x.device)
-        position += batch
+    """Train ``model`` for ``steps`` minibatch steps (Adam, cosine-annealed learning rate) on ``x`` ``(n, *input)``
+    and soft ``targets`` ``(n, K)`` with mixup; False if stopped.
+
+    The batches, mixup weights and partners are drawn ahead in blocks (:class:`_FitDraws`, the same draws a
+    step-by-step loop makes) into buffers the steps index, so that on a GPU the steps after the first few replay
+    one CUDA graph (:class:`~privengine.cuda_graphs.GraphedSteps`: the step is a few dozen tiny kernels, and
+    launching them one by one kept the device idle); there the optimizer keeps its state and learning rate on the
+    device (``capturable``). One step: ``x~ = lam x_i + (1 - lam) x_partner(i)``, the same mix of the targets, loss
+    ``-mean_i sum_k t~_ik log softmax f(x~_i)_k``."""
+    batch = min(settings.batch_size, len(x))
+    draws = _FitDraws(len(x), batch, steps, settings, generator, x.device)
+    on_gpu = x.device.type == "cuda"
+    lr = torch.tensor(settings.lr, device=x.device) if on_gpu else settings.lr
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, capturable=on_gpu)
+    buffers: dict[str, torch.Tensor | None] = {}
+    shape = (batch,) + (1,) * (x.ndim - 1)
+
+    def step(t: int | torch.Tensor) -> None:
+        rows = step_index(buffers["rows"], t)
         inputs, soft = x[rows], targets[rows]
-        if mixing is not None:
-            lam = mixing.sample((batch,))  # the global torch generator, seeded by the run
-            lam = torch.maximum(lam, 1 - lam).to(x.device)
-            partner = torch.randperm(batch, generator=generator).to(x.device)
-            shape = (batch,) + (1,) * (inputs.ndim - 1)
+        if buffers["lam"] is not None:
+            lam, partner = step_index(buffers["lam"], t), step_index(buffers["partner"], t)
             inputs = lam.view(shape) * inputs + (1 - lam.view(shape)) * inputs[partner]
             soft = lam[:, None] * soft + (1 - lam[:, None]) * soft[partner]
+        rate = step_index(buffers["lr"], t)
+        if on_gpu:
+            optimizer.param_groups[0]["lr"].copy_(rate)
+        else:
+            optimizer.param_groups[0]["lr"] = float(rate)
         loss = -(soft * model(inputs).log_softmax(1)).sum(1).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        schedule.step()
+
+    runner = GraphedSteps(step, x.device)
+    model.train()
+    for block in draws.blocks():
+        for name, values in zip(("rows", "lam", "partner", "lr"), block):
+            if name in buffers and values is not None:  # the graph reads the buffers at their addresses
+                buffers[name][:len(values)].copy_(values)
+            else:
+                buffers[name] = values
+        runner.block_loaded()
+        for t in range(len(block[0])):
+            if should_stop():
+                return False
+            runner.run(t)
     model.eval()
     return True
 
