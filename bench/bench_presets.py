@@ -23,18 +23,25 @@ about 4 x epochs steps; scatter_mlp's projection rank at most the public example
 teacher and 2 student epochs, no baseline): the phase split, not the preset's numbers. ``--cold`` uses a fresh,
 empty ``PRIVENGINE_HOME`` (so the scattering is computed, as on a new machine); otherwise the current one's cache.
 
+On a GPU the process's device start (CUDA context, allocator, first kernels: seconds) is timed once before the
+first preset and printed on its own line, so no preset's phases carry it. ``--profile N`` also prints each preset's
+N host functions with the most own time (cProfile, main thread): a host-bound loop shows its Python and launch
+costs, and a device wait shows in the call that waits (``.item()``, ``float()``, a copy to the CPU).
+
 Run: python bench/bench_presets.py --device cpu --data-root ../shared/data [--presets dpsgd:fmnist-scatter-eps3,...]
-                                   [--quick] [--train-limit 4000] [--cold]
+                                   [--quick] [--train-limit 4000] [--cold] [--profile 25]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import contextlib
 import functools
 import importlib
 import math
 import os
+import pstats
 import sys
 import tempfile
 import threading
@@ -183,8 +190,9 @@ def bench(spec: str, args) -> None:
         changes |= quick_overrides(mechanism, config, args.train_limit)
     config = config.replace(**changes).validate()
     clock = PhaseClock()
+    profiler = cProfile.Profile() if args.profile else None
     t0 = time.perf_counter()
-    with instrumented(mechanism, clock):
+    with instrumented(mechanism, clock), (profiler or contextlib.nullcontext()):
         summary = mech.load_run()(config, _Reporter(device.id))
     total = time.perf_counter() - t0
     other = total - sum(clock.totals.values())
@@ -193,6 +201,21 @@ def bench(spec: str, args) -> None:
     print(f"{spec}{f' (quick: {shrunk})' if shrunk else ''} on {device.name}: {total:.1f} s; {headline(summary)}")
     for name, seconds in phases:
         print(f"  {name:<12} {seconds:8.2f} s  {100 * seconds / total:5.1f} %")
+    if profiler is not None:
+        print(f"  host functions by own time (cProfile; a device wait shows in the call that waits), top {args.profile}:")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
+
+
+def device_start(device_id: str) -> float:
+    """Seconds to start the device in this process (context, allocator, a first matrix product), paid once per
+    process by whichever preset runs first: timed here so that no preset's phases carry it."""
+    import torch
+
+    t0 = time.perf_counter()
+    if device_id.startswith("cuda"):
+        a = torch.ones(256, 256, device=device_id)
+        float((a @ a).sum())
+    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -204,6 +227,8 @@ def main() -> None:
     parser.add_argument("--train-limit", type=int, default=4000, help="DP-SGD's private+public examples in --quick")
     parser.add_argument("--cold", action="store_true", help="a fresh PRIVENGINE_HOME: the scattering is computed")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: the engine's default)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also print each preset's N host functions with the most own time (cProfile)")
     args = parser.parse_args()
     if not args.data_root:
         raise SystemExit("--data-root (or $PRIVENGINE_DATA) must name the folder holding MNIST / FashionMNIST")
@@ -219,6 +244,7 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, PRIVENGINE_HOME "
               f"{os.environ.get('PRIVENGINE_HOME', '~/.privengine')}{' (fresh: cold cache)' if args.cold else ''}")
+        print(f"device start (once per process, before the first preset): {device_start(args.device):.2f} s")
         for spec in args.presets.split(","):
             bench(spec.strip(), args)
 
