@@ -43,3 +43,8 @@ class AmbiguousIdError(PrivengineError, LookupError):
 
 class DatasetNotFoundError(PrivengineError, FileNotFoundError):
     """A real dataset is not present under the data root; the message says where we looked."""
+
+
+class DatasetCorruptError(PrivengineError, ValueError):
+    """A dataset file under the data root is not in the format expected (bad header, truncated); the message names
+    the file."""
