@@ -7,6 +7,7 @@ import time
 import pytest
 
 from privengine.claims import headline_of
+from privengine.device import resolve_device
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
 from privengine.reporter import FAILURE_CAVEAT, Reporter
@@ -33,7 +34,8 @@ def test_run_finishes_with_metrics_artifacts_and_summary(manager, store):
     run_id = manager.submit("toy", {"steps": 4})
     run = manager.wait(run_id, timeout=10)
     assert run.state == "finished" and run.device and run.started_at and run.finished_at
-    assert run.summary["steps_done"] == 4 and run.summary["device"] == "cpu"
+    # the device the config's value ("auto" by default) resolves to on this machine: cuda where there is a GPU
+    assert run.summary["steps_done"] == 4 and run.summary["device"] == resolve_device(run.config["device"]).id
     assert sorted(store.metrics(run_id)["name"].unique()) == ["acc", "loss"]
     assert store.artifacts(run_id)["hist"]["counts"] == [3, 4]
 
