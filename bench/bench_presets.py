@@ -23,10 +23,12 @@ about 4 x epochs steps; scatter_mlp's projection rank at most the public example
 teacher and 2 student epochs, no baseline): the phase split, not the preset's numbers. ``--cold`` uses a fresh,
 empty ``PRIVENGINE_HOME`` (so the scattering is computed, as on a new machine); otherwise the current one's cache.
 
-On a GPU the process's device start (CUDA context, allocator, first kernels: seconds) is timed once before the
-first preset and printed on its own line, so no preset's phases carry it. ``--profile N`` also prints each preset's
+A fresh process's one-time costs (the device's start: context, cuBLAS, cuFFT; torch's import of ``torch._dynamo``,
+which the first ``torch.optim`` step triggers) are timed once before the first preset and printed on their own line,
+so no preset's phases carry them: a preset run alone in a new process takes its total plus that line. ``--profile N`` also prints each preset's
 N host functions with the most own time (cProfile, main thread): a host-bound loop shows its Python and launch
-costs, and a device wait shows in the call that waits (``.item()``, ``float()``, a copy to the CPU).
+costs, and a device wait shows in the call that waits (``.item()``, ``float()``, a copy to the CPU); then the engine's
+N functions with the most cumulative time (where inside a phase the time goes).
 
 Run: python bench/bench_presets.py --device cpu --data-root ../shared/data [--presets dpsgd:fmnist-scatter-eps3,...]
                                    [--quick] [--train-limit 4000] [--cold] [--profile 25]
@@ -203,19 +205,29 @@ def bench(spec: str, args) -> None:
         print(f"  {name:<12} {seconds:8.2f} s  {100 * seconds / total:5.1f} %")
     if profiler is not None:
         print(f"  host functions by own time (cProfile; a device wait shows in the call that waits), top {args.profile}:")
-        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.sort_stats("tottime").print_stats(args.profile)
+        print(f"  the engine's functions by cumulative time, top {args.profile}:")
+        stats.sort_stats("cumtime").print_stats("privengine", args.profile)
 
 
-def device_start(device_id: str) -> float:
-    """Seconds to start the device in this process (context, allocator, a first matrix product), paid once per
-    process by whichever preset runs first: timed here so that no preset's phases carry it."""
+def process_start(device_id: str) -> list[tuple[str, float]]:
+    """Seconds of the one-time costs of a fresh process, paid by whichever preset runs first, timed here so that no
+    preset's phases carry them: the device's start (context, allocator, the cuBLAS and cuFFT libraries' first
+    calls; nothing on a CPU), and torch's lazy import of ``torch._dynamo``, which the first step of any
+    ``torch.optim`` optimizer triggers (measured at 5-6 s on an H200 machine, 1.3 s on two CPU cores)."""
     import torch
 
+    costs = []
     t0 = time.perf_counter()
     if device_id.startswith("cuda"):
-        a = torch.ones(256, 256, device=device_id)
-        float((a @ a).sum())
-    return time.perf_counter() - t0
+        a = torch.ones(64, 64, device=device_id)
+        float((a @ a).sum() + torch.fft.rfft2(a).abs().sum())
+    costs.append(("device start", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    import torch._dynamo  # noqa: F401  (what torch.optim's first step imports)
+    costs.append(("torch._dynamo import", time.perf_counter() - t0))
+    return costs
 
 
 def main() -> None:
@@ -244,7 +256,8 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, PRIVENGINE_HOME "
               f"{os.environ.get('PRIVENGINE_HOME', '~/.privengine')}{' (fresh: cold cache)' if args.cold else ''}")
-        print(f"device start (once per process, before the first preset): {device_start(args.device):.2f} s")
+        costs = process_start(args.device)
+        print("once per process, before the first preset: " + ", ".join(f"{name} {t:.2f} s" for name, t in costs))
         for spec in args.presets.split(","):
             bench(spec.strip(), args)
 
