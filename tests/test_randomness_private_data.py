@@ -328,3 +328,17 @@ def test_split_label_protection_noise_depends_on_the_training_data():
 
     assert torch.equal(draw(data), draw(datasets.load(config)))
     assert not torch.equal(draw(data), draw(neighbour))
+
+
+def test_a_loaded_tasks_fingerprint_is_hashed_in_the_background_and_bound_to_its_tensors():
+    """load_task hashes the private split in a thread (overlapping the calibration); the words are those of the
+    split, and a task whose split is other tensors (a neighbour made with dataclasses.replace) hashes its own."""
+    from privengine.dpsgd.data import load_task
+
+    task = load_task(dataset="digits", seed=0, public_fraction=0.1, train_limit=0, data_root="", device=CPU)
+    assert task.fingerprint_pending is not None and task.fingerprint_pending.of(task.x_private, task.y_private)
+    assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private)
+    neighbour = _neighbour(task)
+    assert not neighbour.fingerprint_pending.of(neighbour.x_private, neighbour.y_private)
+    assert neighbour.private_fingerprint == data_fingerprint(neighbour.x_private, neighbour.y_private)
+    assert neighbour.private_fingerprint != task.private_fingerprint

@@ -26,7 +26,9 @@ validation part, and every reported accuracy is on the test part (see
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
@@ -81,6 +83,7 @@ class Task:
     population: Population | None = None
     x_val: torch.Tensor | None = None
     y_val: torch.Tensor | None = None
+    fingerprint_pending: PendingFingerprint | None = field(default=None, repr=False, compare=False)
 
     @property
     def regression(self) -> bool:
@@ -105,7 +108,11 @@ class Task:
     @cached_property
     def private_fingerprint(self) -> tuple[int, ...]:
         """:func:`~privengine.randomness.data_fingerprint` of the private split (``x_private``, ``y_private``):
-        the data key of every noise and sampling stream of the run (computed once per loaded task)."""
+        the data key of every noise and sampling stream of the run (computed once per loaded task; by
+        :func:`load_task` in a background thread, which this waits for)."""
+        pending = self.fingerprint_pending
+        if pending is not None and pending.of(self.x_private, self.y_private):
+            return pending.words.result()
         return data_fingerprint(self.x_private, self.y_private)
 
     @property
@@ -177,8 +184,42 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
 
     if population is not None:
         population = Population(put(population.basis), put(population.w_star), population.tau)
-    return Task(dataset, put(x_train[priv]), put(y_train[priv]), put(x_train[pub]), put(y_train[pub]),
-                put(x_test), put(y_test), n_outputs, population, x_val=put(x_val), y_val=put(y_val))
+    x_private, y_private = put(x_train[priv]), put(y_train[priv])
+    return Task(dataset, x_private, y_private, put(x_train[pub]), put(y_train[pub]), put(x_test), put(y_test),
+                n_outputs, population, x_val=put(x_val), y_val=put(y_val),
+                fingerprint_pending=fingerprint_in_background(x_private, y_private))
+
+
+@dataclass(frozen=True)
+class PendingFingerprint:
+    """``data_fingerprint(x, y)`` being computed by a daemon thread (:func:`fingerprint_in_background`), for the
+    tensors ``x`` and ``y`` themselves: a task whose private split is other tensors (``dataclasses.replace``, a
+    neighbouring data set in the tests) must not use it."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    words: Future
+
+    def of(self, x: torch.Tensor, y: torch.Tensor) -> bool:
+        """Whether this is the fingerprint of exactly these tensors (the same objects)."""
+        return self.x is x and self.y is y
+
+
+def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFingerprint:
+    """Start ``data_fingerprint(x, y)`` in a daemon thread: the SHA-256 of a scattering-feature private split (about
+    1 GB) takes over a second, which overlaps the run's sigma calibration this way (hashlib releases the GIL while
+    it hashes; features on a GPU are copied to the CPU first, as :func:`~privengine.randomness.data_fingerprint`
+    does). Nothing writes to a task's private split, so the words are those of the split when it is used."""
+    words: Future = Future()
+
+    def work() -> None:
+        try:
+            words.set_result(data_fingerprint(x, y))
+        except BaseException as error:  # handed to whoever asks for the fingerprint
+            words.set_exception(error)
+
+    threading.Thread(target=work, name="private-fingerprint", daemon=True).start()
+    return PendingFingerprint(x, y, words)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:
