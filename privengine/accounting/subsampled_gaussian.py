@@ -32,9 +32,9 @@ import math
 import warnings
 
 import numpy as np
-from opacus.accountants import create_accountant
+from opacus.accountants import PRVAccountant, create_accountant
 from opacus.accountants.accountant import IAccountant
-from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
+from opacus.accountants.analysis.prv import Domain, PoissonSubsampledGaussianPRV, compute_safe_domain_size
 from opacus.accountants.utils import MAX_SIGMA
 
 History = list[tuple[float, float, int]]  # (noise multiplier, sample rate, steps), Opacus' format
@@ -108,32 +108,80 @@ def prv_grid_points(history: History, delta: float) -> float:
             max_self_compositions=[steps for _, _, steps in history], eps_error=PRV_EPS_ERROR,
             delta_error=delta_error)
     total_steps = sum(steps for _, _, steps in history)
-    mesh = PRV_EPS_ERROR / np.sqrt(total_steps * np.log(12 / delta_error) / 2)
+    return _grid_points(half_width, _prv_mesh(total_steps, PRV_EPS_ERROR, delta_error))
+
+
+def _prv_mesh(total_steps: int, eps_error: float, delta_error: float) -> float:
+    """Opacus' PRV mesh, eps_error / sqrt(N log(12 / delta_error) / 2) for N steps in all (its expression verbatim)."""
+    return eps_error / np.sqrt(total_steps * np.log(12 / delta_error) / 2)
+
+
+def _grid_points(half_width: float, mesh: float) -> float:
+    """Points of a grid of step ``mesh`` over [-L, L], L = ``half_width``: 2 L / mesh."""
     return float(2 * half_width / mesh)
 
 
 def prv_memory_bytes(history: History, delta: float) -> float:
     """Estimated peak memory of Opacus' PRV accountant on ``history``: grid points x bytes per point, the latter
     growing with the number of (sigma, q) entries (see PRV_BYTES_PER_POINT)."""
+    return _memory_bytes(history, prv_grid_points(history, delta))
+
+
+def _memory_bytes(history: History, grid_points: float) -> float:
+    """``grid_points`` x (PRV_BYTES_PER_POINT + PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY x (E - 1)), E the number of
+    entries of ``history`` with steps; 0 when it has none."""
     entries = sum(1 for _, _, steps in history if steps > 0)
     if not entries:
         return 0.0
     per_point = PRV_BYTES_PER_POINT + PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY * (entries - 1)
-    return prv_grid_points(history, delta) * per_point
+    return grid_points * per_point
 
 
 def check_prv_tractable(history: History, delta: float) -> None:
     """IntractableAccounting (naming the RDP accountant's epsilon instead) if PRV would need too much memory."""
-    needed = prv_memory_bytes(history, delta)
+    _refuse_if_intractable(history, delta, prv_grid_points(history, delta))
+
+
+def _refuse_if_intractable(history: History, delta: float, grid_points: float) -> None:
+    """IntractableAccounting if PRV's memory estimate on a grid of ``grid_points`` points exceeds PRV_MAX_BYTES;
+    the message gives the RDP accountant's epsilon instead."""
+    needed = _memory_bytes(history, grid_points)
     if needed > PRV_MAX_BYTES:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "optimal order is the smallest alpha": expected at such noise
             rdp_eps, _ = epsilon_of(history, accountant="rdp", delta=delta)
         raise IntractableAccounting(
             f"the PRV accountant would need about {needed / 1e9:.2g} GB of memory (a grid of "
-            f"{prv_grid_points(history, delta):.2g} points; at most {PRV_MAX_BYTES / 1e9:g} GB is allowed): too many "
+            f"{grid_points:.2g} points; at most {PRV_MAX_BYTES / 1e9:g} GB is allowed): too many "
             f"steps or models, or too little noise; the RDP accountant gives epsilon = {rdp_eps:.4g} at "
             f"delta = {delta:g}")
+
+
+class _CheckedPRVAccountant(PRVAccountant):
+    """Opacus' PRV accountant that computes Gopi et al.'s safe domain size L once and refuses an intractable
+    history from it (as :func:`check_prv_tractable` would) before it discretises anything.
+
+    Why a subclass: L (Opacus' ``compute_safe_domain_size``, an RDP bound over many orders) is the costly part of
+    a short history's epsilon, and Opacus computes it inside ``get_epsilon`` with no way to pass it in, so checking
+    the grid size first computed it twice. This overrides Opacus' private ``_get_domain`` (what ``_get_dprv`` calls
+    with the history's PRVs and steps before truncating and discretising them); its body is Opacus' own: the
+    domain [-L, L] aligned to the mesh eps_error / sqrt(N log(12 / delta_error) / 2), N the total steps, from the
+    same arguments, so the epsilon is Opacus' to the bit. The grid it checks, 2 L / mesh, is
+    :func:`prv_grid_points`'s whenever every entry has steps (Opacus keeps an entry without steps in L, where
+    :func:`prv_grid_points` drops it: then the grid checked is the one Opacus really builds).
+    """
+
+    def __init__(self, delta: float):
+        super().__init__()
+        self.delta = delta
+
+    def _get_domain(self, prvs: list[PoissonSubsampledGaussianPRV], num_self_compositions: list[int],
+                    eps_error: float, delta_error: float) -> Domain:
+        half_width = compute_safe_domain_size(prvs=prvs, max_self_compositions=num_self_compositions,
+                                              eps_error=eps_error, delta_error=delta_error)
+        mesh = _prv_mesh(sum(num_self_compositions), eps_error, delta_error)
+        _refuse_if_intractable(self.history, self.delta, _grid_points(half_width, mesh))
+        return Domain.create_aligned(-half_width, half_width, mesh)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -141,15 +189,13 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
              ) -> tuple[float, float | None]:
     if not history:
         return 0.0, None
-    acc = make_accountant(accountant)
+    acc = _CheckedPRVAccountant(delta) if accountant == "prv" else make_accountant(accountant)
     if accountant == "gdp" and len(history) > 1:
         raise ValueError("the GDP accountant needs one constant (sigma, q); got several")
     acc.history = [tuple(h) for h in history]
     if accountant == "rdp":
         eps, order = acc.get_privacy_spent(delta=delta)
         return float(eps), float(order)
-    if accountant == "prv":
-        check_prv_tractable(list(history), delta)
     with warnings.catch_warnings():  # PRV evaluates log(1 - q), -inf at q = 1 (a full-data Gaussian step)
         warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
         return float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)), None
