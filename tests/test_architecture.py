@@ -29,8 +29,8 @@ ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figur
 # Under the mechanisms: what a mechanism, a sweep or an audit builds on (with the package's own __init__).
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",
-              "privengine.device", "privengine.cuda_graphs", "privengine.data", "privengine.store", "privengine.reporter",
-              "privengine.registry")
+              "privengine.device", "privengine.cuda_graphs", "privengine.schedules", "privengine.data",
+              "privengine.store", "privengine.reporter", "privengine.registry")
 FRONT_ENDS = ("streamlit", "ui", "pages", "app")
 # The one arrow up from the foundation, with its reason: on first use the registry imports the module that
 # registers the shipped mechanisms (by name, at run time, as it imports $PRIVENGINE_PLUGINS); none of its names.

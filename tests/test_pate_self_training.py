@@ -214,7 +214,7 @@ def test_the_draws_do_not_depend_on_the_block_they_are_drawn_in(monkeypatch):
 
 
 def test_the_learning_rates_are_the_cosine_annealing_to_zero():
-    from privengine.pate.self_training import cosine_learning_rates
+    from privengine.schedules import cosine_learning_rates
 
     rates = cosine_learning_rates(0.1, 50)
     expected = [0.05 * (1 + math.cos(math.pi * t / 50)) for t in range(50)]

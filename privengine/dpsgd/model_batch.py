@@ -67,6 +67,7 @@ from torch import nn
 
 from privengine.accounting.subsampled_gaussian import History, make_accountant
 from privengine.randomness import derived_generator, noise_generator
+from privengine.schedules import cosine_learning_rates
 
 from . import metrics as M
 from .config import DPSGDConfig
@@ -883,13 +884,4 @@ class _Batch:
 def _learning_rates(config: DPSGDConfig, steps: int) -> list[float]:
     """The learning rate of each logical step: ``config.lr``, or torch's own CosineAnnealingLR (T_max = steps)
     stepped after every step as :mod:`.training` steps it, so the values are the Opacus path's to the bit."""
-    if config.lr_schedule != "cosine":
-        return [config.lr] * steps
-    sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=config.lr)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=steps)
-    lrs = []
-    for _ in range(steps):
-        lrs.append(sgd.param_groups[0]["lr"])
-        sgd.step()
-        scheduler.step()
-    return lrs
+    return cosine_learning_rates(config.lr, steps) if config.lr_schedule == "cosine" else [config.lr] * steps

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from privengine.cuda_graphs import GraphedSteps, step_index
+from privengine.schedules import cosine_learning_rates
 
 from .student import accuracy, logits_in_chunks
 
@@ -98,19 +99,6 @@ def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labe
 
 
 DRAW_BLOCK = 1024  # steps whose batches and mixup weights are drawn at once (bounds the buffers: S x b indices)
-
-
-def cosine_learning_rates(lr: float, steps: int) -> list[float]:
-    """The learning rate of each of ``steps`` steps under torch's ``CosineAnnealingLR(T_max=steps)`` (to zero),
-    read off the scheduler itself on a scratch optimizer, so the values are the scheduler's to the bit."""
-    scratch = torch.optim.SGD([torch.zeros(1)], lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(scratch, T_max=steps)
-    rates = []
-    for _ in range(steps):
-        rates.append(scratch.param_groups[0]["lr"])
-        scratch.step()
-        schedule.step()
-    return rates
 
 
 class _FitDraws:
