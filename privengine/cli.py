@@ -26,7 +26,6 @@ from .audit.interface import result_of
 from .claims import claims_of, headline_of
 from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
-from .figures.text import headline_text
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .presets import changed_fields, source_with_preset
 from .store import NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES, RunRecord, RunStore
@@ -341,6 +340,8 @@ def _run_listing_json(run: RunRecord) -> dict[str, Any]:
     runs table shows it) and, for an audit, its result (``show ID --json`` gives the whole run)."""
     keys = ("id", "name", "notes", "mechanism", "state", "device", "error", "created_at", "started_at", "finished_at",
             "elapsed_s", "source", "sweep_id", "sweep_point", "progress", "progress_text")
+    from .figures.text import headline_text  # here: the figures package imports plotly and pandas (about 1.5 s)
+
     headline, audit = headline_of(run.summary), result_of(run.summary)
     return {**{k: getattr(run, k) for k in keys},
             "headline_privacy": None if headline is None else headline.to_dict(),
@@ -376,6 +377,8 @@ def _cmd_runs(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
         return EXIT_OK
     if not runs:
         print("no runs stored yet", file=out)
+    from .figures.text import headline_text
+
     for run in runs:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
         headline, audit = headline_of(run.summary), result_of(run.summary)

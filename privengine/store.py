@@ -26,9 +26,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .errors import ConfigError, PrivengineError, RunNotFoundError
 from .claims import headline_of
@@ -489,6 +490,8 @@ class RunStore:
                    f" SELECT step, name, value FROM m WHERE n <= {cap} OR (rn - 1) % ((n + {cap} - 1) / {cap}) = 0"
                    " OR rn = n ORDER BY name, step, rn")
         rows = self._conn().execute(sql, args).fetchall()
+        import pandas as pd  # here, not at the top: the CLI and the job manager never need it (1 s to import)
+
         frame = pd.DataFrame([tuple(r) for r in rows], columns=["step", "name", "value"])
         frame["value"] = frame["value"].astype(float)
         return frame

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from ..errors import ConfigError
@@ -72,6 +71,9 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     hi = 1.0
     while log_gaussian_delta(hi, mu) > log_target:
         hi *= 2.0
+    from scipy.optimize import brentq  # here, as below: scipy.optimize takes 0.6 s to import, which every process
+    # that imports the accountants (the registry does) paid before any root was searched
+
     return float(brentq(lambda e: log_gaussian_delta(e, mu) - log_target, 0.0, hi, xtol=1e-13, rtol=1e-13))
 
 
@@ -84,5 +86,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     """
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError(f"need epsilon > 0 and 0 < delta < 1; got {epsilon}, {delta}")
+    from scipy.optimize import brentq
+
     return float(brentq(lambda mu: log_gaussian_delta(epsilon, mu) - math.log(delta), 1e-6, MU_MAX,
                         xtol=1e-14, rtol=1e-14))

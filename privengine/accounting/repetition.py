@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 from privengine.errors import ConfigError
 
@@ -46,5 +45,7 @@ def draw_count(shape: str, mean: float, rng: np.random.Generator) -> int:
     if shape == "geometric":  # P(K = k) = g (1 - g)^(k - 1), k >= 1, mean 1/g
         return int(rng.geometric(1.0 / mean))
     # logarithmic: P(K = k) = -p^k / (k ln(1 - p)), k >= 1, mean -p / ((1 - p) ln(1 - p))
+    from scipy.optimize import brentq  # here: importing scipy.optimize takes 0.6 s, and only this law needs it
+
     p = brentq(lambda x: -x / ((1.0 - x) * math.log1p(-x)) - mean, 1e-12, 1.0 - 1e-15)
     return int(rng.logseries(p))

@@ -63,7 +63,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 from scipy.special import expit, logit, ndtri
 
 from ..errors import ConfigError
@@ -84,6 +83,14 @@ _BISECTIONS = 50
 
 
 # --------------------------------------------------------------------------- checks
+
+
+def _stats():
+    """``scipy.stats``, imported on first use: the registry imports the audits, and scipy.stats takes most of a second
+    to import, which every process (the CLI's ``--help`` too) paid before any bound was computed."""
+    from scipy import stats
+
+    return stats
 
 
 def _count(name: str, value, *, high: int | None = None, low: int = 0) -> int:
@@ -130,7 +137,7 @@ def clopper_pearson_upper(successes: int, trials: int, *, level: float) -> float
     n = _count("trials", trials, low=1)
     k = _count("successes", successes, high=n)
     level = _unit("level", level, open_low=True, open_high=True)
-    return 1.0 if k == n else float(stats.beta.ppf(level, k + 1, n - k))
+    return 1.0 if k == n else float(_stats().beta.ppf(level, k + 1, n - k))
 
 
 def clopper_pearson_lower(successes: int, trials: int, *, level: float) -> float:
@@ -139,7 +146,7 @@ def clopper_pearson_lower(successes: int, trials: int, *, level: float) -> float
     n = _count("trials", trials, low=1)
     k = _count("successes", successes, high=n)
     level = _unit("level", level, open_low=True, open_high=True)
-    return 0.0 if k == 0 else float(stats.beta.ppf(1.0 - level, k, n - k + 1))
+    return 0.0 if k == 0 else float(_stats().beta.ppf(1.0 - level, k, n - k + 1))
 
 
 # --------------------------------------------------------------------------- many runs
@@ -221,11 +228,11 @@ def _one_run_counts(m, r, v) -> tuple[int, int, int]:
 def _p_values(eps: np.ndarray, m: int, r: int, v: int, delta: float) -> np.ndarray:
     """The one-run p-value at each ``eps`` (vectorised; see the module docstring)."""
     q = expit(np.asarray(eps, dtype=float))
-    beta = stats.binom.sf(v - 1, r, q)  # P[Bin(r, q) >= v]
+    beta = _stats().binom.sf(v - 1, r, q)  # P[Bin(r, q) >= v]
     if delta == 0.0 or v == 0:
         return np.minimum(beta, 1.0)
     k = np.arange(v - 1, -1, -1)  # v-1, v-2, ..., 0  (i = v - k = 1..v)
-    pmf = stats.binom.pmf(k[None, :], r, q[:, None])
+    pmf = _stats().binom.pmf(k[None, :], r, q[:, None])
     below = np.cumsum(pmf, axis=1)  # P[v - i <= Bin < v] = P[Bin >= v - i] - beta
     alpha = (below / np.arange(1, v + 1)[None, :]).max(axis=1)
     return np.minimum(beta + 2.0 * m * delta * alpha, 1.0)
@@ -261,7 +268,7 @@ def one_run_epsilon_lower(*, m: int, r: int, v: int, delta: float = 0.0, confide
     delta, level = _delta(delta), 1.0 - _confidence(confidence)
     if v == 0:
         return 0.0
-    cap = float(logit(stats.beta.ppf(level, v, r - v + 1)))  # P[Bin(r, expit(cap)) >= v] = level
+    cap = float(logit(_stats().beta.ppf(level, v, r - v + 1)))  # P[Bin(r, expit(cap)) >= v] = level
     if not cap > 0:
         return 0.0
     if delta == 0.0:

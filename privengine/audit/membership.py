@@ -60,9 +60,7 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats
 from scipy.special import logsumexp
-from sklearn.metrics import auc, roc_curve
 
 from ..errors import ConfigError
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
@@ -129,6 +127,9 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
     if not online:
         return (target_phi - mu_out) / s_out
     mu_in, s_in = _side_stats(ref_phi, ref_in, pooled_variance)
+    from scipy import stats  # here, as in the functions below: the registry imports this module, and scipy.stats
+    # and sklearn.metrics take about a second to import, which every process paid before any attack ran
+
     return stats.norm.logpdf(target_phi, mu_in, s_in) - stats.norm.logpdf(target_phi, mu_out, s_out)
 
 
@@ -156,6 +157,8 @@ def rmia_scores(target_p_x: np.ndarray, ref_p_x: np.ndarray, ref_in: np.ndarray,
     log_ratio_z = np.sort(_log(target_p_z) - _log(pr_z))
     # ratio_x / ratio_z > gamma  <=>  log ratio_z < log ratio_x - log gamma
     count = np.searchsorted(log_ratio_z, log_ratio_x - math.log(gamma), side="left")
+    from scipy import stats
+
     tie_break = stats.rankdata(log_ratio_x) / (len(log_ratio_x) + 1)  # in (0, 1), increasing in ratio(x)
     return (count + tie_break) / (len(log_ratio_z) + 1)
 
@@ -282,6 +285,8 @@ def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[flo
     n_pos, n_neg = int(is_member.sum()), int((~is_member).sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError("the attack needs members and non-members")
+    from sklearn.metrics import auc, roc_curve
+
     fpr, tpr, _ = roc_curve(is_member, scores, drop_intermediate=False)
     level = (1.0 + confidence) / 2.0
     if bound is None and epsilon is not None:
