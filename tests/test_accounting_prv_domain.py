@@ -101,3 +101,13 @@ def test_the_safe_domain_is_computed_once_per_prv_epsilon(monkeypatch):
         assert len(calls) == 1
         epsilon_of(history, accountant="prv", delta=1e-5)
         assert len(calls) == 1
+
+
+def test_an_opacus_that_no_longer_builds_its_domain_through_the_override_is_refused(monkeypatch):
+    """The memory check lives in the override of Opacus' private _get_domain: if Opacus stopped calling it, the
+    epsilon would come without the check, so it is refused with a message saying why."""
+    monkeypatch.setattr(accounting._CheckedPRVAccountant, "_get_domain", PRVAccountant._get_domain)
+    accounting._epsilon.cache_clear()
+    with pytest.raises(RuntimeError, match="no longer calls _get_domain"):
+        accounting.epsilon_of([(1.0, 0.01, 100)], accountant="prv", delta=1e-5)
+    accounting._epsilon.cache_clear()

@@ -174,6 +174,7 @@ class _CheckedPRVAccountant(PRVAccountant):
     def __init__(self, delta: float):
         super().__init__()
         self.delta = delta
+        self.domain_checked = False  # set by _get_domain: _epsilon refuses an epsilon computed without the check
 
     def _get_domain(self, prvs: list[PoissonSubsampledGaussianPRV], num_self_compositions: list[int],
                     eps_error: float, delta_error: float) -> Domain:
@@ -181,6 +182,7 @@ class _CheckedPRVAccountant(PRVAccountant):
                                               eps_error=eps_error, delta_error=delta_error)
         mesh = _prv_mesh(sum(num_self_compositions), eps_error, delta_error)
         _refuse_if_intractable(self.history, self.delta, _grid_points(half_width, mesh))
+        self.domain_checked = True
         return Domain.create_aligned(-half_width, half_width, mesh)
 
 
@@ -198,7 +200,11 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
         return float(eps), float(order)
     with warnings.catch_warnings():  # PRV evaluates log(1 - q), -inf at q = 1 (a full-data Gaussian step)
         warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
-        return float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)), None
+        epsilon = float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR))
+    if not acc.domain_checked:  # an Opacus whose get_epsilon no longer builds its domain through _get_domain
+        raise RuntimeError("Opacus' PRVAccountant no longer calls _get_domain, so privengine's PRV memory check did "
+                           "not run: use the Opacus version in requirements.txt, or update _CheckedPRVAccountant")
+    return epsilon, None
 
 
 def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
