@@ -220,3 +220,44 @@ def test_the_learning_rates_are_the_cosine_annealing_to_zero():
     expected = [0.05 * (1 + math.cos(math.pi * t / 50)) for t in range(50)]
     assert len(rates) == 50 and rates[0] == 0.1
     assert max(abs(a - b) for a, b in zip(rates, expected)) < 1e-12
+
+
+def _step_by_step_fit(model, x, targets, *, steps, settings, generator) -> None:
+    """The reference: the fit as a plain loop that draws each step's rows, mixup weights and partners when it takes
+    the step, and steps torch's own scheduler (what fit_soft did before it drew ahead for the CUDA graph)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    mixing = torch.distributions.Beta(settings.mixup_alpha, settings.mixup_alpha)
+    batch = min(settings.batch_size, len(x))
+    order, position = torch.randperm(len(x), generator=generator), 0
+    for _ in range(steps):
+        if position + batch > len(x):
+            order, position = torch.randperm(len(x), generator=generator), 0
+        rows = order[position:position + batch]
+        position += batch
+        lam = mixing.sample((batch,))
+        lam = torch.maximum(lam, 1 - lam)
+        partner = torch.randperm(batch, generator=generator)
+        inputs = lam[:, None] * x[rows] + (1 - lam[:, None]) * x[rows][partner]
+        soft = lam[:, None] * targets[rows] + (1 - lam[:, None]) * targets[rows][partner]
+        loss = -(soft * model(inputs).log_softmax(1)).sum(1).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+
+
+def test_the_fit_is_the_step_by_step_loop_to_the_bit():
+    """fit_soft (draws ahead in blocks, rates read off the scheduler) gives the plain loop's weights exactly, on
+    the CPU, across a reshuffle of the rows and more steps than one block of draws."""
+    x = torch.randn(70, 6, generator=_gen(5))
+    targets = torch.softmax(torch.randn(70, 3, generator=_gen(6)), 1)
+    settings = _settings(batch_size=16, mixup_alpha=0.4)
+    weights = []
+    for fit in (fit_soft, _step_by_step_fit):
+        torch.manual_seed(3)
+        model = torch.nn.Linear(6, 3)
+        kwargs = {"should_stop": lambda: False} if fit is fit_soft else {}
+        fit(model, x, targets, steps=1100, settings=settings, generator=_gen(7), **kwargs)
+        weights.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights))
