@@ -80,7 +80,10 @@ class GraphedSteps:
     def _capture_and_replay(self, t: int) -> None:
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # thread_local: only this thread is barred from unsafe calls while it captures; in the default
+            # "global" mode another run's thread (the job manager runs several) syncing or allocating at that
+            # moment would fail
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self.step(self.counter)
                 self.counter.add_(1)
         except RuntimeError as error:  # a step that graphs cannot hold: go on eagerly, same results, slower
