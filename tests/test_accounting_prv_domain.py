@@ -104,10 +104,24 @@ def test_the_safe_domain_is_computed_once_per_prv_epsilon(monkeypatch):
 
 
 def test_an_opacus_that_no_longer_builds_its_domain_through_the_override_is_refused(monkeypatch):
-    """The memory check lives in the override of Opacus' private _get_domain: if Opacus stopped calling it, the
-    epsilon would come without the check, so it is refused with a message saying why."""
+    """The memory check lives in the override of Opacus' private _get_domain: if Opacus stopped calling it, an
+    intractable history would be discretised unchecked, so a one-step probe refuses every PRV epsilon first, before
+    any grid is built (here an intractable history, whose grid is never discretised)."""
     monkeypatch.setattr(accounting._CheckedPRVAccountant, "_get_domain", PRVAccountant._get_domain)
+    real_discretize, discretised = opacus_prv.discretize, []
+
+    def small_grids_only(prv, domain):
+        assert domain.size < 10**6, "an unchecked grid was discretised"
+        discretised.append(domain.size)
+        return real_discretize(prv, domain)
+
+    monkeypatch.setattr(opacus_prv, "discretize", small_grids_only)
+    accounting._check_opacus_calls_the_override.cache_clear()
     accounting._epsilon.cache_clear()
-    with pytest.raises(RuntimeError, match="no longer calls _get_domain"):
-        accounting.epsilon_of([(1.0, 0.01, 100)], accountant="prv", delta=1e-5)
-    accounting._epsilon.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="no longer builds its domain through _get_domain"):
+            accounting.epsilon_of([(0.5, 1.0, 10000)], accountant="prv", delta=1e-5)
+        assert len(discretised) == 1  # the probe's one-step history only
+    finally:
+        accounting._check_opacus_calls_the_override.cache_clear()
+        accounting._epsilon.cache_clear()

@@ -174,7 +174,7 @@ class _CheckedPRVAccountant(PRVAccountant):
     def __init__(self, delta: float):
         super().__init__()
         self.delta = delta
-        self.domain_checked = False  # set by _get_domain: _epsilon refuses an epsilon computed without the check
+        self.domain_checked = False  # set by _get_domain (see _check_opacus_calls_the_override)
 
     def _get_domain(self, prvs: list[PoissonSubsampledGaussianPRV], num_self_compositions: list[int],
                     eps_error: float, delta_error: float) -> Domain:
@@ -186,11 +186,28 @@ class _CheckedPRVAccountant(PRVAccountant):
         return Domain.create_aligned(-half_width, half_width, mesh)
 
 
+@functools.cache
+def _check_opacus_calls_the_override() -> None:
+    """Once per process, before any PRV epsilon: Opacus' ``get_epsilon`` must build its domain through
+    ``_get_domain``, where :class:`_CheckedPRVAccountant` runs the memory check; an Opacus that stopped doing so
+    would discretise an intractable history unchecked, so then every PRV epsilon is refused, before any grid is
+    built. The probe is a one-step history (a grid of about a thousand points)."""
+    probe = _CheckedPRVAccountant(1e-5)
+    probe.history = [(1.0, 0.01, 1)]
+    probe.get_epsilon(delta=1e-5, eps_error=PRV_EPS_ERROR)
+    if not probe.domain_checked:
+        raise RuntimeError("this Opacus' PRVAccountant.get_epsilon no longer builds its domain through _get_domain, "
+                           "where privengine's PRV memory check runs: install Opacus 1.6 (what this release was "
+                           "tested with) or update _CheckedPRVAccountant")
+
+
 @functools.lru_cache(maxsize=1024)
 def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, delta: float
              ) -> tuple[float, float | None]:
     if not history:
         return 0.0, None
+    if accountant == "prv":
+        _check_opacus_calls_the_override()
     acc = _CheckedPRVAccountant(delta) if accountant == "prv" else make_accountant(accountant)
     if accountant == "gdp" and len(history) > 1:
         raise ValueError("the GDP accountant needs one constant (sigma, q); got several")
@@ -200,11 +217,7 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
         return float(eps), float(order)
     with warnings.catch_warnings():  # PRV evaluates log(1 - q), -inf at q = 1 (a full-data Gaussian step)
         warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
-        epsilon = float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR))
-    if accountant == "prv" and not acc.domain_checked:  # an Opacus that no longer builds it through _get_domain
-        raise RuntimeError("Opacus' PRVAccountant no longer calls _get_domain, so privengine's PRV memory check did "
-                           "not run: use the Opacus version in requirements.txt, or update _CheckedPRVAccountant")
-    return epsilon, None
+        return float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)), None
 
 
 def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
