@@ -208,7 +208,9 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
         return 0.0, None
     if accountant == "prv":
         _check_opacus_calls_the_override()
-    acc = _CheckedPRVAccountant(delta) if accountant == "prv" else make_accountant(accountant)
+        acc = _CheckedPRVAccountant(delta)
+    else:
+        acc = make_accountant(accountant)
     if accountant == "gdp" and len(history) > 1:
         raise ValueError("the GDP accountant needs one constant (sigma, q); got several")
     acc.history = [tuple(h) for h in history]
