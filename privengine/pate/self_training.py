@@ -101,45 +101,38 @@ def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labe
 DRAW_BLOCK = 1024  # steps whose batches and mixup weights are drawn at once (bounds the buffers: S x b indices)
 
 
-class _FitDraws:
-    """A fit's randomness in blocks of at most :data:`DRAW_BLOCK` steps, on the device of the fit, drawn in the
-    order a step-by-step loop draws it, so the values do not depend on the block size:
+def _draw_blocks(n: int, batch: int, steps: int, settings: SelfTrainingSettings, generator: torch.Generator,
+                 device: torch.device):
+    """A fit's randomness, yielded in blocks of at most :data:`DRAW_BLOCK` steps as ``(rows, lam, partner, lr)`` on
+    ``device``, drawn in the order a step-by-step loop draws it, so the values do not depend on the block size:
 
     - ``rows`` ``(S, b)`` int64: each step's next ``b`` rows of the current shuffle of the ``n`` rows (a new
       ``randperm(n, generator)`` when fewer than ``b`` are left);
     - ``lam`` ``(S, b)``: each step's mixup weights, ``max(l, 1 - l)`` for ``l ~ Beta(alpha, alpha)`` from the
       global torch generator (seeded by the run); ``partner`` ``(S, b)`` int64: each step's ``randperm(b,
       generator)``; both None without mixup;
-    - ``lr`` ``(S,)`` float64: each step's learning rate (:func:`cosine_learning_rates`).
+    - ``lr`` ``(S,)`` float64: each step's learning rate (:func:`cosine_learning_rates`: the scheduler's floats).
     """
-
-    def __init__(self, n: int, batch: int, steps: int, settings: SelfTrainingSettings, generator: torch.Generator,
-                 device: torch.device):
-        self.n, self.batch, self.steps, self.generator, self.device = n, batch, steps, generator, device
-        alpha = settings.mixup_alpha
-        self.mixing = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
-        self.rates = cosine_learning_rates(settings.lr, steps)
-        self.order, self.position = torch.randperm(n, generator=generator), 0
-
-    def blocks(self):
-        """Yield ``(rows, lam, partner, lr)`` per block, on the device (see the class docstring)."""
-        for first in range(0, self.steps, DRAW_BLOCK):
-            size = min(DRAW_BLOCK, self.steps - first)
-            rows, lams, partners = [], [], []
-            for _ in range(size):
-                if self.position + self.batch > self.n:
-                    self.order, self.position = torch.randperm(self.n, generator=self.generator), 0
-                rows.append(self.order[self.position:self.position + self.batch])
-                self.position += self.batch
-                if self.mixing is not None:
-                    lam = self.mixing.sample((self.batch,))
-                    lams.append(torch.maximum(lam, 1 - lam))
-                    partners.append(torch.randperm(self.batch, generator=self.generator))
-            rates = torch.tensor(self.rates[first:first + size], dtype=torch.float64)  # the scheduler's floats
-            yield (torch.stack(rows).to(self.device),
-                   torch.stack(lams).to(self.device) if lams else None,
-                   torch.stack(partners).to(self.device) if partners else None,
-                   rates.to(self.device))
+    alpha = settings.mixup_alpha
+    mixing = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
+    rates = cosine_learning_rates(settings.lr, steps)
+    order, position = torch.randperm(n, generator=generator), 0
+    for first in range(0, steps, DRAW_BLOCK):
+        size = min(DRAW_BLOCK, steps - first)
+        rows, lams, partners = [], [], []
+        for _ in range(size):
+            if position + batch > n:
+                order, position = torch.randperm(n, generator=generator), 0
+            rows.append(order[position:position + batch])
+            position += batch
+            if mixing is not None:
+                lam = mixing.sample((batch,))
+                lams.append(torch.maximum(lam, 1 - lam))
+                partners.append(torch.randperm(batch, generator=generator))
+        yield (torch.stack(rows).to(device),
+               torch.stack(lams).to(device) if lams else None,
+               torch.stack(partners).to(device) if partners else None,
+               torch.tensor(rates[first:first + size], dtype=torch.float64).to(device))
 
 
 def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps: int, settings: SelfTrainingSettings,
@@ -147,14 +140,13 @@ def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps:
     """Train ``model`` for ``steps`` minibatch steps (Adam, cosine-annealed learning rate) on ``x`` ``(n, *input)``
     and soft ``targets`` ``(n, K)`` with mixup; False if stopped.
 
-    The batches, mixup weights and partners are drawn ahead in blocks (:class:`_FitDraws`, the same draws a
+    The batches, mixup weights and partners are drawn ahead in blocks (:func:`_draw_blocks`, the same draws a
     step-by-step loop makes) into buffers the steps index, so that on a GPU the steps after the first few replay
     one CUDA graph (:class:`~privengine.cuda_graphs.GraphedSteps`: the step is a few dozen tiny kernels, and
     launching them one by one kept the device idle); there the optimizer keeps its state and learning rate on the
     device (``capturable``). One step: ``x~ = lam x_i + (1 - lam) x_partner(i)``, the same mix of the targets, loss
     ``-mean_i sum_k t~_ik log softmax f(x~_i)_k``."""
     batch = min(settings.batch_size, len(x))
-    draws = _FitDraws(len(x), batch, steps, settings, generator, x.device)
     on_gpu = x.device.type == "cuda"
     lr = torch.tensor(settings.lr, device=x.device) if on_gpu else settings.lr
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, capturable=on_gpu)
@@ -180,7 +172,7 @@ def fit_soft(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, *, steps:
 
     runner = GraphedSteps(step, x.device)
     model.train()
-    for block in draws.blocks():
+    for block in _draw_blocks(len(x), batch, steps, settings, generator, x.device):
         for name, values in zip(("rows", "lam", "partner", "lr"), block):
             if name in buffers and values is not None:  # the graph reads the buffers at their addresses
                 buffers[name][:len(values)].copy_(values)
