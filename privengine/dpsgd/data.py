@@ -26,7 +26,8 @@ validation part, and every reported accuracy is on the test part (see
 from __future__ import annotations
 
 import math
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
@@ -191,7 +192,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
 
 @dataclass(frozen=True)
 class PendingFingerprint:
-    """``data_fingerprint(x, y)`` being computed by a worker thread (:func:`fingerprint_in_background`), for the
+    """``data_fingerprint(x, y)`` being computed by a daemon thread (:func:`fingerprint_in_background`), for the
     tensors ``x`` and ``y`` themselves: a task whose private split is other tensors (``dataclasses.replace``, a
     neighbouring data set in the tests) must not use it."""
 
@@ -204,15 +205,21 @@ class PendingFingerprint:
         return self.x is x and self.y is y
 
 
-_HASHER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="private-fingerprint")
-
-
 def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFingerprint:
-    """Start ``data_fingerprint(x, y)`` in a worker thread: the SHA-256 of a scattering-feature private split (about
+    """Start ``data_fingerprint(x, y)`` in a daemon thread: the SHA-256 of a scattering-feature private split (about
     1 GB) takes over a second, which overlaps the run's sigma calibration this way (hashlib releases the GIL while
     it hashes; features on a GPU are copied to the CPU first, as :func:`~privengine.randomness.data_fingerprint`
     does). Nothing writes to a task's private split, so the words are those of the split when it is used."""
-    return PendingFingerprint(x, y, _HASHER.submit(data_fingerprint, x, y))
+    words: Future = Future()
+
+    def work() -> None:
+        try:
+            words.set_result(data_fingerprint(x, y))
+        except BaseException as error:  # handed to whoever asks for the fingerprint
+            words.set_exception(error)
+
+    threading.Thread(target=work, name="private-fingerprint", daemon=True).start()
+    return PendingFingerprint(x, y, words)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:
