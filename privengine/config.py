@@ -62,6 +62,7 @@ class Knob:
     max_items: int | None = None
     shown_when: tuple[str, tuple] | None = None
     choice_labels: tuple[tuple[str, str], ...] = ()
+    unkeyed_default: bool = False
 
     def choice_label(self, choice: str) -> str:
         """The human-readable name of a choice: its label given here, else the shared name of a common choice
@@ -98,6 +99,7 @@ def knob(
     max_items: int | None = None,
     shown_when: tuple[str, tuple] | None = None,
     choice_labels: dict[str, str] | None = None,
+    unkeyed_default: bool = False,
 ) -> Any:
     """Declare a config field.
 
@@ -114,9 +116,12 @@ def knob(
         shown_when: ``(other_field, values)``: the field only matters when
             ``other_field`` takes one of ``values``; the form hides it otherwise.
         choice_labels: human-readable names of some choices, for the form.
+        unkeyed_default: a knob added after runs were published, whose default reproduces the earlier behaviour
+            exactly: at its default it is left out of the config digest that keys a run's noise
+            (:func:`privengine.randomness.config_digest`), so those runs replay with the same noise.
     """
     meta = Knob(low, high, low_open, high_open, choices, log, help, label, advanced,
-                min_items, max_items, shown_when, tuple((choice_labels or {}).items()))
+                min_items, max_items, shown_when, tuple((choice_labels or {}).items()), unkeyed_default)
     return dataclasses.field(default=default, metadata={"knob": meta})
 
 

@@ -63,9 +63,13 @@ def config_digest(config: BaseConfig) -> tuple[int, ...]:
 
     Every knob counts, even those that only change how a run is computed (batch splitting, the
     clipping route, the device): two runs sharing noise but computing even slightly different
-    gradients would release the noise-free difference of those gradients.
+    gradients would release the noise-free difference of those gradients. A knob declared ``unkeyed_default``
+    (added later; its default computes what the config computed before it existed) is left out at its default,
+    so earlier runs keep their keys.
     """
-    values = {k: v for k, v in config.to_dict().items() if k != "secure_noise"}
+    unkeyed = {spec.name: spec.default for spec in config.specs() if spec.knob.unkeyed_default}
+    values = {k: v for k, v in config.to_dict().items()
+              if k != "secure_noise" and not (k in unkeyed and v == unkeyed[k])}
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).digest()
     return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
 

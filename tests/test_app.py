@@ -350,7 +350,7 @@ def test_forms_speak_in_labels_and_mark_datasets_missing_from_the_data_root(tmp_
 def test_a_batch_larger_than_the_private_data_is_refused_in_the_form_before_launch():
     at = _page("pages/dpsgd.py")
     at.number_input(key="form.dpsgd.batch_size").set_value(1_000_000).run()
-    assert [e.value for e in at.error] == ["**Batch size** must be below the number of private examples (9500); "
+    assert [e.value for e in at.error] == ["**Batch size** must be below the declared private size (9500); "
                                            "got 1000000"]
     assert at.button(key="launch.dpsgd").disabled
 

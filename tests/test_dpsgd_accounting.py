@@ -71,7 +71,7 @@ def test_merge_composes_histories():
 
 def test_claims_state_accountant_relation_and_caveats():
     history = [(1.0, 0.01, 200)]
-    claims = dpsgd_claims(histories=[history, history], accountant="rdp", delta=1e-5, n_private=9000,
+    claims = dpsgd_claims(histories=[history, history], accountant="rdp", delta=1e-5, private_size=9000,
                           public_note="PUBLIC NOTE", sampling="poisson")
     assert [c.label for c in claims] == ["each trained model alone", "all 2 models of this run released together"]
     each, together = claims
@@ -83,7 +83,7 @@ def test_claims_state_accountant_relation_and_caveats():
     assert not any("Poisson samples" in c for c in each.caveats)
     # the run publishes every model's results: the composition is the headline
     assert together.headline and not each.headline
-    shuffled = dpsgd_claims(histories=[history], accountant="prv", delta=1e-2, n_private=500,
+    shuffled = dpsgd_claims(histories=[history], accountant="prv", delta=1e-2, private_size=500,
                             public_note="PUBLIC NOTE", sampling="shuffle")
     assert len(shuffled) == 1 and shuffled[0].headline and shuffled[0].label == "the trained model"
     text = " ".join(shuffled[0].caveats)
@@ -94,7 +94,7 @@ def test_claims_state_accountant_relation_and_caveats():
 
 def test_gdp_is_refused_as_the_accountant_of_claims_and_configs():
     with pytest.raises(ValueError, match="GDP is shown only beside"):
-        dpsgd_claims(histories=[[(1.0, 0.01, 200)]], accountant="gdp", delta=1e-5, n_private=9000,
+        dpsgd_claims(histories=[[(1.0, 0.01, 200)]], accountant="gdp", delta=1e-5, private_size=9000,
                      public_note="", sampling="poisson")
     with pytest.raises(ConfigError, match="accountant"):
         DPSGDConfig(accountant="gdp").validate()
@@ -102,7 +102,7 @@ def test_gdp_is_refused_as_the_accountant_of_claims_and_configs():
 
 def test_gdp_is_shown_beside_the_sound_headline_with_its_caveat():
     history = [(1.0, 0.01, 1000)]
-    claims = dpsgd_claims(histories=[history], accountant="prv", delta=1e-5, n_private=9000, public_note="",
+    claims = dpsgd_claims(histories=[history], accountant="prv", delta=1e-5, private_size=9000, public_note="",
                           sampling="poisson", show_gdp=True)
     (headline,) = [c for c in claims if c.headline]
     (gdp,) = [c for c in claims if "GDP" in c.accountant]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from concurrent.futures import Future
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.dpsgd import metrics as M
 from privengine.dpsgd import run as dpsgd_run
 from privengine.dpsgd.config import DPSGDConfig
-from privengine.dpsgd.data import load_task
+from privengine.dpsgd.data import PendingFingerprint, load_task
 from privengine.dpsgd.model_batch import Member, _Batch, train_models, unbatchable
 from privengine.dpsgd.training import STREAM_SAMPLING, Plan, _Training
 from privengine.randomness import noise_generator
@@ -330,8 +331,10 @@ def test_an_overflowing_example_0_does_not_poison_the_models_that_never_sample_i
     task = tasks("pixels")
     x = task.x_private.clone()
     x[0] = math.inf
-    poisoned = dataclasses.replace(task, x_private=x)
-    poisoned.__dict__["private_fingerprint"] = task.private_fingerprint  # the cached_property: the same keys
+    pinned = Future()
+    pinned.set_result(task.private_fingerprint)  # the same data key, so the same batches and noise
+    poisoned = dataclasses.replace(task, x_private=x, fingerprint_pending=PendingFingerprint(
+        x, task.y_private, (x._version, task.y_private._version), pinned))
     plan = _plan(config, task)
     inclusion = torch.ones(2, task.n_private, dtype=torch.bool)
     inclusion[:, 0] = False

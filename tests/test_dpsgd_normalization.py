@@ -39,11 +39,14 @@ def test_private_statistics_have_sensitivity_clip_and_the_stated_noise():
     clip = public_clip(x_public)
     outlier = torch.full((1, 6, 4, 4), 1e3)
 
-    def release(x, seed):  # n * (mean, E[x^2]) recovered from the returned norm
-        norm, used = private_norm(x, x_public, noise_multiplier=2.0, generator=torch.Generator().manual_seed(seed))
+    declared = 300  # N: public, the same for both neighbours
+
+    def release(x, seed):  # N * (mean, E[x^2]) recovered from the returned norm
+        norm, used = private_norm(x, x_public, private_size=declared, noise_multiplier=2.0,
+                                  generator=torch.Generator().manual_seed(seed))
         assert used == clip
         mean = norm.mean.reshape(-1)
-        return torch.cat([mean, norm.sd.reshape(-1).pow(2) + mean.pow(2)]) * len(x)
+        return torch.cat([mean, norm.sd.reshape(-1).pow(2) + mean.pow(2)]) * declared
 
     base = release(x_private, 0)
     plus = release(torch.cat([x_private, outlier]), 0)   # same noise draw, one more (clipped) example
@@ -54,6 +57,28 @@ def test_private_statistics_have_sensitivity_clip_and_the_stated_noise():
     clean = (clean * (clip / clean.norm(dim=1, keepdim=True)).clamp(max=1)).sum(0)[:6]
     assert draws.mean(0) == pytest.approx(clean, abs=4 * 2.0 * clip / 20)
     assert draws.std(0).mean() == pytest.approx(2.0 * clip, rel=0.1)
+
+
+def test_private_statistics_divide_by_the_declared_size_not_the_data_count():
+    """The noisy sums are divided by the declared N: a neighbour with one example fewer moves the released mean by
+    at most clip / N (the sensitivity of the sum, scaled by the public divisor), never by a divisor that itself
+    tells the neighbours apart."""
+    x_public, x_private = _features(200, 3), _features(301, 4)
+    clip = public_clip(x_public)
+
+    def released_mean(x):
+        norm, _ = private_norm(x, x_public, private_size=250, noise_multiplier=2.0,
+                               generator=torch.Generator().manual_seed(0))
+        return norm.mean.reshape(-1)
+
+    whole, fewer = released_mean(x_private), released_mean(x_private[1:])
+    assert 0 < (whole - fewer).norm() <= clip / 250 * (1 + 1e-4)
+    # the divisor is N = 250, not the 301 rows present: without noise the mean is (sum of clipped s_i)[:C] / 250
+    s = channel_moments(x_private)
+    clipped_sum = (s * (clip / s.norm(dim=1, keepdim=True)).clamp(max=1)).sum(0)
+    noiseless, _ = private_norm(x_private, x_public, private_size=250, noise_multiplier=0.0,
+                                generator=torch.Generator().manual_seed(0))
+    assert noiseless.mean.reshape(-1) == pytest.approx(clipped_sum[:6] / 250, rel=1e-5)
 
 
 def test_private_norm_step_is_composed_and_prv_agrees_with_pld():

@@ -43,7 +43,7 @@ def _opacus_epsilon(accountant, history, delta=1e-5) -> float:
 def test_reported_epsilon_is_opacus_accountant_for_isotropic_and_anisotropic(linreg_sweep):
     summary, _ = linreg_sweep
     q, steps = summary["sample_rate"], summary["steps_per_model"]
-    assert q == 100 / summary["n_private"] and steps == int(2.0 / q)
+    assert q == 100 / summary["private_size"] and steps == int(2.0 / q)
     assert summary["noise_multiplier"] == 0.9
     models = summary["models"]
     assert {m["alpha"] for m in models} == {0.0, 4.0} and all(m["steps"] == steps for m in models)
@@ -172,7 +172,7 @@ def test_inputs_found_wrong_at_run_time_raise_config_errors(changes, field):
 def test_mnist_cnn_trains_privately():
     summary, _ = _run(dataset="mnist", data_root=str(SHARED_DATA), train_limit=3000, epochs=1.0, batch_size=100,
                       lr=2.0, alphas=(0.0,), noise_mode="sigma", noise_multiplier=1.0)
-    assert summary["n_private"] + summary["n_public"] == 3000
+    assert summary["private_size"] + summary["n_public"] == 3000
     assert summary["comparison"][0]["mean"] > 0.3  # chance: 0.1, after only ~29 noisy steps
 
 

@@ -54,7 +54,7 @@ def _assert_same_runs(store, grouped, alone):
         assert mine.summary["privacy"] == theirs.summary["privacy"]
         for m1, m2 in zip(mine.summary["models"], theirs.summary["models"], strict=True):
             assert (m1["seed"], m1["steps"], m1["stopped"]) == (m2["seed"], m2["steps"], m2["stopped"])
-            assert m1["test_acc"] == pytest.approx(m2["test_acc"], abs=1.5 / mine.summary["n_private"] + 0.006)
+            assert m1["test_acc"] == pytest.approx(m2["test_acc"], abs=1.5 / mine.summary["private_size"] + 0.006)
             assert m1["train_loss"] == pytest.approx(m2["train_loss"], rel=1e-4)
         curves_a, curves_b = store.metrics(mine.id), store.metrics(theirs.id)
         assert sorted(set(curves_a["name"])) == sorted(set(curves_b["name"]))

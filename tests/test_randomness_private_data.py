@@ -342,3 +342,35 @@ def test_a_loaded_tasks_fingerprint_is_hashed_in_the_background_and_bound_to_its
     assert not neighbour.fingerprint_pending.of(neighbour.x_private, neighbour.y_private)
     assert neighbour.private_fingerprint == data_fingerprint(neighbour.x_private, neighbour.y_private)
     assert neighbour.private_fingerprint != task.private_fingerprint
+
+
+def test_a_private_split_written_in_place_after_its_hash_is_hashed_again():
+    """Issue 35, item 7: the background fingerprint was bound to the tensors' identity only, so a split edited in
+    place after (or while) it was hashed kept the old words: its noise keys were those of other data. Now the
+    tensors' in-place versions are recorded when the hash begins, and a changed split is hashed again."""
+    from privengine.dpsgd.data import load_task
+
+    task = load_task(dataset="digits", seed=0, public_fraction=0.1, train_limit=0, data_root="", device=CPU)
+    before = task.fingerprint_pending.words.result()  # the background hash has finished
+    task.x_private[0] += 1.0  # in place: the same tensor object
+    assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private) != before
+    task.y_private[1] = (task.y_private[1] + 1) % 10
+    assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private)
+    assert task.private_fingerprint == task.private_fingerprint  # hashed once per version, then reused
+
+
+def test_a_knob_added_later_keeps_earlier_runs_keys_at_its_default():
+    """DP-SGD's ``private_size`` (issue 35) is ``unkeyed_default``: at its default (0, the documented size, which
+    computes exactly what a run computed before the knob existed) the config digest is the one of the config without
+    it, so runs published before replay with the same noise; any declared value keys its own noise."""
+    import hashlib
+    import json
+
+    from privengine.dpsgd.config import DPSGDConfig
+    from privengine.randomness import config_digest
+
+    config = DPSGDConfig(dataset="digits", model="linear")
+    before = {k: v for k, v in config.to_dict().items() if k not in ("secure_noise", "private_size")}
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).digest()
+    assert config_digest(config) == tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+    assert config_digest(config.replace(private_size=1000)) != config_digest(config)

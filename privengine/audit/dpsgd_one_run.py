@@ -48,8 +48,9 @@ history (sigma, q, steps): every variant has the epsilon of isotropic DP-SGD at 
 The canaries do not change the accountant's view: in the theory they are extra examples of the
 private dataset (n = n_private + the included canaries, about n_private + m/2), each sampled
 with the same per-example rate q, and the add/remove-one guarantee per example does not
-depend on n. Opacus keeps dividing by its expected batch size B = q n_private, a public
-constant.
+depend on n. q = B / N with N the declared private size (public, from the config, never the
+data's count: :func:`~privengine.dpsgd.config.declared_private_size`), and Opacus keeps
+dividing by its expected batch size B, a public constant.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ class DpsgdOneRunAuditConfig(BaseConfig):
     epochs: float = knob(10.0, low=0.0, high=1000.0, low_open=True,
                          help="Passes over the private data; steps = int(epochs / q).")
     batch_size: int = knob(1000, low=1, high=1_000_000,
-                           help="Expected batch B; q = B / n_private is also every canary's sampling rate.")
+                           help="Expected batch B; q = B / N (N: the data set's documented private size) is also "
+                                "every canary's sampling rate.")
     lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, help="SGD learning rate.")
     max_grad_norm: float = knob(1.0, low=0.0, high=1e4, low_open=True, log=True, label="clip norm",
                                 help="C; every canary gradient has norm C (elliptical: S-norm C).")
@@ -299,6 +301,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
 
     from ..accounting.subsampled_gaussian import ACCOUNTANT_NAMES, epsilon_of
     from ..dpsgd.data import load_task
+    from ..dpsgd.config import declared_private_size
     from ..dpsgd.run import make_plan
     from .bounds import one_run_epsilon_lower
     from .procedures import one_run_test
@@ -310,7 +313,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     reporter.progress(0.0, "loading data")
     task = load_task(dataset=config.dataset, seed=dp_config.data_seed, public_fraction=dp_config.public_fraction,
                      train_limit=0, data_root="", device=_cpu())
-    plan = make_plan(dp_config, task.n_private, reporter)
+    plan = make_plan(dp_config, reporter)
     if plan is None:
         raise ConfigError("epsilon", "the audit was stopped while calibrating sigma")
     k = len(config.alphas)
@@ -346,9 +349,10 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     claimed = max(claims)
     sigma, q = plan.noise_multiplier, plan.sample_rate
     ideal = logit_cap(config.guesses, config.confidence)
-    n_private = task.n_private
+    private_size = declared_private_size(dp_config)
     notes = [
-        f"Canaries are extra examples of the private dataset in the theory: n = {n_private} private examples + the "
+        f"Canaries are extra examples of the private dataset in the theory: N = {private_size} private examples "
+        "(the declared size) + the "
         f"included canaries (about m/2 = {config.canaries // 2}), each Poisson-sampled with the run's rate q = "
         f"{q:.4g}; the accountant's view (sigma = {sigma:.4g}, q, {plan.steps} steps) is per example and does not "
         f"depend on n, so the claim is the run's own. Opacus still divides by its expected batch size "
@@ -395,7 +399,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
                 "best_setting": best["setting"]},
         notes=tuple(notes),
         details={"settings": rows, "noise_multiplier": sigma, "sample_rate": q, "steps": plan.steps,
-                 "n_private": n_private, "parameters": dim,
+                 "private_size": private_size, "parameters": dim,
                  "data": config.data, "perfect_auditor_cap": ideal,
                  "seconds": round(time.perf_counter() - t0, 2)})
 

@@ -14,10 +14,11 @@ of a model the batch path trains: linear, mlp, scatter_linear, scatter_mlp) and:
    the target and the first references, then the next references, ``models_per_pass`` at a time, so that a job
    redraws the ROC after each pass; a model's streams do not depend on its pass) with the run's recipe
    on a private set of ``h`` examples: sigma (given, or calibrated to the target epsilon), ``q = B / h`` and
-   ``steps = int(epochs / q)`` exactly as a run of that config on ``h`` private examples
-   (:func:`~privengine.dpsgd.run.make_plan`); a reference model's half is about ``h`` examples, sampled at the same
-   q. The claim covering the attacked model is its accountant history's epsilon at the run's delta (the run's
-   accountant), and its trade-off bound the PLD one of that history;
+   ``steps = int(epochs / q)`` exactly as a run of that config whose declared private size is ``h``
+   (:func:`~privengine.dpsgd.run.make_plan`; ``h = floor(N / 2)`` with N the recipe's declared private size, public,
+   so the plan does not depend on the data's count or on the coins); a reference model's half is about ``h``
+   examples, sampled at the same q. The claim covering the attacked model is its accountant history's epsilon at
+   the run's delta (the run's accountant), and its trade-off bound the PLD one of that history;
 4. scores the pool with the chosen attack from the models' logits ``(R + 1, n + m, C)`` (``m`` held-out test
    examples, RMIA's population, never trained on) and summarises the ROC (:func:`.membership.roc_summary`);
 5. repeats 3-4 with the **non-private twin**: the same halves, seeds and schedule, without clipping or noise.
@@ -47,7 +48,7 @@ import torch
 
 from ..accounting.subsampled_gaussian import epsilon_of
 from ..dpsgd import metrics as M
-from ..dpsgd.config import DPSGDConfig
+from ..dpsgd.config import DPSGDConfig, declared_private_size
 from ..dpsgd.model_batch import Member, train_and_predict, unbatchable
 from ..dpsgd.run import load, make_plan
 from ..device import detect_device
@@ -106,7 +107,8 @@ class _Attack:
         self.task, self.attack, self.offline, self.guesses, self.confidence = task, attack, offline, guesses, confidence
         self.device, self.reporter = device, reporter
         self.n = task.n_private
-        self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed)
+        self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed,
+                                     private_size=declared_private_size(config) // 2)
         self.inclusion = draw_halves(self.n, refs, torch.Generator().manual_seed(seed))
         self.trained = 1 if attack == "loss" else refs + 1  # the loss attack needs no reference model
         self.x = torch.cat([task.x_private, task.x_test])
@@ -175,7 +177,7 @@ def attack_logits(config: DPSGDConfig, *, reference_models: int = 16, seed: int 
     dev = torch.device(device or detect_device().id)
     state = _Attack(config, _load(config, dev), attack="lira", refs=reference_models, seed=seed, offline=False,
                     guesses=0, confidence=0.95, device=dev, reporter=NullReporter())
-    state.plan = make_plan(state.recipe, state.n // 2, NullReporter())
+    state.plan = make_plan(state.recipe, NullReporter())
     state.train(private, 0, state.trained, lambda fraction: None)
     return state.logits[private][0], state.labels, state.inclusion.numpy(), state.n
 
@@ -217,7 +219,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "accountant": config.accountant,
            "delta": config.delta, "reference_models": state.trained - 1, "pool": state.n, "seed": seed,
            "stopped": False}
-    state.plan = make_plan(state.recipe, state.n // 2, reporter)
+    state.plan = make_plan(state.recipe, reporter)
     if state.plan is None:  # stopped while calibrating sigma
         return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
     plan = state.plan

@@ -34,18 +34,49 @@ TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRA
 
 
 def private_examples(dataset: str, train_limit: int, public_fraction: float) -> int:
-    """How many private examples a run gets: the training split (at most ``train_limit`` of it when set) minus its
-    public part, ``max(1, floor(public_fraction * n))`` examples."""
+    """The documented size of a built-in data set's private split: its documented training split (at most
+    ``train_limit`` of it when set) minus its public part, ``max(1, floor(public_fraction * n))`` examples. A
+    function of the config alone, never of the data (a neighbouring data set has the same)."""
     n = TRAIN_EXAMPLES[dataset] if not train_limit else min(train_limit, TRAIN_EXAMPLES[dataset])
     return n - max(1, math.floor(public_fraction * n))
 
 
-def check_batches(batch_size: int, epochs: float, n_private: int) -> None:
-    """Raise ConfigError unless the batch is below ``n_private`` and ``epochs`` give at least one step."""
-    if batch_size >= n_private:
-        raise ConfigError("batch_size", f"must be below the number of private examples ({n_private}); "
+def declared_private_size(config: "DPSGDConfig") -> int:
+    """N, the private split's size **declared public**: the config's ``private_size``, or (0) the built-in data set's
+    documented size (:func:`private_examples`).
+
+    Every quantity a run derives from "the number of private examples" comes from N, never from the loaded split:
+    q = B / N, steps = int(epochs / q), the private normalisation's divisor, the delta caveat and the size the summary
+    publishes. So a data set and its add/remove neighbour (one example more or less) get the same q, the same number
+    of released iterates and the same published fields, which is what the add/remove claim needs; the Poisson sampler
+    still includes each example actually present with probability q.
+    """
+    return config.private_size or private_examples(config.dataset, config.train_limit, config.public_fraction)
+
+
+def private_size_basis(config: "DPSGDConfig") -> str:
+    """Where :func:`declared_private_size` comes from, in words (the summary and the claims state it)."""
+    n = declared_private_size(config)
+    if config.private_size:
+        return f"N = {n}, declared in the config (private size)"
+    limit = f" (at most train_limit = {config.train_limit})" if config.train_limit else ""
+    return (f"N = {n}, the documented size of {config.dataset}'s training split of {TRAIN_EXAMPLES[config.dataset]}"
+            f"{limit} minus its public part")
+
+
+def published_size(config: "DPSGDConfig") -> dict:
+    """The size fields a DP-SGD summary publishes: the declared private size N and where it comes from. The loaded
+    split's own size is never published (under add/remove it alone would tell a data set from its neighbour)."""
+    return {"private_size": declared_private_size(config), "private_size_basis": private_size_basis(config)}
+
+
+def check_batches(batch_size: int, epochs: float, private_size: int) -> None:
+    """Raise ConfigError unless the batch is below the declared private size and ``epochs`` give at least one
+    step."""
+    if batch_size >= private_size:
+        raise ConfigError("batch_size", f"must be below the declared private size ({private_size}); "
                                         f"got {batch_size}")
-    q = batch_size / n_private
+    q = batch_size / private_size
     if int(epochs / q) < 1:
         raise ConfigError("epochs", f"must give at least one step (epochs >= q = {q:.3g}); got {epochs}")
 
@@ -83,10 +114,19 @@ class DPSGDConfig(RunConfig):
                                         help="Noise multiplier of the private channel statistics (one Gaussian "
                                              "mechanism per model, sensitivity = its clip).")
     epochs: float = knob(10.0, low=0.0, high=1000.0, low_open=True,
-                         help="Passes over the private data; steps = int(epochs / q) with q = batch / n_private.")
+                         help="Passes over the private data; steps = int(epochs / q) with q = batch / N (N: the "
+                              "declared private size).")
     batch_size: int = knob(100, low=1, high=1_000_000,
                            help="Expected (logical) batch B of Poisson sampling: each private example joins a "
-                                "step with probability q = B / n_private.")
+                                "step with probability q = B / N (N: the declared private size).")
+    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
+                             unkeyed_default=True,
+                             help="N, the size of the private split, declared public: q = B / N, the step count "
+                                  "and the private normalisation's divisor come from it, never from the data, so a "
+                                  "data set and its neighbour with one example more or less get the same q, steps "
+                                  "and published fields (the add/remove guarantee needs that). 0 = the data set's "
+                                  "documented size: its training split (at most train_limit) minus the public "
+                                  "part.")
     physical_batch_size: int = knob(0, low=0, high=1_000_000, advanced=True,
                                     help="Largest batch sent through the model at once (Opacus' "
                                          "BatchMemoryManager splits logical batches); no effect on privacy. "
@@ -201,9 +241,7 @@ class DPSGDConfig(RunConfig):
         if self.variant == "projected" and sum(a > 0 for a in self.alphas) > 1:
             raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
                                         f"(the projection ignores alpha's size); got {list(self.alphas)}")
-        if self.dataset in TRAIN_EXAMPLES:
-            check_batches(self.batch_size, self.epochs,
-                          private_examples(self.dataset, self.train_limit, self.public_fraction))
+        check_batches(self.batch_size, self.epochs, declared_private_size(self))
         if self.uses_subspace and self.subspace_rank > self.public_batch:
             raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
                                                f"gradients span at most m directions; got {self.subspace_rank}")

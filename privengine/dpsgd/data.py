@@ -29,7 +29,6 @@ import math
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Callable
 
 import torch
@@ -103,17 +102,25 @@ class Task:
 
     @property
     def n_private(self) -> int:
+        """The loaded private split's own count: for shapes only (Poisson masks, inclusion rows). Never a plan's
+        or a published quantity: those use the declared size (:func:`~.config.declared_private_size`)."""
         return len(self.x_private)
 
-    @cached_property
+    @property
     def private_fingerprint(self) -> tuple[int, ...]:
-        """:func:`~privengine.randomness.data_fingerprint` of the private split (``x_private``, ``y_private``):
-        the data key of every noise and sampling stream of the run (computed once per loaded task; by
-        :func:`load_task` in a background thread, which this waits for)."""
+        """:func:`~privengine.randomness.data_fingerprint` of the private split (``x_private``, ``y_private``) as it
+        is now: the data key of every noise and sampling stream of the run. Hashed once per loaded task (by
+        :func:`load_task` in a background thread, which this waits for), and again only if the split's tensors
+        were replaced or written in place since that hash began (:meth:`PendingFingerprint.of`)."""
+        x, y = self.x_private, self.y_private
         pending = self.fingerprint_pending
-        if pending is not None and pending.of(self.x_private, self.y_private):
-            return pending.words.result()
-        return data_fingerprint(self.x_private, self.y_private)
+        if pending is not None and pending.of(x, y):
+            words = pending.words.result()
+            if pending.of(x, y):  # nothing wrote to the split while the hash was reading it
+                return words
+        pending = PendingFingerprint.now(x, y)
+        object.__setattr__(self, "fingerprint_pending", pending)  # the cache of a frozen task (as cached_property)
+        return pending.words.result()
 
     @property
     def n_public(self) -> int:
@@ -192,24 +199,37 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
 
 @dataclass(frozen=True)
 class PendingFingerprint:
-    """``data_fingerprint(x, y)`` being computed by a daemon thread (:func:`fingerprint_in_background`), for the
-    tensors ``x`` and ``y`` themselves: a task whose private split is other tensors (``dataclasses.replace``, a
-    neighbouring data set in the tests) must not use it."""
+    """``data_fingerprint(x, y)`` (being) computed for the tensors ``x`` and ``y`` themselves, at their in-place
+    ``versions`` when the hash began (torch's version counter, which every in-place operation on a tensor bumps): a
+    task whose private split is other tensors (``dataclasses.replace``, a neighbouring data set in the tests), or
+    whose split was written in place since, must not use it."""
 
     x: torch.Tensor
     y: torch.Tensor
+    versions: tuple[int, int]
     words: Future
 
+    @classmethod
+    def now(cls, x: torch.Tensor, y: torch.Tensor) -> "PendingFingerprint":
+        """The fingerprint of ``x`` and ``y`` as they are, hashed in this thread."""
+        versions = (x._version, y._version)
+        words: Future = Future()
+        words.set_result(data_fingerprint(x, y))
+        return cls(x, y, versions, words)
+
     def of(self, x: torch.Tensor, y: torch.Tensor) -> bool:
-        """Whether this is the fingerprint of exactly these tensors (the same objects)."""
-        return self.x is x and self.y is y
+        """Whether this is the fingerprint of exactly these tensors (the same objects), unwritten since the hash
+        began."""
+        return self.x is x and self.y is y and (x._version, y._version) == self.versions
 
 
 def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFingerprint:
     """Start ``data_fingerprint(x, y)`` in a daemon thread: the SHA-256 of a scattering-feature private split (about
     1 GB) takes over a second, which overlaps the run's sigma calibration this way (hashlib releases the GIL while
     it hashes; features on a GPU are copied to the CPU first, as :func:`~privengine.randomness.data_fingerprint`
-    does). Nothing writes to a task's private split, so the words are those of the split when it is used."""
+    does). Nothing in privengine writes to a task's private split; should anything do so in place, the recorded
+    versions no longer match and :attr:`Task.private_fingerprint` hashes the split again."""
+    versions = (x._version, y._version)  # before the hash reads anything
     words: Future = Future()
 
     def work() -> None:
@@ -219,7 +239,7 @@ def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFinger
             words.set_exception(error)
 
     threading.Thread(target=work, name="private-fingerprint", daemon=True).start()
-    return PendingFingerprint(x, y, words)
+    return PendingFingerprint(x, y, versions, words)
 
 
 def _linreg(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Population]:

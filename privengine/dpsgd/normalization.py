@@ -17,8 +17,9 @@ nothing), and the release is
 
 the Gaussian mechanism with add/remove sensitivity ``clip``: RDP lam / (2 sigma_norm^2), the entry
 ``(sigma_norm, 1.0, 1)`` of an Opacus history (sampling rate 1, one step), composed with the
-DP-SGD steps. mu = S[:C] / n and E[x^2] = S[C:] / n, with n the number of private examples treated
-as public (as Opacus treats the expected batch size); sd^2 = E[x^2] - mu^2, floored at a quarter of
+DP-SGD steps. mu = S[:C] / N and E[x^2] = S[C:] / N, with N the declared private size (public, from the
+config: :func:`~.config.declared_private_size`, as Opacus divides by the expected batch size, never by the
+data's own count, which would be a data-dependent divisor); sd^2 = E[x^2] - mu^2, floored at a quarter of
 the public variance (the noisy difference can come out tiny or negative). All of it is
 post-processing of S and public data.
 """
@@ -60,9 +61,12 @@ def public_clip(x_public: torch.Tensor) -> float:
     return float(torch.quantile(channel_moments(x_public).norm(dim=1), PUBLIC_CLIP_QUANTILE))
 
 
-def private_norm(x_private: torch.Tensor, x_public: torch.Tensor, *, noise_multiplier: float,
+def private_norm(x_private: torch.Tensor, x_public: torch.Tensor, *, private_size: int, noise_multiplier: float,
                  generator: torch.Generator, chunk: int = 8192) -> tuple[ChannelNorm, float]:
     """The Gaussian-mechanism estimate of the module docstring; returns the norm and the clip used.
+
+    ``x_private`` ``(n, C, h, w)``, ``x_public`` ``(m, C, h, w)``; ``private_size``: the declared N that divides
+    the noisy sums (never ``n``).
 
     ``generator`` (on the data's device) draws the noise: a privacy noise stream.
     """
@@ -72,6 +76,6 @@ def private_norm(x_private: torch.Tensor, x_public: torch.Tensor, *, noise_multi
         s = channel_moments(x_private[start:start + chunk])
         total += (s * (clip / (s.norm(dim=1, keepdim=True) + 1e-12)).clamp(max=1.0)).sum(dim=0)
     noise = torch.randn(total.shape, generator=generator, device=total.device, dtype=total.dtype)
-    mean, second = ((total + noise_multiplier * clip * noise) / len(x_private)).chunk(2)
+    mean, second = ((total + noise_multiplier * clip * noise) / private_size).chunk(2)
     floor = VARIANCE_FLOOR * public_norm(x_public).sd.reshape(-1).pow(2)
     return ChannelNorm(mean, torch.maximum(second - mean.pow(2), floor).sqrt()), clip

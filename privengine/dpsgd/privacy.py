@@ -12,7 +12,9 @@ from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, GDP_CAV
                                                        IntractableAccounting, epsilon_of, merge)
 from privengine.claims import PrivacyClaim, claims_of, delta_caveat, headline_of, union_caveats
 
-NEIGHBOURING = "add or remove one private training example (Poisson-subsampled batches)"
+NEIGHBOURING = ("add or remove one private training example (Poisson-subsampled batches; q = B / N and the step "
+                "count come from the declared private size N, public and fixed by the config, never from the data, "
+                "so a data set and its neighbour get the same q, steps and published fields)")
 
 
 def compose_runs(runs) -> PrivacyClaim:
@@ -107,7 +109,7 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
         caveats=shared + dropped)
 
 
-def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_private: int,
+def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, private_size: int,
                  public_note: str, sampling: str, show_gdp: bool = False,
                  extra_caveats: tuple[str, ...] = ()) -> list[PrivacyClaim]:
     """The claims of a run that trained one model per history on the same private data.
@@ -129,7 +131,7 @@ def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, n_p
     if sampling != "poisson":
         caveats.append("Batches were fixed-size slices of a shuffled pass, not Poisson samples: the accountant "
                        "assumes Poisson subsampling, so this epsilon is an estimate, not a proven bound.")
-    caveats.extend(delta_caveat(delta, n_private))
+    caveats.extend(delta_caveat(delta, private_size))
     caveats.extend(extra_caveats)
     name = ACCOUNTANT_NAMES[accountant]
     several = len(histories) > 1

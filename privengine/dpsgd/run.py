@@ -1,7 +1,8 @@
 """``run(config, reporter)``: the isotropic baseline and the anisotropic settings over several seeds.
 
 Every model of a run trains on the same private split with the same sigma,
-q = B / n_private and steps = int(epochs / q), so each has the same epsilon;
+q = B / N and steps = int(epochs / q), N the declared private size (public, from the config, never read from the
+data: :func:`~.config.declared_private_size`), so each has the same epsilon;
 the models differ in the noise shape (alpha, variant) and the seed, and each
 draws its own Poisson batches and noise (keyed by its index in the run), so the
 run's headline claim composes all of them. The isotropic models of the linear and MLP
@@ -32,7 +33,7 @@ from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT
 
 from . import metrics as M
-from .config import DPSGDConfig, check_batches
+from .config import DPSGDConfig, check_batches, declared_private_size, published_size
 from .data import Task, load_task
 from .model_batch import Member, train_models, unbatchable
 from .models import num_parameters
@@ -104,10 +105,11 @@ class RunState:
         False if a stop came during the calibration (nothing trained). ConfigError before anything is released."""
         config, reporter, task = self.config, self.reporter, self.task
         check_models(task, config)
-        self.plan = plan = make_plan(config, task.n_private, reporter)
+        self.plan = plan = make_plan(config, reporter)
         if plan is None:
             return False
-        reporter.log(f"{task.name}: {task.n_private} private, {task.n_public} public examples; sigma = "
+        reporter.log(f"{task.name}: declared private size {declared_private_size(config)}, {task.n_public} public "
+                     f"examples; sigma = "
                      f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
                      f"{self.total} models")
         reporter.artifact(EPSILON_BASIS_ARTIFACT, {M.EPSILON: {
@@ -284,9 +286,10 @@ def _accounting_summary(charged: list[ModelResult], task: Task, config: DPSGDCon
                    f"{100 * config.public_fraction:.3g} % of the training split) are declared public; they are "
                    "not protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in charged], accountant=config.accountant, delta=config.delta,
-                          n_private=task.n_private, public_note=public_note, sampling=config.sampling,
+                          private_size=declared_private_size(config), public_note=public_note,
+                          sampling=config.sampling,
                           extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
-    summary = {"dataset": task.name, "n_private": task.n_private, "n_public": task.n_public,
+    summary = {"dataset": task.name, **published_size(config), "n_public": task.n_public,
                "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
                "steps_per_model": plan.steps, "normalization": config.normalization,
                "models": [{"setting": r.setting, "alpha": r.alpha, "seed": r.seed, "steps": r.steps_done,
@@ -330,13 +333,16 @@ def model_dimension(task: Task, config: DPSGDConfig) -> int:
     return num_parameters(model)
 
 
-def make_plan(config: DPSGDConfig, n_private: int, reporter) -> Plan | None:
-    """sigma (given, or calibrated to the target epsilon), q = B / n_private, steps = int(epochs / q).
+def make_plan(config: DPSGDConfig, reporter) -> Plan | None:
+    """sigma (given, or calibrated to the target epsilon), q = B / N, steps = int(epochs / q), with N the declared
+    private size (:func:`~.config.declared_private_size`): a function of the config alone, so the plan, and with it
+    the number of released iterates and the claim, is the same for a data set and its neighbours.
 
     None if a stop was requested during the calibration.
     """
-    check_batches(config.batch_size, config.epochs, n_private)  # checked in the config too, from the split sizes
-    q = config.batch_size / n_private
+    private_size = declared_private_size(config)
+    check_batches(config.batch_size, config.epochs, private_size)  # checked in the config too
+    q = config.batch_size / private_size
     steps = int(config.epochs / q)
     if config.noise_mode == "sigma":
         sigma = config.noise_multiplier

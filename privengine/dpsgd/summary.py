@@ -14,7 +14,7 @@ from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.randomness import noise_caveat
 
 from . import metrics as M
-from .config import DPSGDConfig
+from .config import DPSGDConfig, declared_private_size, published_size
 from .data import Task
 from .privacy import dpsgd_claims
 from .training import ModelResult, Plan
@@ -116,7 +116,7 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
     name = _metric_name(task)
     rows = comparison(results, task, config)
     summary: dict = {
-        "dataset": task.name, "metric": name, "n_private": task.n_private, "n_public": task.n_public,
+        "dataset": task.name, "metric": name, **published_size(config), "n_public": task.n_public,
         "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
         "steps_per_model": plan.steps, "models_trained": len(results), "stopped": stopped,
         "normalization": config.normalization,
@@ -155,7 +155,7 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
                    "for every model) are declared public; they are never in the private training and are not "
                    "protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
-                          delta=config.delta, n_private=task.n_private, public_note=public_note,
+                          delta=config.delta, private_size=declared_private_size(config), public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,
                           extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
     summary["privacy"] = [c.to_dict() for c in claims]

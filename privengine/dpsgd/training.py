@@ -2,7 +2,7 @@
 
 The pieces ``PrivacyEngine.make_private`` would assemble, built here from Opacus'
 public parts so the shaped-noise optimizer can be used and the sample rate is
-exactly q = B / n_private:
+exactly q = B / N (N: the declared private size, :func:`~.config.declared_private_size`):
 
 - model: ``GradSampleModule`` (hooks) or ``GradSampleModuleFastGradientClipping``
   (ghost clipping, with ``DPLossFastGradientClipping`` as the loss);
@@ -40,7 +40,7 @@ from privengine.errors import ConfigError
 from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
-from .config import DPSGDConfig
+from .config import DPSGDConfig, declared_private_size
 from .data import Task
 from .models import build_model, num_parameters, scatter_groupnorm
 from .normalization import private_norm, public_norm
@@ -346,7 +346,8 @@ def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: 
     if config.normalization == "public":
         return public_norm(task.x_public)
     if config.normalization == "private":
-        norm, _ = private_norm(task.x_private, task.x_public, noise_multiplier=config.norm_noise_multiplier,
+        norm, _ = private_norm(task.x_private, task.x_public, private_size=declared_private_size(config),
+                               noise_multiplier=config.norm_noise_multiplier,
                                generator=noise_generator(config, seed, index, STREAM_NORM,
                                                          data=task.private_fingerprint, device=device))
         return norm
