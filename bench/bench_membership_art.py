@@ -9,8 +9,8 @@ ART's attack is supervised: it learns a classifier (``--art-model``: nn, its def
 predicted probabilities and the labels of examples whose membership the attacker knows. So the pool is split in two
 at random: ART trains on one half (its members and non-members), and every attack is scored on the other half
 (LiRA and RMIA need no labelled members: they use the reference models; they are scored on the same examples).
-Printed: AUC and TPR at FPR 0.001 and 0.01 of each attack on the evaluation half, and LiRA's and RMIA's TPR at
-0.001 divided by ART's (inf when ART's is 0).
+Printed: AUC and TPR at FPR 0.001 and 0.01 of each attack on the evaluation half (a level under 1 / its non-members
+is below resolution, and says so), and LiRA's and RMIA's TPR at the lowest level resolved divided by ART's.
 
 Optional: it needs ``adversarial-robustness-toolbox`` (``pip install adversarial-robustness-toolbox``; not in
 requirements.txt) and says so and exits 0 when it is absent.
@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privengine import registry  # noqa: E402
-from privengine.audit.membership import attack_scores, roc_summary  # noqa: E402
+from privengine.audit.membership import attack_scores, below_resolution, roc_summary  # noqa: E402
 from privengine.audit.membership_dpsgd import attack_logits  # noqa: E402
 
 
@@ -96,12 +96,15 @@ def main() -> int:
         print(f"{name}: {args.reference_models + 1} models trained in {time.perf_counter() - started:.1f} s "
               f"(pool {n})")
         results = compare(logits, labels, inclusion, n, seed=args.seed, art_model=args.art_model)
-        art_tpr = results[f"ART black-box ({args.art_model})"]["tpr_at_fpr"]["0.001"]
+        art_tpr = results[f"ART black-box ({args.art_model})"]["tpr_at_fpr"]
+        level = next(iter(art_tpr), None)  # the lowest level resolved: every attack scores the same examples
         for attack, summary in results.items():
             tpr = summary["tpr_at_fpr"]
-            ratio = "" if attack.startswith("ART") else \
-                f"  x{tpr['0.001'] / art_tpr:.1f} ART's" if art_tpr > 0 else "  (ART's TPR is 0)"
-            print(f"  {attack:24s} AUC {summary['auc']:.3f}  TPR@0.001 {tpr['0.001']:.4f}  TPR@0.01 {tpr['0.01']:.4f}"
+            ratio = "" if attack.startswith("ART") or level is None else \
+                f"  x{tpr[level] / art_tpr[level]:.1f} ART's at {level}" if art_tpr[level] > 0 else "  (ART's TPR is 0)"
+            rates = "  ".join(f"TPR@{k} {tpr[k]:.4f}" if k in tpr else
+                              f"TPR@{k} {below_resolution(k, summary['non_members'])}" for k in ("0.001", "0.01"))
+            print(f"  {attack:24s} AUC {summary['auc']:.3f}  {rates}"
                   f"  ({summary['members']} members, {summary['non_members']} non-members){ratio}")
     return 0
 

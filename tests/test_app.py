@@ -248,7 +248,7 @@ def test_a_run_from_a_preset_draws_its_published_figure_as_a_reference_line(stor
     from privengine.figures import run_figures
 
     run_id = run_from_published_preset(store)
-    label = "published: 89.7 % at ε = 3<br>(Tramer & Boneh, ICLR 2021)"
+    label = "published: 89.7 % at ε = 3<br>(Tramer & Boneh, ICLR 2021; ε per model)"  # what the source says of ε
     figures = run_figures(store.snapshot(run_id))  # as reports draw them
     marked = [f for f in figures if any(s.name == "published" for s in f.layout.shapes)]
     assert len(marked) == 1 and marked[0].layout.title.text == "Test accuracy"

@@ -71,6 +71,33 @@ def test_the_published_label_sits_on_the_side_of_the_line_away_from_the_data(ys,
         assert high - max(ys) >= 0.05 * (high - low)
 
 
+def test_a_published_figure_keeps_what_its_source_says_of_its_epsilon():
+    """Issue 35 item 6: the 2018 PATE figure's ε (1.97) is realised, not a bound, beside a run whose headline is
+    7.35; its chart label (the app's, the report's and presentation mode's: all drawn by ``with_published``) keeps
+    that qualifier, wrapped to the chart's width; a source that says nothing of its ε labels as before."""
+    import privengine.pate.mechanism  # noqa: F401  (registers pate)
+    import privengine.split_label.mechanism  # noqa: F401  (registers split_label)
+    from privengine import registry
+    from privengine.figures.common import DETAIL_WIDTH
+
+    realised = registry.get("pate").preset("mnist-confident-gnmax").published
+    assert realised.label().startswith("published: 98.5 % at ε = 1.97 (Papernot et al., ICLR 2018; realised ")
+    assert realised.label().endswith("not a bound)")
+    fig = with_published(measures(go.Figure(go.Scatter(x=[0, 1], y=[0.95, 0.97])), realised.metric), realised)
+    lines = fig.layout.annotations[0].text.split("<br>")
+    assert lines[0] == "published: 98.5 % at ε = 1.97" and " ".join(lines[1:]).endswith("not a bound)")
+    assert all(len(line) <= DETAIL_WIDTH for line in lines) and len(lines) > 2
+    assert "not publishable" in registry.get("pate").preset("mnist-lnmax").published.label()
+
+    plain = Published("test accuracy", 0.897, 3.0, "Tramer & Boneh, ICLR 2021 (ScatterNet + linear)")
+    fig = with_published(measures(go.Figure(go.Scatter(x=[0, 1], y=[0.8, 0.88])), plain.metric), plain)
+    assert fig.layout.annotations[0].text == "published: 89.7 % at ε = 3<br>(Tramer & Boneh, ICLR 2021)"
+    for preset in registry.get("split_label").presets:  # no ε, so nothing to qualify
+        if preset.published is not None:
+            assert preset.published.label() == (f"published: {preset.published.value_text()} "
+                                                f"({preset.published.source})")
+
+
 def test_dpsgd_comparison_axis_frames_a_lone_accuracy_closely():
     """One setting, one seed at 98.9 %: the axis frames the point (plotly alone shows it on 0-1.5); with several
     settings the error bars stay inside the window."""

@@ -120,10 +120,11 @@ def test_roc_summary_counts_intervals_and_bound_flags():
     scores = np.r_[np.arange(100) + 1000.0, np.arange(100.0)]  # perfect separation
     out = roc_summary(scores, member, epsilon=1.0, delta=0.0)
     assert out["auc"] == 1.0 and out["members"] == 100 and out["non_members"] == 100
-    assert out["tpr_at_fpr"]["0.001"] == 1.0 and out["false_positives_at_fpr"]["0.001"] == 0
+    assert out["tpr_at_fpr"] == {"0.01": 1.0} and out["false_positives_at_fpr"] == {"0.01": 1}
+    assert out["below_resolution_at_fpr"] == {"0.001": 1000}  # 100 non-members cannot show an FPR of 0.001
     lo, hi = out["tpr_interval_at_fpr"]["0.01"]
     assert lo == pytest.approx(0.025 ** (1 / 100)) and hi == 1.0  # Clopper-Pearson at 97.5 % one-sided
-    assert out["exceeds_bound"] == {"0.001": True, "0.01": True}
+    assert out["exceeds_bound"] == {"0.01": True}
     chance = roc_summary(np.zeros(200), member, epsilon=1.0, delta=0.0)
     assert chance["auc"] == 0.5 and not any(chance["exceeds_bound"].values())
 
@@ -186,7 +187,7 @@ def test_the_non_private_twin_breaks_the_bound_and_lira_finds_it(attacked):
     assert twin["auc"] > 0.7 and twin["auc"] > attacked["auc"] + 0.15  # LiRA on an overfit model
     # its guesses refute the private model's claim (the one-run bound: sound whatever the examples share)
     assert twin["one_run"]["epsilon_lower"] > 1.5 * attacked["epsilon"]
-    assert twin["tpr_interval_at_fpr"]["0.001"][0] > 10 * 0.001  # a visible attack at FPR 0.1 %
+    assert twin["tpr_interval_at_fpr"]["0.01"][0] > 5 * 0.01  # a visible attack at FPR 1 % (0.1 %: below resolution)
 
 
 def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, attacked):
@@ -206,9 +207,18 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0
     document = json.loads(out.getvalue())
-    assert list(document)[:11] == ["run", "attack", "epsilon", "delta", "members", "non_members",
-                                   "reference_models", "auc", "tpr_at_fpr", "bound_at_fpr", "non_private_twin"]
-    assert set(document["tpr_at_fpr"]) == set(document["bound_at_fpr"]) == {"0.001", "0.01"}
+    assert list(document)[:12] == ["run", "attack", "epsilon", "delta", "members", "non_members",
+                                   "reference_models", "auc", "tpr_at_fpr", "below_resolution_at_fpr",
+                                   "bound_at_fpr", "non_private_twin"]
+    # about 140 non-members: FPR 0.001 is below resolution, marked and given no TPR (issue 35)
+    assert set(document["tpr_at_fpr"]) == {"0.01"} and set(document["bound_at_fpr"]) == {"0.001", "0.01"}
+    assert document["below_resolution_at_fpr"] == {"0.001": 1000}
+    out = io.StringIO()
+    assert cli.main(["audit", "membership", "--run", run_id], stdout=out, stderr=io.StringIO()) == 0
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("FPR ")]
+    assert lines[0] == (f"FPR 0.001: below resolution (needs ≥ 1000 non-members), no TPR reported; this attack had "
+                        f"{attacked['non_members']}")
+    assert lines[1].startswith("FPR 0.01: TPR ") and len(lines) == 2
     assert {"auc", "tpr_at_fpr"} <= set(document["non_private_twin"])
     assert audit_cli.membership_json(attacked, run_id)["run"] == run_id
     stored = store.get_run(document["audit_run"])  # the attack is a stored audit run of that run

@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from privengine.audit import result_of
-from privengine.audit.membership import ATTACKS, above_a_bound, tradeoff_of
+from privengine.audit.membership import ATTACKS, above_a_bound, below_resolution, tradeoff_of
 from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, attack_knobs, stored_attacks
 from privengine.errors import ConfigError
 from privengine.figures import membership as figures
@@ -146,7 +146,9 @@ def draw_membership(snapshot: RunSnapshot) -> None:
         auc.metric("Attack AUC", f"{out['auc']:.3f}", help="0.5: no better than a coin")
         tradeoff = tradeoff_of(out)
         bound = out[f"{tradeoff[0]}_bound_at_fpr" if tradeoff else "bound_at_fpr"]["0.01"]
-        tpr.metric("TPR at 1 % FPR", f"{out['tpr_at_fpr']['0.01']:.3f}", help=f"the claim's bound there: {bound:.3f}")
+        unresolved = below_resolution("0.01", out["non_members"])
+        tpr.metric("TPR at 1 % FPR", "below resolution" if unresolved else f"{out['tpr_at_fpr']['0.01']:.3f}",
+                   help=unresolved or f"the claim's bound there: {bound:.3f}")
         if "non_private_twin" in out:
             twin.metric("Non-private twin AUC", f"{out['non_private_twin']['auc']:.3f}")
         if above_a_bound(out):

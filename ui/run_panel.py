@@ -20,7 +20,7 @@ from privengine.claims import PrivacyClaim, claims_of
 from privengine.errors import PrivengineError
 from privengine.figures import changed_from_preset, preset_of, published_value
 from privengine.figures.text import claim_label, summary_values
-from privengine.presets import Published, short_source, source_detail
+from privengine.presets import Published, source_detail
 from privengine.registry import HEADLINE_EPSILON
 from privengine.store import RunSnapshot
 
@@ -109,7 +109,7 @@ def published_beside_own(snapshot: RunSnapshot) -> None:
     changed = changed_from_preset(snapshot.run, preset)
     with st.container(border=True):
         st.markdown(f":material/menu_book: Preset **{preset.name}** · published {published.metric} "
-                    f"**{published.value_text()}**{at} ({short_source(published.source)}) · this run: {here}")
+                    f"**{published.value_text()}**{at} ({published.attribution()}) · this run: {here}")
         note = (f" This run changed {', '.join(changed)} from the preset, so it is not the published setting."
                 if changed else "")
         st.caption(f"Source: {published.source}. The dashed line on the {published.metric} chart marks the "

@@ -50,7 +50,8 @@ def add_parsers(sub) -> None:
                                       "student) on a random half of its private split with reference models on "
                                       "other halves, attack it, and print AUC and TPR at FPR 0.001 / 0.01 beside "
                                       "the (eps, delta) bound of the target's claim and the same attack on a "
-                                      "non-private twin (PATE: its non-private baseline).")
+                                      "non-private twin (PATE: its non-private baseline); a level under 1 / "
+                                      "non-members is marked below resolution, with no TPR.")
     p.add_argument("--run", required=True, metavar="RUN_ID", help="the DP-SGD or PATE run whose recipe is attacked")
     p.add_argument("--attack", choices=("lira", "rmia", "loss"), default="lira", help="default lira")
     p.add_argument("--reference-models", type=int, default=16, metavar="N", help="even, default 16")
@@ -103,17 +104,19 @@ def print_result(result: AuditResult, out: TextIO, *, run_id: str) -> None:
 
 def membership_json(result: dict, run_id: str) -> dict:
     """The ``--json`` object of ``audit membership``: ``attack``, ``run``, ``epsilon``, ``delta``, ``members``,
-    ``non_members``, ``reference_models``, ``auc``, ``tpr_at_fpr`` and ``bound_at_fpr`` (keyed by "0.001" and
-    "0.01"), ``non_private_twin`` (``auc``, ``tpr_at_fpr``, ...), then everything else the attack measured."""
+    ``non_members``, ``reference_models``, ``auc``, ``tpr_at_fpr`` (keyed by "0.001" and "0.01", the levels the
+    non-members resolve), ``below_resolution_at_fpr`` (the others, each with the non-members it needs),
+    ``bound_at_fpr`` (every level), ``non_private_twin`` (``auc``, ``tpr_at_fpr``, ...), then everything else the
+    attack measured."""
     first = ("attack", "epsilon", "delta", "members", "non_members", "reference_models", "auc", "tpr_at_fpr",
-             "bound_at_fpr", "non_private_twin")
+             "below_resolution_at_fpr", "bound_at_fpr", "non_private_twin")
     return {"run": run_id, **{k: result[k] for k in first}, **{k: v for k, v in result.items() if k not in first}}
 
 
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
     """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
-    from .membership import tradeoff_of
+    from .membership import below_resolution, tradeoff_of
     from .membership_job import AUDIT_OF_MECHANISM, attack_knobs, measured_output
 
     try:
@@ -144,13 +147,17 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
           f"δ = {result['delta']:g}", file=out)
     print(result["privacy"], file=out)
     print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
-    for key, tpr in result["tpr_at_fpr"].items():
+    tradeoff = tradeoff_of(result)
+    prefix = tradeoff[0] if tradeoff else None
+    for key, bound in result["bound_at_fpr"].items():
+        unresolved = below_resolution(key, result["non_members"])
+        if unresolved:
+            print(f"FPR {key}: {unresolved}, no TPR reported; this attack had {result['non_members']}", file=out)
+            continue
         lo, hi = result["tpr_interval_at_fpr"][key]
-        tradeoff = tradeoff_of(result)
-        prefix = tradeoff[0] if tradeoff else None
         above = result["exceeds_bound"][key] or bool(prefix and result[f"exceeds_{prefix}_bound"][key])
         verdict = "ABOVE a bound" if above else "within the bounds"
-        print(f"FPR {key}: TPR {tpr:.4f} [{lo:.4f}, {hi:.4f}], DP bound {result['bound_at_fpr'][key]:.4f}"
+        print(f"FPR {key}: TPR {result['tpr_at_fpr'][key]:.4f} [{lo:.4f}, {hi:.4f}], DP bound {bound:.4f}"
               + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")
               + f", {verdict}; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}", file=out)
     print_result(result_of(job.summary), out, run_id=job.id)

@@ -45,6 +45,11 @@ is what the ROC measures. For DP-SGD the whole family ``delta(eps)`` of the comp
 gives the tighter ``TPR <= inf_eps min(e^eps FPR + delta(eps), 1 - e^-eps (1 - delta(eps) - FPR))``
 (:func:`pld_tpr_bound`, from dp_accounting's privacy loss distribution; any finite eps grid keeps it an upper bound).
 
+Resolution. With ``N`` non-members the empirical FPRs are ``0, 1/N, 2/N, ...``: at a level below ``1/N`` the only
+threshold with FPR at most the level has FPR 0, and the TPR read there is the TPR at FPR 0, not at the level. Such a
+level is below resolution (it needs ``ceil(1 / level)`` non-members, :func:`non_members_needed`): no TPR, interval
+or bound check is reported at it (:func:`below_resolution`).
+
 Confidence. At each FPR level of the grid the threshold is the one of largest TPR with empirical FPR <= the level;
 the counts of true and false positives get two-sided Clopper-Pearson intervals (each end at ``(1 + confidence) /
 2`` one-sided). The measured point is *consistent with the claim* when the lower end of the TPR interval is at most
@@ -66,9 +71,10 @@ from ..errors import ConfigError
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["ATTACK_INDEX", "ATTACKS", "CURVE_FPR", "FPR_GRID", "NOT_COVERED", "TRADEOFF_BOUNDS", "above_a_bound",
-           "attack_scores", "check_attack", "dp_tpr_bound", "every_attack", "exceeds", "lira_scores",
-           "logit_confidence", "loss_scores", "one_run_guesses", "passes", "pld_tpr_bound", "rdp_tpr_bound",
-           "rmia_scores", "roc_summary", "tradeoff_fields", "tradeoff_of", "true_label_log_prob", "warn_if_above"]
+           "attack_scores", "below_resolution", "check_attack", "dp_tpr_bound", "every_attack", "exceeds",
+           "lira_scores", "logit_confidence", "loss_scores", "non_members_needed", "one_run_guesses", "passes",
+           "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary", "tradeoff_fields", "tradeoff_of",
+           "true_label_log_prob", "warn_if_above"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -216,8 +222,25 @@ def _key(level: float) -> str:
     return f"{level:g}"
 
 
+def non_members_needed(level: float | str) -> int:
+    """The fewest non-members at which FPR ``level`` (a number or its key, e.g. "0.001") can be measured:
+    ``ceil(1 / level)``, the smallest ``N`` with one false positive, FPR ``1/N``, at most the level.
+
+    >>> non_members_needed("0.001"), non_members_needed(0.003)
+    (1000, 334)
+    """
+    return math.ceil(1.0 / float(level) - 1e-9)  # 1e-9: a level written as 1/N may divide to just above N
+
+
+def below_resolution(level: float | str, non_members: int) -> str | None:
+    """``"below resolution (needs ≥ N non-members)"`` when ``non_members`` are too few to measure FPR ``level``
+    (:func:`non_members_needed`: the TPR read there would be the one at FPR 0), else None."""
+    needed = non_members_needed(level)
+    return f"below resolution (needs ≥ {needed} non-members)" if non_members < needed else None
+
+
 def exceeds(summary: dict, bound) -> dict[str, bool]:
-    """Per FPR level of a :func:`roc_summary`: whether the lower end of its TPR interval is above ``bound`` (a
+    """Per FPR level a :func:`roc_summary` resolves: whether the lower end of its TPR interval is above ``bound`` (a
     vectorised ``fpr -> tpr`` bound, e.g. :func:`dp_tpr_bound` or :func:`pld_tpr_bound`) at the upper end of its FPR
     interval, i.e. the claim behind the bound is contradicted there at the intervals' confidence."""
     keys = list(summary["tpr_interval_at_fpr"])
@@ -260,9 +283,13 @@ def tradeoff_of(out: dict) -> tuple[str, str] | None:
 
 
 def above_a_bound(summary: dict) -> bool:
-    """Whether an attack's summary is above its (ε, δ) bound or its trade-off bound (PLD or RDP) at some FPR level."""
-    return any(any(summary.get(key, {}).values())
-               for key in ("exceeds_bound", *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS)))
+    """Whether an attack's summary is above its (ε, δ) bound or its trade-off bound (PLD or RDP) at some FPR level;
+    a level below resolution for its ``non_members`` (when it states them) counts for nothing: outputs stored before
+    those levels were left out still hold a check there."""
+    non_members = summary.get("non_members")
+    return any(above and (non_members is None or below_resolution(level, non_members) is None)
+               for key in ("exceeds_bound", *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS))
+               for level, above in summary.get(key, {}).items())
 
 
 def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[float] = FPR_GRID,
@@ -273,10 +300,12 @@ def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[flo
     Returns a JSON-ready dict: ``auc``; ``members``, ``non_members``; ``roc`` (``fpr``, ``tpr`` lists, sklearn's
     ``roc_curve`` with its collinear points dropped); ``tpr_at_fpr`` and ``tpr_interval_at_fpr`` keyed by
     ``f"{level:g}"`` (the TPR of the threshold of largest TPR whose empirical FPR is at most the level) with the
-    achieved ``fpr_at_fpr`` and its interval, ``true_positives_at_fpr``, ``false_positives_at_fpr``. With
-    ``epsilon`` and ``delta`` (or a ``bound(fpr)`` callable, e.g. :func:`pld_tpr_bound` with its history):
-    ``bound_at_fpr`` (the bound at the nominal level) and ``exceeds_bound`` (the TPR interval's lower end above the
-    bound at the FPR interval's upper end: the claim is contradicted at that level).
+    achieved ``fpr_at_fpr`` and its interval, ``true_positives_at_fpr``, ``false_positives_at_fpr``, at each level
+    the non-members resolve; ``below_resolution_at_fpr``: the other levels, each with the non-members it needs
+    (:func:`non_members_needed`), in none of those. With ``epsilon`` and ``delta`` (or a ``bound(fpr)`` callable,
+    e.g. :func:`pld_tpr_bound` with its history): ``bound_at_fpr`` (the bound at every nominal level) and
+    ``exceeds_bound`` (at each resolved level: the TPR interval's lower end above the bound at the FPR interval's
+    upper end, the claim contradicted there).
     """
     is_member = np.asarray(is_member, dtype=bool)
     scores = np.asarray(scores, dtype=np.float64)
@@ -294,19 +323,23 @@ def roc_summary(scores: np.ndarray, is_member: np.ndarray, *, fprs: Sequence[flo
             return dp_tpr_bound(x, epsilon, delta or 0.0)
     out: dict = {"auc": float(auc(fpr, tpr)), "members": n_pos, "non_members": n_neg, "confidence": confidence}
     for name in ("tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "true_positives_at_fpr",
-                 "false_positives_at_fpr") + (("bound_at_fpr", "exceeds_bound") if bound is not None else ()):
+                 "false_positives_at_fpr", "below_resolution_at_fpr") + (
+                     ("bound_at_fpr", "exceeds_bound") if bound is not None else ()):
         out[name] = {}
     for alpha in fprs:
+        k = _key(alpha)
+        if bound is not None:
+            out["bound_at_fpr"][k] = float(bound(alpha))
+        if below_resolution(alpha, n_neg):
+            out["below_resolution_at_fpr"][k] = non_members_needed(alpha)
+            continue
         i = int(np.searchsorted(fpr, alpha, side="right")) - 1  # the last point with fpr <= alpha (fpr[0] = 0)
         tp, fp = int(round(tpr[i] * n_pos)), int(round(fpr[i] * n_neg))
         tpr_ci = [clopper_pearson_lower(tp, n_pos, level=level), clopper_pearson_upper(tp, n_pos, level=level)]
         fpr_ci = [clopper_pearson_lower(fp, n_neg, level=level), clopper_pearson_upper(fp, n_neg, level=level)]
-        k = _key(alpha)
         out["tpr_at_fpr"][k], out["tpr_interval_at_fpr"][k] = tp / n_pos, tpr_ci
         out["fpr_at_fpr"][k], out["fpr_interval_at_fpr"][k] = fp / n_neg, fpr_ci
         out["true_positives_at_fpr"][k], out["false_positives_at_fpr"][k] = tp, fp
-        if bound is not None:
-            out["bound_at_fpr"][k] = float(bound(alpha))
     if bound is not None:
         out["exceeds_bound"] = exceeds(out, bound)
     fpr, tpr, _ = roc_curve(is_member, scores)  # the curve to draw: collinear points dropped
@@ -351,9 +384,10 @@ def check_attack(attack: str, reference_models: int) -> None:
 
 
 def every_attack(out: dict, summary_of: Callable[[str], dict]) -> dict:
-    """``all_attacks`` of an output: the AUC, TPRs and bound checks of every attack on the same models, the chosen
-    one (``out["attack"]``) from ``out``, the others from ``summary_of(name)``."""
-    keys = ("auc", "tpr_at_fpr", "exceeds_bound", *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS))
+    """``all_attacks`` of an output: the AUC, TPRs (and levels below resolution) and bound checks of every attack on
+    the same models, the chosen one (``out["attack"]``) from ``out``, the others from ``summary_of(name)``."""
+    keys = ("auc", "tpr_at_fpr", "below_resolution_at_fpr", "exceeds_bound",
+            *(f"exceeds_{p}_bound" for p in TRADEOFF_BOUNDS))
     summaries = {name: out if name == out["attack"] else summary_of(name) for name in ATTACKS}
     return {name: {k: s[k] for k in keys if k in s} for name, s in summaries.items()}
 

@@ -26,7 +26,7 @@ from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..registry import TEST_ACCURACY, Axis, Frontier
 from .interface import AuditResult, NullReporter, register_audit, result_of
-from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS
+from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, below_resolution
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
@@ -187,14 +187,16 @@ def _interval(values: dict, key: str) -> str | None:
 
 
 def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[str, Any]:
-    """One row of the audited-settings table: the ROC figures of ``part`` (the target's output or the twin's)."""
+    """One row of the audited-settings table: the ROC figures of ``part`` (the target's output or the twin's, on the
+    same pool); at a level below the pool's resolution (no TPR there) the interval column says so."""
     row: dict[str, Any] = {"setting": setting, "claimed_epsilon": claimed,
                            "epsilon_lower": part.get("one_run", {}).get("epsilon_lower", 0.0),
                            "test_accuracy": part.get("test_accuracy", out.get("target", {}).get("test_accuracy")),
                            "auc": part.get("auc")}
     for key, pct in (("0.001", "0.1 %"), ("0.01", "1 %")):
         row[f"TPR at {pct} FPR"] = part.get("tpr_at_fpr", {}).get(key)
-        row[f"interval at {pct}"] = _interval(part.get("tpr_interval_at_fpr", {}), key)
+        row[f"interval at {pct}"] = (below_resolution(key, out["non_members"])
+                                     or _interval(part.get("tpr_interval_at_fpr", {}), key))
         row[f"(ε, δ) bound at {pct}"] = out.get("bound_at_fpr", {}).get(key)
         for prefix in TRADEOFF_BOUNDS:  # the tighter bound the output carries (DP-SGD: PLD; PATE: RDP), if any
             if f"{prefix}_bound_at_fpr" in out:

@@ -111,14 +111,17 @@ def with_published(fig: go.Figure, published: Published | None) -> go.Figure:
     # axis: a run that ends just under the published value would otherwise draw its curve through the label.
     # Below the line it goes right, where a training curve that ends above the line has left it.
     data_below = bool(values) and sorted(values)[len(values) // 2] <= published.value
+    # the value on the first line, the attribution (with what the source says of its ε) wrapped under it
+    head, _, attribution = published.label().partition(" (")
+    lines = [head] + textwrap.wrap(f"({attribution}", DETAIL_WIDTH, break_on_hyphens=False)
     fig.add_hline(y=published.value, name="published", line=dict(color=REFERENCE_COLOUR, dash="longdash", width=2),
-                  annotation=dict(text=published.label().replace(" (", "<br>(", 1),
+                  annotation=dict(text="<br>".join(lines),
                                   hovertext=f"{published.metric}: {published.source}",
                                   font=dict(size=12, color=INK), bgcolor=LABEL_BACKGROUND),
                   annotation_position="top left" if data_below else "bottom right")
     if values and fig.layout.yaxis.type != "log":
         low, high = min(values + [published.value]), max(values + [published.value])
-        room = 0.3 * ((high - low) or abs(published.value) or 1.0)  # two lines of label text
+        room = 0.15 * len(lines) * ((high - low) or abs(published.value) or 1.0)  # the label's lines of text
         pad = 0.25 * room  # on the data's far side: markers at the extreme stay whole
         fig.update_yaxes(range=[low - pad, high + room] if data_below else [low - room, high + pad])
     return fig

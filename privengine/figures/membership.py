@@ -5,9 +5,11 @@ The ROC chart plots TPR against FPR from 1e-4 to 1 (both log): the attack on the
 PATE's student), the same attack on its non-private twin, the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps
 (1 - delta - FPR))``, the tighter trade-off bound (DP-SGD: the PLD of the model's history; PATE: the RDP of its
 a-priori claim), chance (TPR = FPR), and the TPR at FPR 0.1 % and 1 % with the intervals of both rates (the FPR
-interval a segment at the point's TPR, from its lower end to the upper one, where the bound is checked). While the
-attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves fill in as reference
-models finish; points with FPR or TPR 0 are off a log axis and left out.
+interval a segment at the point's TPR, from its lower end to the upper one, where the bound is checked). A level
+below the non-members' resolution (under ``1 / non-members``, where the TPR read would be the one at FPR 0) gets no
+point, only its mark in the points' legend entry; outputs stored before such levels were left out are drawn so too.
+While the attack runs it draws the output of the last pass (the ``membership`` artifact), so the curves fill in as
+reference models finish; points with FPR or TPR 0 are off a log axis and left out.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import plotly.graph_objects as go
 
 from privengine.audit.membership_job import measured, measured_output
 from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
-from privengine.audit.membership import dp_tpr_bound, tradeoff_of
+from privengine.audit.membership import below_resolution, dp_tpr_bound, tradeoff_of
 from privengine.store import RunSnapshot
 
 from . import audit
@@ -70,14 +72,17 @@ def roc(out: Mapping) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"attack on the {out.get('attacked', 'DP-SGD model')} (AUC "
                                                           f"{out['auc']:.3f})",
                              line=dict(color=ATTACKED, width=2.5)))
-    levels = list(out["tpr_at_fpr"])
+    levels = [k for k in out["tpr_at_fpr"] if below_resolution(k, out["non_members"]) is None]
+    unresolved = [f"FPR {k} {note}: no point" for k in out["bound_at_fpr"]
+                  if (note := below_resolution(k, out["non_members"]))]
     tpr = [out["tpr_at_fpr"][k] for k in levels]
     lo_hi = [out["tpr_interval_at_fpr"][k] for k in levels]
     # at the nominal FPR with the TPR interval; the FPR interval [lo, hi] as a segment at the same TPR (an error bar
     # around the nominal level cannot end below it, and hi is below the level where the threshold's FPR fell well
     # short of it, e.g. on tied scores). The bound is checked at hi, so a point may sit above the line while its
-    # segment reaches where the bound is higher (few non-members: FPR 0, lo = 0, drawn from FPR_MIN)
-    name = f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % intervals of both)"
+    # segment reaches where the bound is higher (a threshold at FPR 0: lo = 0, drawn from FPR_MIN)
+    drawn = f"TPR at FPR {', '.join(levels)} ({100 * out.get('confidence', 0.95):g} % intervals of both)"
+    name = "; ".join(([drawn] if levels else []) + unresolved)
     fig.add_trace(go.Scatter(
         x=[float(k) for k in levels], y=tpr, mode="markers", marker=dict(color=ATTACKED, size=9, symbol="diamond"),
         name=name, legendgroup="points",
