@@ -331,3 +331,23 @@ def test_bad_sanitize_knobs_raise_config_error_naming_the_field(changes, field):
 def test_bad_inputs_of_the_accounting_functions_name_the_argument(call, field):
     with pytest.raises(ConfigError, match=f"`{field}`"):
         call()
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist", "digits", "synthetic"])
+def test_a_sanitized_figure_on_the_votes_its_settings_were_tuned_on_is_not_covered(dataset):
+    """Issue 35, item 4: beta, sigma_ss and lam's rule were chosen on MNIST votes, so an MNIST run's sanitized figure
+    says it is not covered and is never called publishable (claim, condition, caveats); other data keep the claim."""
+    report = analyse(_votes(), np.ones(len(_votes()), bool), _confident(dataset=dataset), n_private=60_000,
+                     data=TEACHER_DATA)
+    (sanitized,) = [c for c in report.claims if "sanitized" in c.label and not c.headline]
+    text = " ".join(c.text() for c in report.claims)
+    if dataset == "mnist":
+        assert sanitized.condition == "not covered: tuned on these votes"
+        assert "(not covered: tuned on these votes)" in sanitized.statement()
+        assert "(publishable)" not in sanitized.label and "not publishable" in sanitized.label
+        assert "may be published" not in text and "Fixed before the votes were seen" not in text
+        assert "is covered: its release is charged" not in text and "and so is the sanitized" not in text
+    else:
+        assert sanitized.label == "data-dependent, sanitized through smooth sensitivity (publishable)"
+        assert sanitized.condition == "≥ the exact figure with probability 0.95"
+        assert "Fixed before the votes were seen" in text and "tuned on these votes" not in text

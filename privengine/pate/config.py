@@ -105,11 +105,14 @@ class PateConfig(RunConfig):
                           shown_when=("aggregator", ("gnmax", "confident_gnmax")),
                           help="Also publish the data-dependent ε through the smooth-sensitivity framework (Papernot "
                                "et al. 2018, Sec. 4): noisy, shifted up to be an upper bound with the confidence "
-                               "below; its own privacy cost is added to it and to the a-priori headline.")
+                               "below; its own privacy cost is added to it and to the a-priori headline. On MNIST "
+                               "it is not covered (not publishable): the sanitizer's settings were tuned on MNIST "
+                               "votes.")
     ss_order: float = knob(0.0, low=0.0, high=500.0, advanced=True,
                            shown_when=("aggregator", ("gnmax", "confident_gnmax")),
-                           help="RDP order at which the data-dependent ε is sanitized, fixed before any vote is seen; "
-                                "0: 1 + 2 (a-priori order - 1), from the configuration alone. Otherwise >= 2.")
+                           help="RDP order at which the data-dependent ε is sanitized, fixed before the run's votes "
+                                "are seen; 0: 1 + 2 (a-priori order - 1), from the configuration alone (a rule chosen "
+                                "on MNIST votes). Otherwise >= 2.")
     ss_sigma: float = knob(0.0, low=0.0, high=10_000.0, advanced=True,
                            shown_when=("aggregator", ("gnmax", "confident_gnmax")),
                            help="Noise of the sanitized ε in units of its smooth sensitivity: larger costs less "

@@ -1,0 +1,91 @@
+"""Every results table that states an ε also states what the figure costs (issue 35, item 3).
+
+The convention (docs/results/README.md): a markdown table in docs/results/*.md or README.md states an ε when a
+header cell or the first cell of a row names one (the letter ε, or the word eps or epsilon). Such a table has
+three labels, as header cells or, for a table laid out by rows, as first cells of rows:
+
+- ``headline ε``: the ε of everything the run (or runs) that produced the figure released;
+- ``ε per model``: the figure of one model trained with a recipe fixed in advance (the papers' convention);
+- ``tuning cost``: the ε of composing every candidate tried on that split to choose the recipe.
+
+A table whose ε is not the privacy figure of a published result (accountant check values, audits, attacks,
+synthetic data) says why on the line directly above it: ``<!-- exempt: the reason -->``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = sorted((ROOT / "docs" / "results").glob("*.md")) + [ROOT / "README.md"]
+REQUIRED = ("headline ε", "ε per model", "tuning cost")
+NAMES_AN_EPSILON = re.compile(r"ε|\beps\b|\bepsilon\b", re.IGNORECASE)
+SEPARATOR = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+EXEMPTION = re.compile(r"^<!--\s*exempt:\s*(?P<reason>.*?)\s*-->$")
+MIN_REASON_WORDS = 4
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a table row (``\\|`` inside a cell is not a column break)."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+
+def tables(text: str) -> list[tuple[int, str, list[list[str]], str | None]]:
+    """``(line number, header line, rows, exemption reason or None)`` of every table outside fenced code."""
+    lines, found, fenced, i = text.splitlines(), [], False, 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("```"):
+            fenced = not fenced
+        elif (not fenced and line.startswith("|") and i + 1 < len(lines)
+              and SEPARATOR.match(lines[i + 1].strip())):
+            end = i + 2
+            while end < len(lines) and lines[end].strip().startswith("|"):
+                end += 1
+            above = EXEMPTION.match(lines[i - 1].strip()) if i > 0 else None
+            found.append((i + 1, line, [cells(row) for row in [lines[i]] + lines[i + 2:end]],
+                          above["reason"] if above else None))
+            i = end
+            continue
+        i += 1
+    return found
+
+
+def missing_labels(rows: list[list[str]]) -> list[str]:
+    """The required labels that a table stating an ε lacks ([] when it states none or has all three)."""
+    labels = rows[0] + [row[0] for row in rows[1:] if row]
+    if not any(NAMES_AN_EPSILON.search(label) for label in labels):
+        return []
+    return [name for name in REQUIRED if not any(name in label.lower() for label in labels)]
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_results_table_with_an_epsilon_states_its_headline_per_model_figure_and_tuning_cost(path):
+    problems = []
+    for line, header, rows, reason in tables(path.read_text(encoding="utf-8")):
+        if reason is not None:
+            if len(reason.split()) < MIN_REASON_WORDS:
+                problems.append(f"{path.name}:{line}: table {header!r} is exempt without a reason")
+            continue
+        problems += [f"{path.name}:{line}: table {header!r} states an ε but has no {name!r} column"
+                     for name in missing_labels(rows)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_reads_tables_as_the_convention_says():
+    """A table naming ε in a header or row label needs all three labels, in either place (the exemption above a
+    table is read separately); tables in fenced code are not read."""
+    text = "\n".join([
+        "| task | ε | accuracy |", "|---|---|---|", "| a | 3 | 90 % |", "",
+        "| target ε | 1 |", "|---|---|", "| headline ε | 1.0 |", "| ε per model | 1.0 |", "| tuning cost | 2 |", "",
+        "| path | seconds |", "|---|---|", "| one model | 0.7 |", "",
+        "```", "| ε | x |", "|---|---|", "```", "",
+        "<!-- exempt: accountant check values, no data -->", "| σ | ε |", "|---|---|", "| 1 | 2 |",
+    ])
+    found = tables(text)
+    assert [missing_labels(rows) for _, _, rows, _ in found] == [list(REQUIRED), [], [], list(REQUIRED)]
+    assert [reason for *_, reason in found] == [None, None, None, "accountant check values, no data"]
+    assert cells(r"| a \| b | c |") == [r"a \| b", "c"]
