@@ -70,7 +70,7 @@ PHASES = {
         ("privengine.dpsgd.run", "train_models", "training"),
         ("privengine.dpsgd.run", "train_model", "training"),
         ("privengine.dpsgd.model_batch", "_Batch._evaluate", "evaluation"),
-        ("privengine.dpsgd.training", "_Training._evaluate", "evaluation"),
+        ("privengine.dpsgd.training", "Training._evaluate", "evaluation"),
         ("privengine.dpsgd.run", "epsilon_of", "accounting"),
         ("privengine.dpsgd.run", "summarise", "accounting"),
     ],

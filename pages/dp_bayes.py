@@ -9,6 +9,7 @@ from privengine.figures import dp_bayes as figures
 from ui import charts
 from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
+from ui.shell import through_app
 
 INTRO = (
     "Releases a **mean-field Gaussian approximation** of a Bayesian regression posterior with the exponential "
@@ -84,5 +85,6 @@ def draw(snapshot) -> None:
         charts.table(figures.scores_table(artifacts["scores"]))
 
 
+through_app()  # first: the app's shell when Streamlit ran this script directly
 render_mechanism_page("dp_bayes", draw, intro=INTRO)
 audit_section("dp_bayes")

@@ -10,6 +10,7 @@ from ui import charts
 from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
 from ui.membership_panel import membership_section
+from ui.shell import through_app
 
 INTRO = (
     "Private SGD whose noise, and optionally clip, is shaped by a gradient subspace **U** estimated from public "
@@ -45,6 +46,7 @@ def draw(snapshot) -> None:
         charts.table(figures.comparison_table(rows))
 
 
+through_app()  # first: the app's shell when Streamlit ran this script directly
 render_mechanism_page("dpsgd", draw, intro=INTRO)
 membership_section("dpsgd")
 audit_section("dpsgd")

@@ -7,6 +7,7 @@ from ui import charts
 from ui.audit_panel import audit_section
 from ui.mechanism_page import render_mechanism_page
 from ui.membership_panel import membership_section
+from ui.shell import through_app
 
 
 def draw(snapshot) -> None:
@@ -25,6 +26,7 @@ def draw(snapshot) -> None:
     charts.show(figures.vote_margins(snapshot), key=f"{run_id}.margins")
 
 
+through_app()  # first: the app's shell when Streamlit ran this script directly
 render_mechanism_page("pate", draw)
 audit_section("pate")
 membership_section("pate")

@@ -8,6 +8,7 @@ import streamlit as st
 from privengine.figures import split_label as figures
 from ui import charts
 from ui.mechanism_page import render_mechanism_page
+from ui.shell import through_app
 
 NAME = "split_label"
 
@@ -67,4 +68,5 @@ def draw(snapshot) -> None:
         charts.table(table, hide_index=False)
 
 
+through_app()  # first: the app's shell when Streamlit ran this script directly
 render_mechanism_page(NAME, draw)

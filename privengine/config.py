@@ -195,11 +195,12 @@ class FieldSpec:
             value = float(value)
             if not math.isfinite(value):
                 raise ConfigError(self.name, f"must be a finite number{where}; got {value!r}")
-        if not self._in_range(value):
+        if not self.in_range(value):
             raise ConfigError(self.name, f"must be {self._range_phrase()}{where}; got {value!r}")
         return value
 
-    def _in_range(self, v: float) -> bool:
+    def in_range(self, v: float) -> bool:
+        """Whether the number ``v`` is within this field's bounds (open or closed as declared)."""
         k = self.knob
         if k.low is not None and (v < k.low or (k.low_open and v == k.low)):
             return False

@@ -1,13 +1,18 @@
-"""The mechanisms shipped with privengine, and their audits, registered on first use of the registry."""
+"""The catalogue: the mechanisms shipped with privengine and their audits, as registry entries (values), in the
+order the app lists them. The registry registers them on its first use (:func:`privengine.registry.get`)."""
 
 from __future__ import annotations
 
-from .pate import mechanism as _pate  # noqa: F401
-from .split_label import mechanism as _split_label  # noqa: F401
-from .dp_bayes import mechanism as _dp_bayes  # noqa: F401
-from .dpsgd import mechanism as _dpsgd  # noqa: F401
-from .audit import pate_gnmax as _pate_gnmax_audit  # noqa: F401
-from .audit import dpsgd_one_run as _dpsgd_one_run_audit  # noqa: F401
-from .audit import dp_bayes_release as _dp_bayes_release_audit  # noqa: F401
-from .audit import membership_job as _membership_audit  # noqa: F401
-from .audit import membership_pate_job as _pate_membership_audit  # noqa: F401
+from .audit.dp_bayes_release import DP_BAYES_RELEASE_AUDIT
+from .audit.dpsgd_one_run import DPSGD_ONE_RUN_AUDIT
+from .audit.membership_job import DPSGD_MEMBERSHIP_AUDIT
+from .audit.membership_pate_job import PATE_MEMBERSHIP_AUDIT
+from .audit.pate_gnmax import PATE_GNMAX_AUDIT
+from .dp_bayes.mechanism import DP_BAYES
+from .dpsgd.mechanism import DPSGD
+from .entries import Mechanism
+from .pate.mechanism import PATE
+from .split_label.mechanism import SPLIT_LABEL
+
+SHIPPED: tuple[Mechanism, ...] = (PATE, SPLIT_LABEL, DP_BAYES, DPSGD, PATE_GNMAX_AUDIT, DPSGD_ONE_RUN_AUDIT,
+                                  DP_BAYES_RELEASE_AUDIT, DPSGD_MEMBERSHIP_AUDIT, PATE_MEMBERSHIP_AUDIT)

@@ -8,6 +8,9 @@ and its imports (module-level and inside functions alike) are the arrows of the 
   above it and no mechanism.
 - ``privengine`` never imports Streamlit, ``ui`` or ``pages``.
 - No module is over 500 lines unless its docstring says why (:data:`LONG_REASON`).
+- No import cycle, among the engine's, the UI's and the pages' modules, module-level or inside a function.
+- No module imports another module's private name (``from x import _name``); dunders like ``__version__`` are public.
+- Inside the front end: ``ui`` imports no page, and a page no other page.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figur
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",
               "privengine.device", "privengine.cuda_graphs", "privengine.schedules", "privengine.data",
-              "privengine.store", "privengine.reporter", "privengine.registry")
+              "privengine.store", "privengine.reporter", "privengine.registry", "privengine.entries")
 FRONT_ENDS = ("streamlit", "ui", "pages", "app")
 # The one arrow up from the foundation, with its reason: on first use the registry imports the module that
 # registers the shipped mechanisms (by name, at run time, as it imports $PRIVENGINE_PLUGINS); none of its names.
@@ -43,26 +46,88 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+FRONT_END_MODULES = {_module_name(p): p for p in sorted([ROOT / "app.py", *(ROOT / "ui").rglob("*.py"),
+                                                          *(ROOT / "pages").glob("*.py")])}
+EVERY_MODULE = MODULES | FRONT_END_MODULES
 
 
-def _imports(name: str, *, top_level: bool = False) -> set[str]:
-    """Every module ``name`` imports (``top_level``: only those of its own statements, not inside a function or a
-    block), absolute; ``from a import b`` counts as ``a`` and ``a.b`` (b may be a module)."""
-    path = MODULES[name]
+def _import_statements(name: str, *, top_level: bool = False):
+    """``(module, imported names)`` of every import statement of ``name`` (``top_level``: only its own statements,
+    not those inside a function or a block), the module absolute; ``import a.b`` gives ``("a.b", ())``."""
+    path = EVERY_MODULE[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(), str(path))
-    found = set()
     for node in (tree.body if top_level else ast.walk(tree)):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                yield alias.name, ()
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module
+            yield module, tuple(alias.name for alias in node.names)
+
+
+def _imports(name: str, *, top_level: bool = False) -> set[str]:
+    """Every module ``name`` imports (``top_level``: see :func:`_import_statements`), absolute; ``from a import b``
+    counts as ``a.b`` when that is a module, else as ``a`` (a package whose submodules alone are imported is not
+    itself an arrow: importing a submodule runs its package's ``__init__`` first in any case)."""
+    found = set()
+    for module, names in _import_statements(name, top_level=top_level):
+        submodules = {f"{module}.{n}" for n in names if f"{module}.{n}" in EVERY_MODULE}
+        found.update(submodules)
+        if not names or len(submodules) < len(names):
             found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the modules of this project it imports (every import, in functions too), itself left out."""
+    return {name: {t for t in _imports(name) if t in EVERY_MODULE and t != name} for name in EVERY_MODULE}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative): each is a cycle
+    of imports, or several sharing modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
     return found
 
 
@@ -127,3 +192,33 @@ def test_no_module_over_500_lines_without_its_reason():
         if lines > MAX_LINES and LONG_REASON not in " ".join(docstring.split()):
             too_long.append((name, lines))
     assert not too_long, f"split these or state at their top why not ({LONG_REASON} ...): {too_long}"
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_engine_the_ui_or_the_pages():
+    """Every import counts, also those inside a function (a cycle hidden there still ties the modules together and
+    makes their load order matter): issue 36 found four, through the registry's plugin load, the UI's links and
+    shell, two figure modules and the Ray executor."""
+    assert not _cycles(_import_graph())
+
+
+def test_no_module_borrows_another_modules_private_name():
+    """Between this project's modules (a library's private names, which Opacus' optimizer hooks need, are the
+    library's matter and pinned by its version)."""
+    borrowed = sorted((name, module, imported) for name in EVERY_MODULE
+                      for module, names in _import_statements(name) if module != name and module in EVERY_MODULE
+                      for imported in names if imported.startswith("_") and not imported.startswith("__"))
+    assert not borrowed, f"give these a public name (or keep them in their module): {borrowed}"
+
+
+def test_the_front_end_layers():
+    """``ui`` builds the pages' parts and imports no page; a page script imports no other page."""
+    pages = {name for name in FRONT_END_MODULES if name.startswith("pages.")}
+    arrows = sorted((name, target) for name in FRONT_END_MODULES if name.startswith(("ui.", "pages."))
+                    for target in _imports(name) if target in pages and target != name)
+    assert not arrows

@@ -21,7 +21,7 @@ from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.models import num_parameters
 from privengine.dpsgd.normalization import public_norm
-from privengine.dpsgd.training import EVAL_POINTS, _model
+from privengine.dpsgd.training import EVAL_POINTS, build_network
 from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, runner
 from privengine.jobs import JobManager
@@ -159,7 +159,7 @@ def test_the_dimension_checked_before_training_is_the_trained_models(changes, pr
                      train_limit=0, data_root="", device=torch.device("cpu"),
                      features="scattering" if config.model.startswith("scatter") else "pixels")
     norm = public_norm(task.x_public) if config.normalization != "group" else None  # values: irrelevant to d
-    trained = _model(task, config, config.seed, torch.device("cpu"), norm)
+    trained = build_network(task, config, config.seed, torch.device("cpu"), norm)
     assert dpsgd_run.model_dimension(task, config) == num_parameters(trained)
     dpsgd_run.check_models(task, config)  # none of these fails
     if config.model == "scatter_mlp":  # digits: 71 public examples, so at most 70 directions
@@ -168,8 +168,8 @@ def test_the_dimension_checked_before_training_is_the_trained_models(changes, pr
 
 
 def test_a_model_the_builder_refuses_for_the_data_is_a_config_error_naming_the_model(private_home):
-    """model_dimension builds through training._model: the builder's ValueError (no CNN for such images) becomes a
-    ConfigError on the model field before anything trains."""
+    """model_dimension builds through training.build_network: the builder's ValueError (no CNN for such images)
+    becomes a ConfigError on the model field before anything trains."""
     config = DPSGDConfig().replace(dataset="digits", model="cnn")
     task = load_task(dataset="digits", seed=0, public_fraction=config.public_fraction, train_limit=0, data_root="",
                      device=torch.device("cpu"))

@@ -12,7 +12,7 @@ import torch
 from privengine.claims import claims_of
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
-from privengine.dpsgd.training import _evaluate, _model, warm_start
+from privengine.dpsgd.training import _evaluate, build_network, warm_start
 from privengine.errors import ConfigError
 from tests.test_dpsgd_run import _run
 
@@ -26,7 +26,7 @@ def test_warm_start_reads_only_public_examples_and_learns_from_them():
                      device=torch.device("cpu"))
     # Poison the private split: a warm start that read any private example would turn the model into NaN.
     poisoned = dataclasses.replace(task, x_private=torch.full_like(task.x_private, float("nan")))
-    model = _model(poisoned, config, seed=0, device=torch.device("cpu"))
+    model = build_network(poisoned, config, seed=0, device=torch.device("cpu"))
     before = _evaluate(model, poisoned, lambda: False, limit=None)
     warm_start(model, poisoned, config, torch.Generator().manual_seed(0))
     after = _evaluate(model, poisoned, lambda: False, limit=None)
@@ -50,14 +50,14 @@ def test_warm_started_run_states_the_public_use_and_keeps_its_epsilon():
 def test_ema_of_the_iterates_is_what_gets_evaluated():
     """With ema_decay the evaluated model is torch's AveragedModel EMA of the noisy iterates, updated once per
     logical step (post-processing of what the guarantee covers)."""
-    from privengine.dpsgd.training import Plan, _Training
+    from privengine.dpsgd.training import Plan, Training
 
     config = DPSGDConfig(dataset="digits", model="linear", epochs=1.0, batch_size=64, noise_mode="sigma",
                          noise_multiplier=2.0, alphas=(0.0,), ema_decay=0.5, physical_batch_size=16).validate()
     task = load_task(dataset="digits", seed=0, public_fraction=0.05, train_limit=0, data_root="",
                      device=torch.device("cpu"))
     plan = Plan(noise_multiplier=2.0, sample_rate=64 / task.n_private, steps=3, expected_batch_size=64)
-    training = _Training(task, config, plan, alpha=0.0, seed=0, index=0, device=torch.device("cpu"))
+    training = Training(task, config, plan, alpha=0.0, seed=0, index=0, device=torch.device("cpu"))
     iterates = []
     update = training.ema.update_parameters
 
@@ -79,7 +79,7 @@ def test_ema_of_the_iterates_is_what_gets_evaluated():
 def test_cosine_schedule_sets_each_logical_step_learning_rate():
     """lr_schedule = cosine: logical step t (0-based) of T updates with lr (1 + cos(pi t / T)) / 2, so the first
     step uses lr itself and the rate reaches 0 after the last; physical batches inside a step do not advance it."""
-    from privengine.dpsgd.training import Plan, _Training
+    from privengine.dpsgd.training import Plan, Training
 
     lr = 0.4
     config = DPSGDConfig(dataset="digits", model="linear", epochs=1.0, batch_size=64, noise_mode="sigma", lr=lr,
@@ -87,7 +87,7 @@ def test_cosine_schedule_sets_each_logical_step_learning_rate():
     task = load_task(dataset="digits", seed=0, public_fraction=0.05, train_limit=0, data_root="",
                      device=torch.device("cpu"))
     plan = Plan(noise_multiplier=2.0, sample_rate=64 / task.n_private, steps=5, expected_batch_size=64)
-    training = _Training(task, config, plan, alpha=0.0, seed=0, index=0, device=torch.device("cpu"))
+    training = Training(task, config, plan, alpha=0.0, seed=0, index=0, device=torch.device("cpu"))
     used, step = [], training.optimizer.step
 
     def record_and_step(*args, **kwargs):

@@ -23,7 +23,7 @@ from privengine.dpsgd import run as dpsgd_run
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import PendingFingerprint, load_task
 from privengine.dpsgd.model_batch import Member, _Batch, train_models, unbatchable
-from privengine.dpsgd.training import STREAM_SAMPLING, Plan, _Training
+from privengine.dpsgd.training import STREAM_SAMPLING, Plan, Training
 from privengine.randomness import noise_generator
 from tests.memory_reporter import MemoryReporter
 
@@ -77,7 +77,7 @@ def test_batched_models_equal_the_opacus_path_model_by_model(tasks, changes):
     batch, results, reports = _batched(task, config, plan, keys)
     for k, (seed, index) in enumerate(keys):
         alone: list = []
-        training = _Training(task, config, plan, alpha=0.0, seed=seed, index=index, device=CPU)
+        training = Training(task, config, plan, alpha=0.0, seed=seed, index=index, device=CPU)
         result = training.run(lambda: False, lambda step, values, history: alone.append((step, values, history)))
         weights = [p.detach() for p in training.model.parameters()]
         for mine, theirs in zip(batch.parameters_of(k), weights, strict=True):
@@ -101,7 +101,7 @@ def test_the_linreg_model_agrees_too(tasks):
     plan = _plan(config, task)
     batch, results, _ = _batched(task, config, plan, [(0, 0), (1, 1)])
     for k, seed in enumerate((0, 1)):
-        training = _Training(task, config, plan, alpha=0.0, seed=seed, index=k, device=CPU)
+        training = Training(task, config, plan, alpha=0.0, seed=seed, index=k, device=CPU)
         result = training.run(lambda: False, lambda *a: None)
         for mine, theirs in zip(batch.parameters_of(k), training.model.parameters(), strict=True):
             torch.testing.assert_close(mine, theirs.detach(), rtol=1e-4, atol=1e-6)
@@ -230,7 +230,7 @@ def test_per_model_lr_clip_sigma_and_ema_agree_with_each_model_alone_on_opacus(t
     results = batch.run(lambda: False)
     for k, ((config, sigma), plan) in enumerate(zip(own, plans)):
         alone: list = []
-        training = _Training(task, config, plan, alpha=0.0, seed=config.seed, index=0, device=CPU)
+        training = Training(task, config, plan, alpha=0.0, seed=config.seed, index=0, device=CPU)
         result = training.run(lambda: False, lambda step, values, history: alone.append((step, values, history)))
         for mine, theirs in zip(batch.parameters_of(k), training.model.parameters(), strict=True):
             torch.testing.assert_close(mine, theirs.detach(), rtol=1e-4, atol=1e-5)

@@ -17,16 +17,16 @@ import torch
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.subspace import per_example_gradients
-from privengine.dpsgd.training import Plan, _loader, _Training
+from privengine.dpsgd.training import Plan, _loader, Training
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
 SIGMA, LR = 1.0, 1.0
 
 
-def _one_step(task, config, plan, *, alpha: float, index: int) -> tuple[_Training, torch.Tensor]:
+def _one_step(task, config, plan, *, alpha: float, index: int) -> tuple[Training, torch.Tensor]:
     """Train model ``index`` (seed 0) for one step; return it and y = g_sum + noise, flattened."""
-    training = _Training(task, config, plan, alpha=alpha, seed=0, index=index, device=torch.device("cpu"))
+    training = Training(task, config, plan, alpha=alpha, seed=0, index=index, device=torch.device("cpu"))
     training.run(lambda: False, lambda *args: None)
     theta = torch.cat([p.detach().reshape(-1) for p in training.model.parameters()])
     # zero start, SGD without momentum: theta_1 = -lr (g_sum + noise) / B

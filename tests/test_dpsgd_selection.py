@@ -23,7 +23,8 @@ from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.training import ModelResult, Plan
 from privengine.explore import SweepSpec, runner
-from privengine.explore.cli import _text, points_csv
+from privengine.explore.cli import _text
+from privengine.explore.export import points_csv
 from privengine.store import RunSnapshot
 from tests.memory_reporter import MemoryReporter
 

@@ -18,7 +18,7 @@ from privengine.accounting.subsampled_gaussian import epsilon_of, merge
 from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, expand, pareto, run_configs, suggest_values
 from privengine.explore import runner
-from privengine.explore.cli import points_csv
+from privengine.explore.export import points_csv
 from privengine.jobs import JobManager
 from tests.conftest import ROOT, subprocess_env
 

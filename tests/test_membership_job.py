@@ -202,3 +202,15 @@ def test_the_dpsgd_page_offers_the_attack_and_draws_a_stored_one(manager, store)
     at.run()
     assert next(b for b in at.button if b.label == "Attack this run").disabled
     assert any("regression" in w.value for w in at.warning)
+
+
+def test_the_attack_knobs_of_a_mechanism_are_its_registered_membership_audits():
+    """The page and the CLI build an attack's knobs without the registry (privengine.audit.membership_knobs): the
+    class for each mechanism is the config class of the audit the registry lists for its runs."""
+    from privengine import registry
+    from privengine.audit.membership_job import AUDIT_OF_MECHANISM
+    from privengine.audit.membership_knobs import KNOBS_OF_MECHANISM
+
+    assert KNOBS_OF_MECHANISM.keys() == AUDIT_OF_MECHANISM.keys()
+    for mechanism, audit in AUDIT_OF_MECHANISM.items():
+        assert KNOBS_OF_MECHANISM[mechanism] is registry.get(audit).config_cls

@@ -25,7 +25,7 @@ from privengine.accounting.pate import (
     smooth_sensitivity,
     threshold_local_sensitivity_bounds,
 )
-from privengine.accounting.pate.gnmax import _gnmax_log_q, _gnmax_rdp
+from privengine.accounting.pate.gnmax import gnmax_log_q, gnmax_rdp
 from privengine.accounting.pate.sensitivity import _gnmax_log_q_extremes
 
 # --------------------------------------------------------------------------- brute force helpers
@@ -71,13 +71,13 @@ def _exact_ls_at_distance(hists: np.ndarray, ls: np.ndarray, x: np.ndarray) -> n
 
 
 def _gnmax_rdp_of(hists: np.ndarray, sigma: float, order: float) -> np.ndarray:
-    return _gnmax_rdp(_gnmax_log_q(hists, sigma), sigma, np.array([order]))[:, 0]
+    return gnmax_rdp(gnmax_log_q(hists, sigma), sigma, np.array([order]))[:, 0]
 
 
 def _threshold_rdp_of(hists: np.ndarray, threshold: float, sigma: float, order: float) -> np.ndarray:
     top = hists.max(axis=1)
     log_q = np.minimum(log_ndtr((top - threshold) / sigma), log_ndtr((threshold - top) / sigma))
-    return _gnmax_rdp(log_q, math.sqrt(2.0) * sigma, np.array([order]))[:, 0]
+    return gnmax_rdp(log_q, math.sqrt(2.0) * sigma, np.array([order]))[:, 0]
 
 
 def _assert_upper_bound(bound: np.ndarray, exact: np.ndarray) -> None:
@@ -129,7 +129,7 @@ def test_extreme_q_at_distance_matches_enumeration(n, m, sigma):
     # Algorithms 4-5: min q~ (votes to the top class from the largest other class)
     # and max q~ (top class to runner-up, while 2d < gap) over the ball of radius d.
     hists = _histograms(n, m)
-    log_q = _gnmax_log_q(hists, sigma)
+    log_q = gnmax_log_q(hists, sigma)
     for x in hists:
         lq_min, lq_max = _gnmax_log_q_extremes(np.sort(x)[::-1], sigma)
         dist = _distance(hists, x)

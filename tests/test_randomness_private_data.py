@@ -123,7 +123,7 @@ def test_dpsgd_on_a_neighbouring_data_set_draws_independent_noise_and_batches():
     replaced). Before the fix the weights differed by the noise-free effect of one record (at most 2 C lr / B per
     step); now by fresh noise (about sqrt(2 d steps) sigma C lr / B). The same data still replays exactly."""
     from privengine.dpsgd.config import DPSGDConfig
-    from privengine.dpsgd.training import Plan, _loader, _Training
+    from privengine.dpsgd.training import Plan, Training, _loader
 
     sigma, lr, steps = 1.0, 0.5, 3
     config = DPSGDConfig(dataset="linreg", alphas=(0.0,), noise_mode="sigma", noise_multiplier=sigma, lr=lr,
@@ -133,7 +133,7 @@ def test_dpsgd_on_a_neighbouring_data_set_draws_independent_noise_and_batches():
                 expected_batch_size=config.batch_size)
 
     def weights(t) -> torch.Tensor:
-        training = _Training(t, config, plan, alpha=0.0, seed=0, index=0, device=CPU)
+        training = Training(t, config, plan, alpha=0.0, seed=0, index=0, device=CPU)
         training.run(lambda: False, lambda *args: None)
         return torch.cat([p.detach().reshape(-1) for p in training.model.parameters()])
 
@@ -166,12 +166,12 @@ def test_dpsgd_every_noise_stream_is_keyed_by_the_private_split_only(monkeypatch
     calls = _capturing(monkeypatch, training, stop=False)
     config = DPSGDConfig(dataset="linreg", alphas=(0.0,), noise_mode="sigma", noise_multiplier=1.0, n_seeds=1)
     plan = training.Plan(noise_multiplier=1.0, sample_rate=0.01, steps=1, expected_batch_size=config.batch_size)
-    training._Training(task, config, plan, alpha=0.0, seed=0, index=0, device=CPU)
+    training.Training(task, config, plan, alpha=0.0, seed=0, index=0, device=CPU)
     training._loader(task, config, plan, 0, 0)
     gen = torch.Generator().manual_seed(1)
     images = Task("images", torch.randn(40, 3, 4, 4, generator=gen), torch.zeros(40, dtype=torch.int64),
                   torch.randn(20, 3, 4, 4, generator=gen), torch.zeros(20, dtype=torch.int64), None, None, 10)
-    training._normalizer(images, config.replace(dataset="digits", model="scatter_mlp", normalization="private"),
+    training.fixed_normalizer(images, config.replace(dataset="digits", model="scatter_mlp", normalization="private"),
                          0, 0, CPU)
     streams = {key[-1]: kw["data"] for key, kw, _ in calls}
     assert streams == {training.STREAM_NOISE: task.private_fingerprint,

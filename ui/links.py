@@ -13,7 +13,7 @@ import streamlit as st
 
 from privengine import registry
 
-from .scroll import start_next_page_at_top
+from .scroll import scroll_to_top_if_asked, start_next_page_at_top
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
 MECHANISM_ICON = ":material/science:"
@@ -44,9 +44,10 @@ def mechanism_page(name: str) -> st.Page:
     if script is not None:
         return st.Page(script, title=title, url_path=name, icon=MECHANISM_ICON)
 
-    def generic() -> None:
-        from .mechanism_page import render_mechanism_page  # imported here: that module links back to this one
+    def generic() -> None:  # runs under the app's navigation only (it has no script): no shell to build
+        from .mechanism_page import render_mechanism_page  # the page's modules load when it is opened
 
+        scroll_to_top_if_asked()
         render_mechanism_page(name)
 
     return st.Page(generic, title=title, url_path=name, icon=MECHANISM_ICON)

@@ -24,15 +24,14 @@ from .launch import launch, preset_config
 from .run_panel import Draw, live_run
 from .run_status import status_strip
 from .side_by_side import compare_picker
-from .shell import through_app
 
 
 JUST_LAUNCHED = "mechanism_page.just_launched"  # the run launched by the last click, for one scroll to its strip
 
 
 def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | None = None) -> None:
-    """Draw the page of mechanism ``name``; ``draw(snapshot)`` draws its live charts."""
-    through_app()
+    """Draw the page of mechanism ``name``; ``draw(snapshot)`` draws its live charts. A page script calls
+    :func:`ui.shell.through_app` first; the generic page (:func:`ui.links.mechanism_page`) asks for the scroll."""
     mech = registry.get(name)
     st.title(mech.title)
     presenting = _presenting()

@@ -14,7 +14,8 @@ import streamlit as st
 
 from privengine.audit import result_of
 from privengine.audit.membership import ATTACKS, above_a_bound, below_resolution, tradeoff_of
-from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, attack_knobs, stored_attacks
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, stored_attacks
+from privengine.audit.membership_knobs import attack_knobs
 from privengine.errors import ConfigError
 from privengine.figures import membership as figures
 from privengine.store import RunRecord, RunSnapshot

@@ -9,7 +9,7 @@ import streamlit as st
 
 from privengine.device import DeviceChoice, available_devices
 from privengine.errors import ConfigError, RunNotFoundError
-from privengine.explore.cli import make_executor
+from privengine.explore.executors import make_executor
 from privengine.jobs import JobManager
 from privengine.store import RunRecord, RunStore, default_home
 

@@ -20,7 +20,7 @@ from privengine import registry
 from privengine.claims import PrivacyClaim
 from privengine.errors import ConfigError
 from privengine.explore import runner
-from privengine.explore.cli import points_csv
+from privengine.explore.export import points_csv
 from privengine.figures.sweep import (axis_title, best_run_text, drawn, frontier_figure, headline_accountants,
                                       pareto_trace, point_seeds, points_frame, points_trace, sweep_label, with_axes)
 from privengine.figures.text import settings_text

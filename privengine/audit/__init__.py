@@ -7,7 +7,7 @@
 - :mod:`.reference`: exact privacy curves (Gaussian, Laplace, randomized response, any pair of
   discrete laws), the truth the audits are tested against.
 - :mod:`.interface`: :class:`AuditResult` (one interface for every mechanism) and
-  :func:`register_audit`, which makes an audit an entry of the mechanism registry, run as a job
+  :func:`audit_entry`, which makes an audit an entry of the mechanism registry, run as a job
   and stored like any run; :mod:`.pate_gnmax`, :mod:`.dpsgd_one_run` and :mod:`.dp_bayes_release` (with its
   neighbouring data sets in :mod:`.dp_bayes_neighbours`) are the audits so far; :mod:`.cli` the ``audit`` command.
 - :mod:`.membership`: membership-inference attacks (LiRA, RMIA, loss) and the bound a DP claim puts on their
@@ -25,7 +25,7 @@ from typing import Any
 _EXPORTS = {
     ".bounds": ("clopper_pearson_lower", "clopper_pearson_upper", "epsilon_from_rates", "many_run_epsilon_lower",
                 "many_run_mu_lower", "mu_from_rates", "one_run_epsilon_lower", "one_run_p_value"),
-    ".interface": ("AuditResult", "NullReporter", "register_audit", "result_of"),
+    ".interface": ("AuditResult", "NullReporter", "audit_entry", "result_of"),
     ".procedures": ("EventTest", "OneRunTest", "best_event_test", "event_test", "one_run_guesses", "one_run_test",
                     "threshold_test"),
 }

@@ -117,7 +117,8 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
     from .membership import below_resolution, tradeoff_of
-    from .membership_job import AUDIT_OF_MECHANISM, attack_knobs, measured_output
+    from .membership_job import AUDIT_OF_MECHANISM, measured_output
+    from .membership_knobs import attack_knobs
 
     try:
         mechanism = store.get_run(args.run).mechanism

@@ -37,7 +37,7 @@ import numpy as np
 from ..config import BaseConfig, knob
 from ..dp_bayes.config import METHOD_LABELS, PRIVATE_METHODS, DpBayesConfig
 from ..errors import ConfigError
-from .interface import AuditResult, NullReporter, register_audit
+from .interface import AuditResult, NullReporter, audit_entry
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
@@ -285,7 +285,7 @@ def run(config: DpBayesAuditConfig, reporter: "Reporter | None" = None) -> Audit
         counts=counts, notes=tuple(notes), details=details)
 
 
-register_audit(
+DP_BAYES_RELEASE_AUDIT = audit_entry(
     name="dp-bayes-release", mechanism="dp_bayes", title="DP-Bayes: one release, neighbouring data sets",
     config_cls=DpBayesAuditConfig, audit=run, claim=CLAIM,
     description=("Draws many independent releases of the chosen method (exponential mechanism by SGLD, "

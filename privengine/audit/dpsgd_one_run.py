@@ -64,7 +64,7 @@ import numpy as np
 
 from ..config import BaseConfig, knob
 from ..errors import ConfigError
-from .interface import AuditResult, NullReporter, register_audit
+from .interface import AuditResult, NullReporter, audit_entry
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
@@ -238,19 +238,12 @@ class _Canaries:
 def _audit_model(task, dp_config, plan, *, alpha: float, index: int, config: DpsgdOneRunAuditConfig,
                  reporter) -> dict:
     """Train one model with canaries; returns its scores, bits, history and diagnostics."""
-    from ..dpsgd.models import num_parameters
-    from ..dpsgd.training import _Training
+    from ..dpsgd.training import Training
 
     t0 = time.perf_counter()
-    training = _Training(task, dp_config, plan, alpha=alpha, seed=config.seed, index=index,
-                         device=_cpu())
-    if config.canary_space != "random" and not training.uses_basis:
-        # isotropic: U is estimated only to place the canaries (the noise stays Opacus' own)
-        d = num_parameters(training.model)
-        if config.subspace_rank > min(d, task.n_public):
-            raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
-                                               f"got {config.subspace_rank}")
-        training.uses_basis = True
+    # isotropic with canaries inside or outside span(U): U is estimated only to place them (the noise stays Opacus')
+    training = Training(task, dp_config, plan, alpha=alpha, seed=config.seed, index=index, device=_cpu(),
+                        estimate_basis=alpha != 0 or config.canary_space != "random")
     opt = training.optimizer
     expected = _expected_data(training, task, plan.sample_rate) if config.data == "train" and config.centre else None
     canaries = _Canaries(m=config.canaries, dim=opt.dim, space=config.canary_space, seed=config.seed, index=index,
@@ -416,7 +409,7 @@ def logit_cap(r: int, confidence: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-register_audit(
+DPSGD_ONE_RUN_AUDIT = audit_entry(
     name="dpsgd-one-run", mechanism="dpsgd", title="DP-SGD: one-run audit with white-box gradient canaries",
     config_cls=DpsgdOneRunAuditConfig, audit=run, claim=CLAIM,
     description=("Trains once per alpha with m gradient canaries (norm C, inside/outside span(U) or random), each "

@@ -6,8 +6,8 @@ from them) and its function is ``audit(config, reporter=None) -> AuditResult``, 
 reporter is a run's :class:`~privengine.reporter.Reporter` (``progress``, ``metric``, ``log``,
 ``should_stop``) or None for a direct call.
 
-:func:`register_audit` makes it an entry of the mechanism registry (:mod:`privengine.registry`,
-``audits=`` the mechanism it tests) whose job function returns :meth:`AuditResult.to_dict` as
+:func:`audit_entry` makes it an entry of the mechanism registry (:mod:`privengine.registry`, listed by the
+catalogue :mod:`privengine.mechanisms`; ``audits=`` the mechanism it tests) whose job function returns :meth:`AuditResult.to_dict` as
 the run summary: an audit is launched by the job manager, stored, reloaded and compared like
 any run, and ``registry.audits_for("pate")`` lists the audits a mechanism page offers. Every audit declares
 :data:`AUDIT_FRONTIER`, so the Explore page sweeps it like a mechanism and charts the audited bound against
@@ -26,14 +26,13 @@ import types
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .. import registry
 from ..config import BaseConfig
-from ..registry import Axis, Frontier
+from ..entries import Axis, Frontier, Mechanism
 
 if TYPE_CHECKING:
     from ..reporter import Reporter
 
-__all__ = ["AUDIT_FRONTIER", "AuditResult", "NullReporter", "register_audit", "result_of"]
+__all__ = ["AUDIT_FRONTIER", "AuditResult", "NullReporter", "audit_entry", "result_of"]
 
 # What a sweep of an audit plots (the Explore page's frontier chart): the claim on x, the audited bound on y.
 # Both are top-level numbers of the summary (AuditResult.to_dict); a sweep over, e.g., epsilon then charts how
@@ -159,10 +158,11 @@ def result_of(summary: Mapping[str, Any] | None) -> AuditResult | None:
     return AuditResult.from_dict(summary) if summary and "audited_epsilon_lower" in summary else None
 
 
-def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[BaseConfig], audit: AuditFunction,
-                   claim: str, description: str, smoke: Mapping[str, Any],
-                   frontier: Frontier = AUDIT_FRONTIER) -> registry.Mechanism:
-    """Register an audit of ``mechanism`` as a registry entry called ``name`` (e.g. ``"pate-gnmax"``).
+def audit_entry(*, name: str, mechanism: str, title: str, config_cls: type[BaseConfig], audit: AuditFunction,
+                claim: str, description: str, smoke: Mapping[str, Any],
+                frontier: Frontier = AUDIT_FRONTIER) -> Mechanism:
+    """The registry entry called ``name`` (e.g. ``"pate-gnmax"``) of an audit of ``mechanism``, which the catalogue
+    (:mod:`privengine.mechanisms`) lists.
 
     Args:
         title: human-readable name.
@@ -174,7 +174,7 @@ def register_audit(*, name: str, mechanism: str, title: str, config_cls: type[Ba
         frontier: what its sweeps plot (default :data:`AUDIT_FRONTIER`, claimed against audited epsilon); other axes
             name numbers of :attr:`AuditResult.values`.
     """
-    return registry.register(registry.Mechanism(
+    return Mechanism(
         name=name, title=title, config_cls=config_cls, run=functools.partial(_run_as_job, audit),
         protects=f"Tests this guarantee of {mechanism}: {claim}", description=description, smoke=dict(smoke),
-        frontier=frontier, audits=mechanism))
+        frontier=frontier, audits=mechanism)

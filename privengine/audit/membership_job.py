@@ -24,17 +24,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
-from ..registry import TEST_ACCURACY, Axis, Frontier
-from .interface import AuditResult, NullReporter, register_audit, result_of
+from ..entries import TEST_ACCURACY, Axis, Frontier
+from .interface import AuditResult, NullReporter, audit_entry, result_of
 from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, below_resolution
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
     from ..store import RunStore
 
-__all__ = ["AUDIT_OF_MECHANISM", "DEMO", "MEMBERSHIP", "MEMBERSHIP_FRONTIER", "PATE_MEMBERSHIP",
-           "MembershipAuditConfig",
-           "MembershipKnobs", "attack_knobs", "attack_options", "attack_result", "measured",
+__all__ = ["AUDIT_OF_MECHANISM", "DEMO", "DPSGD_MEMBERSHIP_AUDIT", "MEMBERSHIP", "MEMBERSHIP_FRONTIER",
+           "PATE_MEMBERSHIP", "MembershipAuditConfig", "MembershipKnobs", "attack_options", "attack_result", "measured",
            "measured_output", "run", "setting_rows", "stored_attacks",
            "stored_recipe", "target_config", "values_of"]
 
@@ -138,16 +137,6 @@ def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "D
         recipe = recipe.replace(noise_mode="target_epsilon", target_epsilon=config.target_epsilon)
     check_target(recipe)
     return recipe
-
-
-def attack_knobs(mechanism: str, **values: Any) -> MembershipKnobs:
-    """The knobs of the membership attack on a run of ``mechanism`` (a key of :data:`AUDIT_OF_MECHANISM`), with
-    ``values`` set and validated (ConfigError naming the field)."""
-    from .. import registry
-
-    config = registry.get(AUDIT_OF_MECHANISM[mechanism]).config_cls(**values)
-    config.validate()
-    return config
 
 
 def stored_attacks(store: "RunStore", run_id: str, *, audit: str = MEMBERSHIP, limit: int = 200) -> list:
@@ -282,7 +271,7 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
                          claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", notes=notes)
 
 
-register_audit(
+DPSGD_MEMBERSHIP_AUDIT = audit_entry(
     name=MEMBERSHIP, mechanism="dpsgd", title="DP-SGD: membership inference on a run's recipe",
     config_cls=MembershipAuditConfig, audit=run, claim=CLAIM, frontier=MEMBERSHIP_FRONTIER,
     description=("Retrains a DP-SGD run's recipe on a random half of its private split, with reference models on "

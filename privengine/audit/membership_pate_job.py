@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..config import knob
 from ..errors import ConfigError
-from .interface import AuditResult, NullReporter, register_audit
+from .interface import AuditResult, NullReporter, audit_entry
 from .membership_job import (MEMBERSHIP_FRONTIER, PATE_MEMBERSHIP, MembershipKnobs, attack_options, attack_result,
                              stored_recipe)
 
@@ -88,7 +88,7 @@ def run(config: PateMembershipConfig, reporter=None) -> AuditResult:
                          claimed=claimed, delta=recipe.delta, notes=notes)
 
 
-register_audit(
+PATE_MEMBERSHIP_AUDIT = audit_entry(
     name=PATE_MEMBERSHIP, mechanism="pate", title="PATE: membership inference on a run's student",
     config_cls=PateMembershipConfig, audit=run, claim=CLAIM, frontier=MEMBERSHIP_FRONTIER,
     description=("Retrains a PATE run's teachers and student on one example of each random pair of its private "

@@ -45,7 +45,7 @@ from ..accounting.pate import gnmax_analysis
 from ..config import BaseConfig, knob
 from ..errors import ConfigError
 from ..pate.config import PateConfig
-from .interface import AuditResult, NullReporter, register_audit
+from .interface import AuditResult, NullReporter, audit_entry
 from .reference import discrete_epsilon, gaussian_epsilon
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def run(config: GnmaxAuditConfig, reporter: "Reporter | None" = None) -> AuditRe
                  "stopped_early": stopped})
 
 
-register_audit(
+PATE_GNMAX_AUDIT = audit_entry(
     name="pate-gnmax", mechanism="pate", title="PATE: GNMax aggregator, one query",
     config_cls=GnmaxAuditConfig, audit=run, claim=CLAIM,
     description=("Draws many noisy GNMax answers from a vote histogram and from its neighbour (one vote moved at "

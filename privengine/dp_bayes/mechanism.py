@@ -1,10 +1,10 @@
 """Registers differentially private Bayesian inference (``dp_bayes``)."""
 
-from ..registry import EPSILON_AXIS, Axis, Frontier, Mechanism, register
+from ..entries import EPSILON_AXIS, Axis, Frontier, Mechanism
 from ..presets import Preset
 from .config import DpBayesConfig
 
-DP_BAYES = register(Mechanism(
+DP_BAYES = Mechanism(
     name="dp_bayes",
     title="DP Bayesian inference",
     config_cls=DpBayesConfig,
@@ -61,4 +61,4 @@ DP_BAYES = register(Mechanism(
                                "each ε in {0.3, 1, 3}; coverage_90 should lie in [0.85, 0.95].",
                {"method": "ssp", "mode": "sweep", "sweep_epsilons": [0.3, 1.0, 3.0], "sweep_repeats": 50}),
     ),
-))
+)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from privengine import registry
-
-from ..registry import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier
+from ..entries import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier, Mechanism
 from ..presets import Preset, Published
 from .config import DPSGDConfig
 
@@ -26,7 +24,7 @@ PRIVACY_NEUTRAL_KNOBS = frozenset({"lr", "momentum", "max_grad_norm", "model", "
 _SCATTER = {"model": "scatter_linear", "alphas": [0.0], "n_seeds": 1, "target_epsilon": 3.0, "delta": 1e-5,
             "epochs": 40.0, "momentum": 0.9, "max_grad_norm": 0.1, "public_fraction": 0.01}
 
-DPSGD = registry.register(registry.Mechanism(
+DPSGD = Mechanism(
     name="dpsgd",
     title="Anisotropic DP-SGD",
     config_cls=DPSGDConfig,
@@ -115,4 +113,4 @@ DPSGD = registry.register(registry.Mechanism(
                 "alphas": [0.0], "n_seeds": 1, "target_epsilon": 8.0, "delta": 1e-5, "epochs": 30.0,
                 "batch_size": 64, "lr": 0.1, "max_grad_norm": 1.0}),
     ),
-), replace=True)
+)

@@ -74,7 +74,7 @@ from .config import DPSGDConfig
 from .data import Task
 from .projection import PublicProjection
 from .training import (EVAL_CHUNK, EVAL_SUBSET, STREAM_NOISE, STREAM_SAMPLING, STREAM_WARM_START, ModelResult, Plan,
-                       _model, _normalizer, normalization_history, warm_start)
+                       build_network, fixed_normalizer, normalization_history, warm_start)
 
 BATCH_MODELS = ("linear", "mlp", "scatter_linear", "scatter_mlp")
 PREFIX_CACHE_BYTES = 2 * 2**30       # the private set's prefix features are cached when they fit this
@@ -508,7 +508,7 @@ class _Batch:
         self.sigmas = [(m.plan or plan).noise_multiplier for m in members]
         models = []
         for m, own in zip(members, self.configs):  # each model's own initialisation and warm start, as training.py's
-            model = _model(task, own, m.seed, device, _normalizer(task, own, m.seed, m.index, device))
+            model = build_network(task, own, m.seed, device, fixed_normalizer(task, own, m.seed, m.index, device))
             if own.warm_start_epochs > 0:
                 warm_start(model, task, own, derived_generator(m.seed, STREAM_WARM_START))
             models.append(model)
@@ -789,7 +789,7 @@ class _Batch:
 
     def _evaluate(self, should_stop) -> bool:
         """Evaluate the K models, report each through its ``on_eval``; False if a stop came meanwhile
-        (the same values, names and parts as :meth:`.training._Training._evaluate`)."""
+        (the same values, names and parts as :meth:`.training.Training._evaluate`)."""
         full = self.steps_done == self.plan.steps
         if self.task.regression:
             values = self._excess_risks()

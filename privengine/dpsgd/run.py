@@ -39,8 +39,8 @@ from .model_batch import Member, train_models, unbatchable
 from .models import num_parameters
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
-from .summary import _final_text, _normalization_caveats, comparison, summarise
-from .training import EVAL_POINTS, ModelResult, Plan, _model, normalization_history, train_model
+from .summary import final_text, normalization_caveats, comparison, summarise
+from .training import EVAL_POINTS, ModelResult, Plan, build_network, normalization_history, train_model
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
 
@@ -137,7 +137,7 @@ class RunState:
             kept = "" if result.projection_captured is None else \
                 f"; its projection keeps {100 * result.projection_captured:.1f} % of the public features' variance"
             together = f" (its share of a batch of {len(new)})" if len(new) > 1 else ""
-            self.reporter.log(f"{result.setting}, seed {result.seed}: {_final_text(result, self.task)} after "
+            self.reporter.log(f"{result.setting}, seed {result.seed}: {final_text(result, self.task)} after "
                               f"{result.steps_done} steps in {result.seconds:.1f} s{together}"
                               + (" (stopped)" if result.stopped else "") + kept)
         self.reporter.artifact("comparison", comparison(self.results, self.task, self.config))
@@ -288,7 +288,7 @@ def _accounting_summary(charged: list[ModelResult], task: Task, config: DPSGDCon
     claims = dpsgd_claims(histories=[r.history for r in charged], accountant=config.accountant, delta=config.delta,
                           private_size=declared_private_size(config), public_note=public_note,
                           sampling=config.sampling,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config))
     summary = {"dataset": task.name, **published_size(config), "n_public": task.n_public,
                "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
                "steps_per_model": plan.steps, "normalization": config.normalization,
@@ -316,16 +316,16 @@ def check_models(task: Task, config: DPSGDConfig) -> None:
 def model_dimension(task: Task, config: DPSGDConfig) -> int:
     """d, the trainable parameters of the run's model, from shapes and the config only.
 
-    The model ``training._model`` builds (the same builder and checks), with stand-ins for what is computed from
+    The model ``training.build_network`` builds (the same builder and checks), with stand-ins for what is computed from
     data: the fixed normalisation maps and scatter_mlp's projection are buffers, not parameters, so their values
     change neither d nor any check (and the private normalisation estimate, which would spend privacy, is never
-    computed here). ConfigError where ``training._model`` would fail: the projection rank (its own error), a model
-    that does not exist for the data or that Opacus cannot train.
+    computed here). ConfigError where ``training.build_network`` would fail: the projection rank (its own error), a
+    model that does not exist for the data or that Opacus cannot train.
     """
     channels = task.input_shape[0]
     norm = ChannelNorm(torch.zeros(channels), torch.ones(channels)) if config.normalization != "group" else None
     try:
-        model = _model(task, config, 0, torch.device("cpu"), norm, stand_in_projection=True)
+        model = build_network(task, config, 0, torch.device("cpu"), norm, stand_in_projection=True)
     except ConfigError:
         raise
     except ValueError as exc:  # "no CNN for 12x12 images", Opacus' unsupported layers, ...

@@ -20,7 +20,7 @@ from .privacy import dpsgd_claims
 from .training import ModelResult, Plan
 
 
-def _normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
+def normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
     if config.normalization == "public":
         return ("The input channels are normalised with the public split's per-channel mean and sd (free).",)
     if config.normalization != "private":
@@ -36,7 +36,7 @@ def _metric_name(task: Task) -> str:
     return M.EXCESS_RISK if task.regression else M.TEST_ACC
 
 
-def _final_text(result: ModelResult, task: Task) -> str:
+def final_text(result: ModelResult, task: Task) -> str:
     name = _metric_name(task)
     value = result.final.get(name)
     return f"{name} = {value:.4g}" if value is not None else f"{name} not measured"
@@ -157,6 +157,6 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, private_size=declared_private_size(config), public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + _normalization_caveats(config))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config))
     summary["privacy"] = [c.to_dict() for c in claims]
     return summary

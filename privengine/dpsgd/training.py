@@ -129,24 +129,30 @@ def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, se
     ``should_stop()`` is asked before every physical batch and evaluation chunk;
     when it says yes the model's partial result is returned with ``stopped=True``.
     """
-    training = _Training(task, config, plan, alpha=alpha, seed=seed, index=index, device=device)
+    training = Training(task, config, plan, alpha=alpha, seed=seed, index=index, device=device)
     return training.run(should_stop, on_eval)
 
 
-class _Training:
-    """The Opacus objects of one model and its loop."""
+class Training:
+    """The Opacus objects of one model and its loop.
+
+    ``estimate_basis``: whether the public basis U is estimated (and refreshed every ``refresh_every`` steps) and
+    the captured energy recorded; default: only when the setting shapes the noise (``alpha != 0``). The one-run
+    audit asks for it in the isotropic setting too, to place its canaries: U is then read by nothing else, and the
+    noise stays isotropic DP-SGD's.
+    """
 
     def __init__(self, task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
-                 device: torch.device):
+                 device: torch.device, estimate_basis: bool | None = None):
         self.task, self.config, self.plan, self.alpha, self.seed = task, config, plan, alpha, seed
         self.index = index
-        norm = _normalizer(task, config, seed, index, device)
-        self.model = _model(task, config, seed, device, norm)
+        norm = fixed_normalizer(task, config, seed, index, device)
+        self.model = build_network(task, config, seed, device, norm)
         self.projection_captured = next((m.captured for m in self.model.modules() if isinstance(m, PublicProjection)),
                                         None)
         if config.warm_start_epochs > 0:
             warm_start(self.model, task, config, derived_generator(seed, STREAM_WARM_START))
-        self.uses_basis = alpha != 0
+        self.uses_basis = alpha != 0 if estimate_basis is None else estimate_basis
         d = num_parameters(self.model)
         if self.uses_basis and config.subspace_rank > min(d, task.n_public):
             raise ConfigError("subspace_rank", f"must be at most min(d, n_public) = min({d}, {task.n_public}); "
@@ -168,7 +174,7 @@ class _Training:
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=plan.steps) \
             if config.lr_schedule == "cosine" else None
         self.optimizer = make_optimizer(sgd, grad_sample_mode=config.grad_sample_mode, alpha=alpha,
-                                        projected=self.uses_basis and config.variant == "projected",
+                                        projected=alpha != 0 and config.variant == "projected",
                                         clipping="elliptical" if config.variant == "elliptical" else "flat",
                                         noise_multiplier=plan.noise_multiplier, max_grad_norm=config.max_grad_norm,
                                         expected_batch_size=plan.expected_batch_size,
@@ -338,7 +344,7 @@ def normalization_history(config: DPSGDConfig) -> History:
     return [(config.norm_noise_multiplier, 1.0, 1)] if config.normalization == "private" else []
 
 
-def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: torch.device) -> nn.Module | None:
+def fixed_normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: torch.device) -> nn.Module | None:
     """The fixed channel normalisation of model ``index`` (None: GroupNorm inside the model).
 
     The private estimate draws its noise from the model's own stream, like its DP-SGD noise.
@@ -354,7 +360,7 @@ def _normalizer(task: Task, config: DPSGDConfig, seed: int, index: int, device: 
     return None
 
 
-def _model(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None, *,
+def build_network(task: Task, config: DPSGDConfig, seed: int, device: torch.device, norm: nn.Module | None = None, *,
            stand_in_projection: bool = False) -> nn.Module:
     """The run's network for ``seed`` (initialised from its ``STREAM_INIT``), checked by Opacus' validator (strict:
     ValueError for a layer it cannot train), on ``device``; ``norm``: the fixed normalisation (None: GroupNorm).

@@ -7,17 +7,17 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import time
 from typing import Any, Callable, TextIO
 
 from privengine import registry
 from privengine.errors import ConfigError
-from privengine.store import RunStore, is_epsilon_metric
+from privengine.store import RunStore
 
 from . import runner
+from .executors import make_executor
+from .export import points_csv
 from .spec import SweepSpec
 
 EXECUTORS = ("local", "ray")
@@ -187,22 +187,6 @@ def write_output(text: str, path: str | None, out: TextIO) -> None:
         out.write(text)
 
 
-def make_executor(store: RunStore, kind: str, *, address: str | None = None, workers: int | None = None):
-    """The local job manager or a Ray executor with ``workers`` concurrent runs."""
-    if workers is not None and workers < 1:
-        raise ConfigError("workers", f"must be >= 1; got {workers}")
-    workers = workers or runner.default_workers()
-    if kind == "ray":
-        from .ray_executor import RayExecutor
-
-        return RayExecutor(store, address=address, workers=workers)
-    if address:
-        raise ConfigError("address", "is for the ray executor only (add --executor ray)")
-    from privengine.jobs import JobManager
-
-    return JobManager(store, max_concurrent=workers)
-
-
 def _wait(store: RunStore, executor, sweep_id: str, run_ids: list[str], err: TextIO) -> None:
     tty = bool(getattr(err, "isatty", lambda: False)())
     last = 0.0
@@ -257,29 +241,6 @@ def parse_spec_values(spec: SweepSpec) -> SweepSpec:
     axes = {k: [cls.spec(k).parse(v) if isinstance(v, str) else v for v in vs] for k, vs in spec.axes.items()}
     rnd = {k: tuple(cls.spec(k).parse(v) if isinstance(v, str) else v for v in b) for k, b in spec.random.items()}
     return SweepSpec(**{**spec.__dict__, "axes": axes, "random": rnd})
-
-
-def points_csv(res: runner.SweepResult) -> str:
-    """One row per point: settings, seeds, privacy and utility mean / sd, whether it is on the frontier, runs.
-
-    An epsilon privacy axis is followed by ``<axis>_basis``: the delta and accountant of the claims it was read
-    from (:attr:`runner.PointResult.privacy_basis`), so no epsilon leaves without its assumptions.
-    """
-    buffer = io.StringIO()
-    fields = res.spec.varied
-    writer = csv.writer(buffer)
-    u = res.utility_axis.name if res.utility_axis else "utility"
-    chooser = res.utility_axis.select_by if res.utility_axis else ""  # the number the frontier is chosen by
-    basis = is_epsilon_metric(res.privacy_axis.name)
-    writer.writerow(["point", *fields, "seeds", res.privacy_axis.name, f"{res.privacy_axis.name}_sd",
-                     *([f"{res.privacy_axis.name}_basis"] if basis else []), u, f"{u}_sd",
-                     *([chooser] if chooser else []), "on_frontier", "runs", "states"])
-    for p in res.points:
-        writer.writerow([p.index, *(p.settings.get(f) for f in fields), p.seeds, p.privacy, p.privacy_sd,
-                         *([p.privacy_basis] if basis else []), p.utility, p.utility_sd,
-                         *([p.selection] if chooser else []), p.index in res.frontier, " ".join(p.runs),
-                         " ".join(p.states)])
-    return buffer.getvalue()
 
 
 def _text(res: runner.SweepResult) -> str:

@@ -208,7 +208,7 @@ def suggest_values(spec: FieldSpec, count: int = 4) -> list:
             span = min(span, (k.high - k.low) / 4)
         grid = default + span * np.linspace(-1.0, 1.0, count)
     values = sorted({int(round(v)) if spec.item_kind == "int" else float(f"{v:.3g}") for v in grid})
-    return [v for v in values if spec._in_range(v)] or [spec.default]
+    return [v for v in values if spec.in_range(v)] or [spec.default]
 
 
 def _config_cls(spec: SweepSpec) -> type[BaseConfig]:

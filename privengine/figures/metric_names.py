@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from privengine.dpsgd import metrics as dpsgd_metrics
 
-from . import dp_bayes, dpsgd, split_label
+from . import dp_bayes, dpsgd, split_label_names
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ _SPLIT_LABEL = {
     "power_scale.mean": MetricName("Marvell power scale", "mean over batches", "epoch"),
     "single_class_batches": MetricName("Batches with a single class", x_title="epoch", y_title="batches"),
     "epochs_done": MetricName("Epochs trained", x_title="epoch", y_title="epochs"),  # a setting's summary
-    **{bound: MetricName(split_label.LAYERS["cut"], text, "epoch", "leak AUC")
-       for bound, text in split_label.BOUNDS.items()},
+    **{bound: MetricName(split_label_names.LAYERS["cut"], text, "epoch", "leak AUC")
+       for bound, text in split_label_names.BOUNDS.items()},
 }
 _STATISTICS = {"mean": "mean", "q95": "95% quantile"}
 # leak AUC keys' first part: per epoch (metrics) or over every batch of the run (a setting's summary)
@@ -115,11 +115,11 @@ def _split_label(name: str) -> MetricName:
     ``unprotected`` per epoch, ``leak_run`` or ``unprotected_run`` over the run (settings' summaries)."""
     setting, _, metric = name.rpartition("/")
     parts = metric.split(".")
-    if len(parts) == 4 and parts[0] in _LEAK_KINDS and parts[1] in split_label.ATTACKS \
-            and parts[2] in split_label.LAYERS and parts[3] in _STATISTICS:
+    if len(parts) == 4 and parts[0] in _LEAK_KINDS and parts[1] in split_label_names.ATTACKS \
+            and parts[2] in split_label_names.LAYERS and parts[3] in _STATISTICS:
         kind, attack, layer, statistic = parts
-        line = f"{split_label.ATTACKS[attack]}, {_STATISTICS[statistic]}{_LEAK_KINDS[kind]}"
-        found = MetricName(split_label.LAYERS[layer], line, "epoch", "leak AUC")
+        line = f"{split_label_names.ATTACKS[attack]}, {_STATISTICS[statistic]}{_LEAK_KINDS[kind]}"
+        found = MetricName(split_label_names.LAYERS[layer], line, "epoch", "leak AUC")
     else:
         found = _SPLIT_LABEL.get(metric) or replace(_unknown(metric), x_title="epoch")
     if not setting:

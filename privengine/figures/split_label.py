@@ -11,16 +11,14 @@ from plotly.subplots import make_subplots
 from privengine.store import RunSnapshot
 
 from .common import INK, LAYOUT, Table, curves, measures
+from .metric_names import header
+from .split_label_names import ATTACKS, BOUNDS, LAYERS
 
-ATTACKS = {"norm": "norm attack", "cos": "cosine attack"}
-# chart titles (one line of a half-width chart); the page says the first layer is the passive party's
-LAYERS = {"cut": "Leak AUC at the cut layer", "first": "Leak AUC at the first layer"}
 # the leak the presets publish (privengine.presets.Published.metric), by layer: the norm attack's mean leak AUC
 PUBLISHED_LEAK = {"cut": "leak AUC (norm attack, cut layer)"}
 SETTINGS_COLUMNS = ["test_auc", "leak_run.norm.cut.q95", "leak_run.cos.cut.q95", "leak.norm.cut.mean",
                     "leak.norm.first.mean", "sumkl.max", "auc_bound", "auc_bound.mean", "single_class_batches",
                     "epochs_done"]
-BOUNDS = {"auc_bound": "sumKL bound (every batch)", "auc_bound.mean": "sumKL bound on the mean"}
 # settings-table columns a setting's last epoch gives (the others cover every batch of its run)
 LAST_EPOCH = ("test_auc", "leak.norm.cut.mean", "leak.norm.first.mean")
 
@@ -174,8 +172,6 @@ def settings_table(summary: dict) -> pd.DataFrame | None:
 
 def column_header(key: str) -> str:
     """A settings-table column's header: the metric's name on the charts (metric_names), and where it comes from."""
-    from .metric_names import header  # metric_names imports this module for its chart titles
-
     text = header("split_label", key)
     return f"{text} (last epoch)" if key in LAST_EPOCH else text
 

@@ -1,6 +1,6 @@
 """Registers PATE."""
 
-from ..registry import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier, Mechanism, register
+from ..entries import EPSILON_AXIS, TEST_ACCURACY, Axis, Frontier, Mechanism
 from ..presets import Preset, Published
 from .config import PateConfig
 
@@ -14,7 +14,7 @@ _MNIST_250 = {"dataset": "mnist", "architecture": "scatter_linear", "teachers": 
 _CONFIDENT_2018 = {"aggregator": "confident_gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
                    "delta": 1e-5}
 
-PATE = register(Mechanism(
+PATE = Mechanism(
     name="pate",
     title="PATE: teacher ensembles",
     config_cls=PateConfig,

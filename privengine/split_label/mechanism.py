@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from privengine import registry
-
-from ..registry import Axis, Frontier
+from ..entries import Axis, Frontier, Mechanism
 from ..presets import Preset, Published
 from .config import SplitLabelConfig
 
@@ -12,7 +10,7 @@ from .config import SplitLabelConfig
 _SEED_DEMO = {"dataset": "fashion_mnist", "batch_size": 600, "lr": 0.01, "init_std": 0.01, "bottom_widths": [128, 32],
               "top_hidden": 0, "epochs": 30}
 
-SPLIT_LABEL = registry.register(registry.Mechanism(
+SPLIT_LABEL = Mechanism(
     name="split_label",
     title="Split learning: label leakage",
     config_cls=SplitLabelConfig,
@@ -48,4 +46,4 @@ SPLIT_LABEL = registry.register(registry.Mechanism(
                {**_SEED_DEMO, "protection": "marvell", "marvell_mode": "threshold", "sumkl_threshold": 0.64},
                Published("leak AUC (norm attack, cut layer)", 0.615, None, "the seed's label-protection demo")),
     ),
-), replace=True)
+)

@@ -10,7 +10,7 @@ naming its field (``votes``, ``sigma``, ``delta``, ``orders``, ``answered``, ...
 Every analysis of a whole run returns a :class:`PateAnalysis`: its epsilon at the best
 order, the data-independent figure beside it, and both as curves over the queries
 charged. RDP is converted with ``eps = min_lam RDP(lam) + ln(1/delta)/(lam-1)`` over
-:data:`GNMAX_ORDERS` (LNMax: over the moments ``1..L``), and :func:`_edge_warning`
+:data:`GNMAX_ORDERS` (LNMax: over the moments ``1..L``), and :func:`edge_warning`
 says when the minimum sits at the last order searched (the true minimum may lie beyond).
 """
 
@@ -33,13 +33,13 @@ GNMAX_ORDERS = np.concatenate((np.arange(2, 100.5, 0.5), np.logspace(np.log10(10
 GNMAX_ORDERS.setflags(write=False)
 
 # Elements per temporary (n_queries x k-chunk) array in the smooth-sensitivity scan.
-_SS_CHUNK_ELEMS = 1 << 21
+SS_CHUNK_ELEMS = 1 << 21
 
 
 # --------------------------------------------------------------------------- result
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def read_only(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=float, copy=True)
     a.setflags(write=False)
     return a
@@ -102,7 +102,7 @@ class PateAnalysis:
 # --------------------------------------------------------------------------- validation
 
 
-def _real(name: str, value, *, allow_nonfinite: bool = False) -> float:
+def real_arg(name: str, value, *, allow_nonfinite: bool = False) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
         raise ConfigError(name, f"must be a real number; got {value!r}")
     x = float(value)
@@ -111,28 +111,28 @@ def _real(name: str, value, *, allow_nonfinite: bool = False) -> float:
     return x
 
 
-def _positive(name: str, value) -> float:
-    x = _real(name, value)
+def positive_arg(name: str, value) -> float:
+    x = real_arg(name, value)
     if not x > 0:
         raise ConfigError(name, f"must be > 0; got {value!r}")
     return x
 
 
-def _nonnegative(name: str, value) -> float:
-    x = _real(name, value)
+def nonnegative_arg(name: str, value) -> float:
+    x = real_arg(name, value)
     if not x >= 0.0:
         raise ConfigError(name, f"must be >= 0; got {value!r}")
     return x
 
 
-def _delta(value) -> float:
-    x = _real("delta", value)
+def delta_arg(value) -> float:
+    x = real_arg("delta", value)
     if not 0.0 < x < 1.0:
         raise ConfigError("delta", f"must be in (0, 1); got {value!r}")
     return x
 
 
-def _int(name: str, value, low: int) -> int:
+def int_arg(name: str, value, low: int) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise ConfigError(name, f"must be an integer >= {low}; got {value!r}")
     try:
@@ -144,14 +144,14 @@ def _int(name: str, value, low: int) -> int:
     return k
 
 
-def _order(value) -> float:
-    x = _real("order", value)
+def order_arg(value) -> float:
+    x = real_arg("order", value)
     if not x > 1.0:
         raise ConfigError("order", f"must be an RDP order > 1; got {value!r}")
     return x
 
 
-def _votes(votes) -> np.ndarray:
+def votes_arg(votes) -> np.ndarray:
     try:
         v = np.array(votes, dtype=float, copy=True)
     except (TypeError, ValueError):
@@ -168,7 +168,7 @@ def _votes(votes) -> np.ndarray:
     return v
 
 
-def _orders(orders) -> np.ndarray:
+def orders_arg(orders) -> np.ndarray:
     if orders is None:
         return np.asarray(GNMAX_ORDERS)
     try:
@@ -180,7 +180,7 @@ def _orders(orders) -> np.ndarray:
     return o
 
 
-def _weights(answered, n: int) -> np.ndarray:
+def answered_weights(answered, n: int) -> np.ndarray:
     try:
         w = np.array(answered, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -195,26 +195,26 @@ def _weights(answered, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- shared math
 
 
-def _log1mexp(x: np.ndarray) -> np.ndarray:
+def log1mexp(x: np.ndarray) -> np.ndarray:
     """``log(1 - exp(x))`` for ``x <= 0``, accurate at both ends (``-inf`` at 0)."""
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
-def _others_logsumexp(log_terms: np.ndarray, top_idx: np.ndarray) -> np.ndarray:
+def others_logsumexp(log_terms: np.ndarray, top_idx: np.ndarray) -> np.ndarray:
     """``logsumexp`` over each row's classes except its (single) plurality index."""
     t = log_terms.copy()
     t[np.arange(t.shape[0]), top_idx] = -np.inf
     return logsumexp(t, axis=1)
 
 
-def _min_over_orders(per_order: np.ndarray, orders: np.ndarray) -> tuple[float, float, int]:
+def min_over_orders(per_order: np.ndarray, orders: np.ndarray) -> tuple[float, float, int]:
     i = int(np.argmin(per_order))
     return float(per_order[i]), float(orders[i]), i
 
 
-def _edge_warning(what: str, i: int, n_orders: int, name: str, hint: str) -> str | None:
+def edge_warning(what: str, i: int, n_orders: int, name: str, hint: str) -> str | None:
     if i == n_orders - 1:
         return f"{what} eps is minimised at the last {name} searched; {hint}"
     return None

@@ -42,23 +42,23 @@ import types
 import numpy as np
 from scipy.special import log_ndtr
 
-from .common import (PateAnalysis, _delta, _edge_warning, _frozen, _int, _log1mexp, _min_over_orders, _orders,
-                     _others_logsumexp, _positive, _real, _votes, _weights)
+from .common import (PateAnalysis, delta_arg, edge_warning, read_only, int_arg, log1mexp, min_over_orders, orders_arg,
+                     others_logsumexp, positive_arg, real_arg, votes_arg, answered_weights)
 
 
 # --------------------------------------------------------------------------- GNMax
 
 
-def _gnmax_log_q(v: np.ndarray, sigma: float) -> np.ndarray:
+def gnmax_log_q(v: np.ndarray, sigma: float) -> np.ndarray:
     """``(n,)`` log q: ``logsumexp_{j!=j*} log Pr[N(0, 2 sigma^2) > D_j]`` capped at ``log(1-1/m)``."""
     n, m = v.shape
     top_idx = np.argmax(v, axis=1)
     d = v[np.arange(n), top_idx][:, None] - v
     log_terms = log_ndtr(-d / (math.sqrt(2.0) * sigma))
-    return np.minimum(_others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
+    return np.minimum(others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
 
 
-def _gnmax_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
+def gnmax_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
     """Data-dependent RDP (Papernot et al. 2018, Thm 6): ``(n,)`` x ``(O,)`` -> ``(n, O)``."""
     lq = np.asarray(log_q, dtype=float)[:, None]
     lam = orders[None, :]
@@ -73,8 +73,8 @@ def _gnmax_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarra
         ok = ((mu2 > 1.0) & (-lq > eps2)
               & (lq <= (mu2 - 1.0) * eps2 - mu2 * (np.log1p(1.0 / (mu1 - 1.0)) + np.log1p(1.0 / (mu2 - 1.0)))))
         ok = ok & (mu1 > lam)
-        log1m_q = _log1mexp(lq)
-        log_a = log1m_q - _log1mexp(np.minimum((mu2 - 1.0) / mu2 * (eps2 + lq), 0.0))
+        log1m_q = log1mexp(lq)
+        log_a = log1m_q - log1mexp(np.minimum((mu2 - 1.0) / mu2 * (eps2 + lq), 0.0))
         log_b = eps1 - lq / (mu1 - 1.0)
         dd = np.logaddexp(log1m_q + (lam - 1.0) * log_a, lq + (lam - 1.0) * log_b) / (lam - 1.0)
         rdp = np.where(ok, np.minimum(di, dd), di)
@@ -91,16 +91,16 @@ def _rdp_summary(per_query: np.ndarray, per_query_di: np.ndarray, orders: np.nda
     cum = np.minimum(np.cumsum(per_query, axis=0), cum_di)
     cost = cum[-1] if n else np.zeros(orders.size)
     di_cost = cum_di[-1] if n else np.zeros(orders.size)
-    eps, order, i = _min_over_orders(cost + conv, orders)
-    di_eps, di_order, di_i = _min_over_orders(di_cost + conv, orders)
+    eps, order, i = min_over_orders(cost + conv, orders)
+    di_eps, di_order, di_i = min_over_orders(di_cost + conv, orders)
     curve = (cum + conv).min(axis=1)
     di_curve = (cum_di + conv).min(axis=1)
     hint = "extend `orders` to larger values"
     return dict(eps=eps, order=order, data_independent_eps=di_eps, data_independent_order=di_order,
-                cost=_frozen(cost), data_independent_cost=_frozen(di_cost), eps_curve=_frozen(curve),
-                data_independent_curve=_frozen(di_curve),
-                warning=_edge_warning("data-dependent", i, orders.size, "RDP order", hint),
-                data_independent_warning=_edge_warning("data-independent", di_i, orders.size, "RDP order", hint))
+                cost=read_only(cost), data_independent_cost=read_only(di_cost), eps_curve=read_only(curve),
+                data_independent_curve=read_only(di_curve),
+                warning=edge_warning("data-dependent", i, orders.size, "RDP order", hint),
+                data_independent_warning=edge_warning("data-independent", di_i, orders.size, "RDP order", hint))
 
 
 def gnmax_analysis(votes, sigma, delta, *, orders=None) -> PateAnalysis:
@@ -118,18 +118,18 @@ def gnmax_analysis(votes, sigma, delta, *, orders=None) -> PateAnalysis:
     >>> a.eps < a.data_independent_eps
     True
     """
-    v = _votes(votes)
-    sigma = _positive("sigma", sigma)
-    delta = _delta(delta)
-    o = _orders(orders)
+    v = votes_arg(votes)
+    sigma = positive_arg("sigma", sigma)
+    delta = delta_arg(delta)
+    o = orders_arg(orders)
     n = v.shape[0]
-    log_q = _gnmax_log_q(v, sigma)
-    rdp = _gnmax_rdp(log_q, sigma, o)
+    log_q = gnmax_log_q(v, sigma)
+    rdp = gnmax_rdp(log_q, sigma, o)
     rdp_di = np.broadcast_to(o / sigma**2, rdp.shape)
     s = _rdp_summary(rdp, rdp_di, o, delta)
     return PateAnalysis(mechanism="gnmax", delta=delta, n_queries=n, expected_answered=float(n),
-                        orders=_frozen(o), answered_curve=_frozen(np.arange(1, n + 1)),
-                        log_q=_frozen(log_q), **s)
+                        orders=read_only(o), answered_curve=read_only(np.arange(1, n + 1)),
+                        log_q=read_only(log_q), **s)
 
 
 def gnmax_epsilon(votes, sigma, delta) -> float:
@@ -190,30 +190,30 @@ def confident_gnmax_analysis(votes, threshold, sigma1, sigma2, delta, *, answere
     >>> round(eps, 4), round(expected, 2)
     (1.2806, 36.34)
     """
-    v = _votes(votes)
-    t = _real("threshold", threshold)
-    sigma1 = _positive("sigma1", sigma1)
-    sigma2 = _positive("sigma2", sigma2)
-    delta = _delta(delta)
-    o = _orders(orders)
+    v = votes_arg(votes)
+    t = real_arg("threshold", threshold)
+    sigma1 = positive_arg("sigma1", sigma1)
+    sigma2 = positive_arg("sigma2", sigma2)
+    delta = delta_arg(delta)
+    o = orders_arg(orders)
     n = v.shape[0]
     top = v.max(axis=1)
     log_p = log_ndtr((top - t) / sigma1)
     log_1mp = log_ndtr((t - top) / sigma1)
     log_q_thr = np.minimum(log_p, log_1mp)
-    w = np.ones(n) if answered is None else _weights(answered, n)
+    w = np.ones(n) if answered is None else answered_weights(answered, n)
 
-    rdp_thr = _gnmax_rdp(log_q_thr, math.sqrt(2.0) * sigma1, o)
-    log_q = _gnmax_log_q(v, sigma2)
-    rdp_gn = _gnmax_rdp(log_q, sigma2, o)
+    rdp_thr = gnmax_rdp(log_q_thr, math.sqrt(2.0) * sigma1, o)
+    log_q = gnmax_log_q(v, sigma2)
+    rdp_gn = gnmax_rdp(log_q, sigma2, o)
     per_query = rdp_thr + w[:, None] * rdp_gn
     per_query_di = o[None, :] / (2.0 * sigma1**2) + w[:, None] * (o[None, :] / sigma2**2)
     s = _rdp_summary(per_query, per_query_di, o, delta)
-    extras = types.MappingProxyType({"log_p_answered": _frozen(log_p), "log_q_threshold": _frozen(log_q_thr),
-                                     "answer_weight": _frozen(w)})
+    extras = types.MappingProxyType({"log_p_answered": read_only(log_p), "log_q_threshold": read_only(log_q_thr),
+                                     "answer_weight": read_only(w)})
     return PateAnalysis(mechanism="confident_gnmax", delta=delta, n_queries=n,
-                        expected_answered=float(np.exp(log_p).sum()), orders=_frozen(o),
-                        answered_curve=_frozen(np.cumsum(w)), log_q=_frozen(log_q), extras=extras, **s)
+                        expected_answered=float(np.exp(log_p).sum()), orders=read_only(o),
+                        answered_curve=read_only(np.cumsum(w)), log_q=read_only(log_q), extras=extras, **s)
 
 
 def confident_gnmax_epsilon(votes, threshold, sigma1, sigma2, delta) -> tuple[float, float]:
@@ -254,11 +254,11 @@ def confident_gnmax_a_priori_epsilon(n_submitted, sigma1, sigma2, delta, *, orde
     >>> round(eps, 4), order                       # 1.5 lam + ln(1e5)/(lam-1), best at lam = 3
     (10.2565, 3.0)
     """
-    n = _int("n_submitted", n_submitted, 0)
-    sigma1 = _positive("sigma1", sigma1)
-    sigma2 = _positive("sigma2", sigma2)
-    delta = _delta(delta)
-    o = _orders(orders)
+    n = int_arg("n_submitted", n_submitted, 0)
+    sigma1 = positive_arg("sigma1", sigma1)
+    sigma2 = positive_arg("sigma2", sigma2)
+    delta = delta_arg(delta)
+    o = orders_arg(orders)
     total = n * (o / (2.0 * sigma1**2) + o / sigma2**2)
-    eps, order, i = _min_over_orders(total - math.log(delta) / (o - 1.0), o)
-    return eps, order, _edge_warning("a-priori", i, o.size, "RDP order", "extend `orders` to larger values")
+    eps, order, i = min_over_orders(total - math.log(delta) / (o - 1.0), o)
+    return eps, order, edge_warning("a-priori", i, o.size, "RDP order", "extend `orders` to larger values")

@@ -18,7 +18,7 @@ import numpy as np
 
 from privengine.errors import ConfigError
 
-from .common import _nonnegative, _order, _orders, _positive, _real
+from .common import nonnegative_arg, order_arg, orders_arg, positive_arg, real_arg
 
 
 def gnss_rdp(beta, sigma, order) -> float:
@@ -59,9 +59,9 @@ def gnss_rdp(beta, sigma, order) -> float:
     >>> round(gnss_rdp(0.01, 10.0, 5.0), 6)   # T23 = 5 e^{0.02}/100 + (0.05 - ln(0.9)/2)/4 >= D* = 0.0277
     0.07668
     """
-    beta = _nonnegative("beta", beta)
-    sigma = _positive("sigma", sigma)
-    lam = _order(order)
+    beta = nonnegative_arg("beta", beta)
+    sigma = positive_arg("sigma", sigma)
+    lam = order_arg(order)
     if beta > 0 and not lam * 2.0 * beta < 1.0:
         raise ConfigError("order", f"must be < 1/(2 beta) = {1.0 / (2.0 * beta):.6g} for GNSS (Theorem 23); "
                                    f"got {order!r} with beta = {beta!r}")
@@ -89,9 +89,9 @@ def shifted_gnss_sigma(beta, sigma, shift) -> float:
     >>> round(shifted_gnss_sigma(0.0, 10.0, 2.0), 12), round(shifted_gnss_sigma(0.05, 10.0, 0.0), 12)
     (10.0, 10.0)
     """
-    beta = _nonnegative("beta", beta)
-    sigma = _positive("sigma_ss", sigma)
-    shift = _nonnegative("shift", shift)
+    beta = nonnegative_arg("beta", beta)
+    sigma = positive_arg("sigma_ss", sigma)
+    shift = nonnegative_arg("shift", shift)
     return sigma / (1.0 + shift * sigma * math.expm1(beta))
 
 
@@ -107,18 +107,18 @@ def sanitize_rdp(rdp, smooth_sens, cap, *, sigma, shift, standard_normal) -> flo
     >>> sanitize_rdp(1.0, 0.1, 5.0, sigma=10.0, shift=2.0, standard_normal=-0.5)   # 1 + 0.1 (20 - 5)
     2.5
     """
-    rdp = _nonnegative("rdp", rdp)
-    smooth_sens = _nonnegative("smooth_sensitivity", smooth_sens)
-    cap = _nonnegative("cap", cap)
-    sigma = _positive("sigma_ss", sigma)
-    shift = _nonnegative("shift", shift)
-    z = _real("standard_normal", standard_normal)
+    rdp = nonnegative_arg("rdp", rdp)
+    smooth_sens = nonnegative_arg("smooth_sensitivity", smooth_sens)
+    cap = nonnegative_arg("cap", cap)
+    sigma = positive_arg("sigma_ss", sigma)
+    shift = nonnegative_arg("shift", shift)
+    z = real_arg("standard_normal", standard_normal)
     return float(min(max(rdp + smooth_sens * sigma * (shift + z), 0.0), cap))
 
 
 def gnss_rdp_at_orders(beta, sigma, orders) -> np.ndarray:
     """:func:`gnss_rdp` at every order of ``orders``; ``inf`` where ``order >= 1/(2 beta)`` (no bound there)."""
-    beta = _nonnegative("beta", beta)
-    sigma = _positive("sigma", sigma)
-    o = _orders(orders)
+    beta = nonnegative_arg("beta", beta)
+    sigma = positive_arg("sigma", sigma)
+    o = orders_arg(orders)
     return np.array([gnss_rdp(beta, sigma, lam) if 2.0 * beta * lam < 1.0 else np.inf for lam in o])

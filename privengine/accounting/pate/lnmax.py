@@ -35,8 +35,8 @@ import math
 
 import numpy as np
 
-from .common import (_SS_CHUNK_ELEMS, PateAnalysis, _delta, _edge_warning, _frozen, _int, _min_over_orders,
-                     _others_logsumexp, _positive, _votes)
+from .common import (SS_CHUNK_ELEMS, PateAnalysis, delta_arg, edge_warning, read_only, int_arg, min_over_orders,
+                     others_logsumexp, positive_arg, votes_arg)
 
 _LOG4 = math.log(4.0)
 
@@ -47,7 +47,7 @@ def _lnmax_log_q(v: np.ndarray, gamma: float) -> np.ndarray:
     top_idx = np.argmax(v, axis=1)
     d = v[np.arange(n), top_idx][:, None] - v  # D_j >= 0
     log_terms = np.log(2.0 + gamma * d) - _LOG4 - gamma * d
-    return np.minimum(_others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
+    return np.minimum(others_logsumexp(log_terms, top_idx), math.log1p(-1.0 / m))
 
 
 def _lnmax_di_alpha(eps0: float, ls: np.ndarray) -> np.ndarray:
@@ -107,7 +107,7 @@ def _lnmax_smooth_sensitivity(v: np.ndarray, gamma: float, l: float, beta: float
         return 0.0
     # Every LS_i(k) is a difference of two numbers in [0, alpha_DI(l)].
     ls_total_cap = n * float(_lnmax_di_alpha(eps0, ls)[0])
-    chunk = max(1, min(k_last + 1, _SS_CHUNK_ELEMS // n))
+    chunk = max(1, min(k_last + 1, SS_CHUNK_ELEMS // n))
     running = np.zeros(n)
     best = 0.0
     for k_start in range(0, k_last + 1, chunk):
@@ -156,13 +156,13 @@ def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
     >>> a.eps < a.data_independent_eps and a.eps_curve.shape == (100,)
     True
     """
-    v = _votes(votes)
-    gamma = _positive("noise_eps", noise_eps)
-    delta = _delta(delta)
-    L = _int("moments", moments, 1)
-    beta = _positive("beta", beta)
+    v = votes_arg(votes)
+    gamma = positive_arg("noise_eps", noise_eps)
+    delta = delta_arg(delta)
+    L = int_arg("moments", moments, 1)
+    beta = positive_arg("beta", beta)
     if max_k is not None:
-        max_k = _int("max_k", max_k, 0)
+        max_k = int_arg("max_k", max_k, 0)
     n = v.shape[0]
     eps0 = 2.0 * gamma
     ls = np.arange(1, L + 1, dtype=float)
@@ -178,9 +178,9 @@ def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
     cost = cum[-1] if n else np.zeros(L)
     di_cost = n * di_alpha
     eps_curve = ((cum + log_inv_delta) / ls).min(axis=1)
-    eps, order, i = _min_over_orders((cost + log_inv_delta) / ls, ls)
+    eps, order, i = min_over_orders((cost + log_inv_delta) / ls, ls)
     di_curve = ((di_cum + log_inv_delta) / ls).min(axis=1)
-    di_eps, di_order, di_i = _min_over_orders((di_cost + log_inv_delta) / ls, ls)
+    di_eps, di_order, di_i = min_over_orders((di_cost + log_inv_delta) / ls, ls)
 
     hint = f"eps cannot go below ln(1/delta)/L = {log_inv_delta / L:.4g}; increase `moments`"
 
@@ -191,12 +191,12 @@ def lnmax_analysis(votes, noise_eps, delta, moments=8, *, beta=0.09, max_k=None,
     return PateAnalysis(
         mechanism="lnmax", eps=eps, delta=delta, order=order,
         data_independent_eps=di_eps, data_independent_order=di_order,
-        n_queries=n, expected_answered=float(n), orders=_frozen(ls),
-        cost=_frozen(cost), data_independent_cost=_frozen(di_cost),
-        answered_curve=_frozen(np.arange(1, n + 1)), eps_curve=_frozen(eps_curve),
-        data_independent_curve=_frozen(di_curve), log_q=_frozen(log_q),
-        smooth_sensitivity=ss, warning=_edge_warning("data-dependent", i, L, f"moment l = L = {L}", hint),
-        data_independent_warning=_edge_warning("data-independent", di_i, L, f"moment l = L = {L}", hint),
+        n_queries=n, expected_answered=float(n), orders=read_only(ls),
+        cost=read_only(cost), data_independent_cost=read_only(di_cost),
+        answered_curve=read_only(np.arange(1, n + 1)), eps_curve=read_only(eps_curve),
+        data_independent_curve=read_only(di_curve), log_q=read_only(log_q),
+        smooth_sensitivity=ss, warning=edge_warning("data-dependent", i, L, f"moment l = L = {L}", hint),
+        data_independent_warning=edge_warning("data-independent", di_i, L, f"moment l = L = {L}", hint),
     )
 
 

@@ -6,7 +6,7 @@ sensitivity. Notation: one query's histogram n (m classes, N = sum n teachers); 
 one teacher's vote from one class to another gives a neighbour (distance 1); the
 distance between histograms is the number of teachers that must change their vote,
 ``||n - n'||_1 / 2``. ``beta(q)`` is the data-dependent RDP of GNMax at order ``lam``
-as a function of the bound ``q~`` (``_gnmax_rdp`` of ``_gnmax_log_q``).
+as a function of the bound ``q~`` (``gnmax_rdp`` of ``gnmax_log_q``).
 
 For one query, :func:`gnmax_local_sensitivity_bounds` and
 :func:`threshold_local_sensitivity_bounds` return ``A[d]``, ``d = 0..N-1``: a bound on
@@ -30,8 +30,8 @@ from scipy.special import log_ndtr, ndtri_exp
 
 from privengine.errors import ConfigError
 
-from .common import _SS_CHUNK_ELEMS, _nonnegative, _order, _positive, _real, _votes, _weights
-from .gnmax import _gnmax_log_q, _gnmax_rdp
+from .common import SS_CHUNK_ELEMS, nonnegative_arg, order_arg, positive_arg, real_arg, votes_arg, answered_weights
+from .gnmax import gnmax_log_q, gnmax_rdp
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -48,7 +48,7 @@ def _vote_histogram(votes) -> np.ndarray:
                                    f"got {type(votes).__name__}") from None
     if h.ndim != 1:
         raise ConfigError("votes", f"must be a 1-D (n_classes,) histogram of one query's votes; got shape {h.shape}")
-    _votes(h[None, :])  # >= 2 classes, finite, >= 0
+    votes_arg(h[None, :])  # >= 2 classes, finite, >= 0
     if not np.all(h == np.round(h)):
         raise ConfigError("votes", "must hold whole vote counts (integers >= 0): distances count teachers")
     if h.sum() < 1:
@@ -58,7 +58,7 @@ def _vote_histogram(votes) -> np.ndarray:
 
 def _rdp_of_log_q(log_q, sigma: float, order: float) -> np.ndarray:
     """beta(q): GNMax data-dependent RDP at one order for an array of ``log q`` (Thm 6)."""
-    return _gnmax_rdp(np.atleast_1d(np.asarray(log_q, dtype=float)), sigma, np.array([order]))[:, 0]
+    return gnmax_rdp(np.atleast_1d(np.asarray(log_q, dtype=float)), sigma, np.array([order]))[:, 0]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,7 +147,7 @@ def _gnmax_log_q_extremes(c: np.ndarray, sigma: float) -> tuple[np.ndarray, np.n
     """
     m = c.size
     n = int(round(float(c.sum())))
-    chunk = max(1, _SS_CHUNK_ELEMS // m)
+    chunk = max(1, SS_CHUNK_ELEMS // m)
     lq_max = np.full(n, np.inf)
     d_end = min(n, int(math.ceil((c[0] - c[1]) / 2.0)))
     for s in range(0, d_end, chunk):
@@ -155,7 +155,7 @@ def _gnmax_log_q_extremes(c: np.ndarray, sigma: float) -> tuple[np.ndarray, np.n
         hist = np.repeat(c[None, :], d.size, axis=0)
         hist[:, 0] -= d
         hist[:, 1] += d
-        lq_max[s:s + d.size] = _gnmax_log_q(hist, sigma)
+        lq_max[s:s + d.size] = gnmax_log_q(hist, sigma)
     # Taking from the largest other class removes their votes in decreasing "height"
     # order (a class with k votes holds heights 1..k); ties in any order.
     others = c[1:].astype(np.int64)
@@ -164,7 +164,7 @@ def _gnmax_log_q_extremes(c: np.ndarray, sigma: float) -> tuple[np.ndarray, np.n
     height = np.repeat(others, others) - (np.arange(total) - np.repeat(np.cumsum(others) - others, others))
     taken_from = cls[np.lexsort((cls, -height))]
     lq_min = np.empty(n)
-    lq_min[0] = _gnmax_log_q(c[None, :], sigma)[0]
+    lq_min[0] = gnmax_log_q(c[None, :], sigma)[0]
     removed = np.zeros(m - 1)
     for s in range(0, total, chunk):
         e = min(total, s + chunk)
@@ -173,7 +173,7 @@ def _gnmax_log_q_extremes(c: np.ndarray, sigma: float) -> tuple[np.ndarray, np.n
         cum = removed + np.cumsum(onehot, axis=0)
         removed = cum[-1]
         hist = np.column_stack((c[0] + np.arange(s + 1, e + 1, dtype=float), others[None, :] - cum))
-        lq_min[s + 1:e + 1] = _gnmax_log_q(hist, sigma)
+        lq_min[s + 1:e + 1] = gnmax_log_q(hist, sigma)
     lq_min[total + 1:] = lq_min[total]
     return lq_min, lq_max
 
@@ -236,8 +236,8 @@ def gnmax_local_sensitivity_bounds(votes, sigma, order) -> np.ndarray:
     ((2000,), 0.0, True)
     """
     h = _vote_histogram(votes)
-    sigma = _positive("sigma", sigma)
-    order = _order(order)
+    sigma = positive_arg("sigma", sigma)
+    order = order_arg(order)
     m = h.size
     c = np.sort(h)[::-1]
     n = int(round(float(c.sum())))
@@ -304,9 +304,9 @@ def threshold_local_sensitivity_bounds(votes, threshold, sigma, order) -> np.nda
     ((30,), 0.160212, 0.207021)
     """
     h = _vote_histogram(votes)
-    t = _real("threshold", threshold)
-    sigma = _positive("sigma", sigma)
-    order = _order(order)
+    t = real_arg("threshold", threshold)
+    sigma = positive_arg("sigma", sigma)
+    order = order_arg(order)
     n = int(round(float(h.sum())))
     v = int(round(float(h.max())))
     counts = np.arange(n + 1, dtype=float)
@@ -345,7 +345,7 @@ def smooth_sensitivity(local_bounds, beta) -> float:
                                           f"got shape {a.shape}")
     if not np.all(np.isfinite(a)) or a.min() < 0:
         raise ConfigError("local_bounds", "must hold finite bounds >= 0")
-    beta = _nonnegative("beta", beta)
+    beta = nonnegative_arg("beta", beta)
     with np.errstate(under="ignore"):
         return float(np.max(a * np.exp(-beta * np.arange(a.size))))
 
@@ -384,9 +384,9 @@ def gnmax_summed_local_sensitivity_bounds(votes, sigma, order) -> np.ndarray:
     Returns:
         ``(N,)`` non-decreasing bounds (``(1,)`` zeros when ``votes`` has no row).
     """
-    v = _votes(votes)
-    sigma = _positive("sigma", sigma)
-    order = _order(order)
+    v = votes_arg(votes)
+    sigma = positive_arg("sigma", sigma)
+    order = order_arg(order)
     if v.shape[0] == 0:
         return np.zeros(1)
     n_teachers = _teacher_count(v)
@@ -421,15 +421,15 @@ def confident_gnmax_summed_local_sensitivity_bounds(votes, answered, threshold, 
     Returns:
         ``(N,)`` non-decreasing bounds (``(1,)`` zeros when ``votes`` has no row).
     """
-    v = _votes(votes)
-    w = _weights(answered, v.shape[0])
+    v = votes_arg(votes)
+    w = answered_weights(answered, v.shape[0])
     if not np.all((w == 0) | (w == 1)):
         raise ConfigError("answered", "must hold booleans (the queries whose GNMax step is charged), "
                                       "not answer probabilities")
-    t = _real("threshold", threshold)
-    sigma1 = _positive("sigma1", sigma1)
-    sigma2 = _positive("sigma2", sigma2)
-    order = _order(order)
+    t = real_arg("threshold", threshold)
+    sigma1 = positive_arg("sigma1", sigma1)
+    sigma2 = positive_arg("sigma2", sigma2)
+    order = order_arg(order)
     if v.shape[0] == 0:
         return np.zeros(1)
     _teacher_count(v)

@@ -1,0 +1,165 @@
+"""The entries of the mechanism registry, as values: :class:`Mechanism` (a mechanism or an audit), the
+:class:`Frontier` of :class:`Axis` its sweeps plot, and :func:`load_callable` for the functions an entry names.
+
+A mechanism package declares its entry here-typed (``privengine/<name>/mechanism.py``) and the catalogue
+(:mod:`privengine.mechanisms`) lists the shipped ones; the registry (:mod:`privengine.registry`) holds them. So a
+mechanism imports only these types, never the registry, and the registry imports the catalogue alone (on first
+use), with no import cycle between them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from .config import BaseConfig
+from .errors import ConfigError
+from .presets import Preset
+from .presets import find as find_preset
+
+if TYPE_CHECKING:
+    from .reporter import Reporter
+
+RunFunction = Callable[[Any, "Reporter"], dict]
+HEADLINE_EPSILON = "headline_epsilon"
+DIRECTIONS = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One metric of a frontier: its key in a run's values, a label with units, and which way is better.
+
+    A run's values (:func:`privengine.explore.frontier.run_values`) are every finite top-level number of its
+    summary, plus :data:`HEADLINE_EPSILON`, the epsilon of its headline claim.
+
+    ``kind`` says what is measured, so sweeps of different mechanisms can share a chart: PATE's
+    ``student_accuracy`` and DP-SGD's ``best_test_acc`` are both of kind ``"test_accuracy"``
+    (default: the name itself). ``covered``: whether the value is computed from the released
+    outputs and public data only, so that choosing a run by it is covered by the sweep's claim
+    (False for errors measured against a posterior computed from the private data).
+    ``select_by``: the summary number runs are *chosen* by wherever this axis decides (the Pareto set, the best
+    run of a random-repetition sweep), when it is not the reported number itself: DP-SGD reports
+    ``best_test_acc`` (test part of its held-out split) and chooses by ``best_val_acc`` (the validation part), so
+    the number shown was not used to pick the run it belongs to. Empty: the axis itself (:attr:`selector`).
+    """
+
+    name: str
+    label: str
+    better: str
+    kind: str = ""
+    covered: bool = True
+    select_by: str = ""
+
+    def __post_init__(self) -> None:
+        if self.better not in DIRECTIONS:
+            raise ValueError(f"better must be one of {DIRECTIONS}; got {self.better!r}")
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
+
+    @property
+    def selector(self) -> str:
+        """The run-summary number runs are chosen by on this axis (``select_by``, else the axis' own)."""
+        return self.select_by or self.name
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "label": self.label, "better": self.better, "kind": self.kind,
+                "covered": self.covered} | ({"select_by": self.select_by} if self.select_by else {})
+
+    def comparable(self, other: "Axis") -> bool:
+        """Whether two axes measure the same thing the same way (so their sweeps may share a chart)."""
+        return self.kind == other.kind and self.better == other.better
+
+
+EPSILON_AXIS = Axis(HEADLINE_EPSILON, "ε per run (its headline claim)", "lower")
+TEST_ACCURACY = "test_accuracy"  # the kind of every accuracy of a released model on held-out data
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What a mechanism's sweeps plot: ``privacy`` on x, ``utility[0]`` (by default) on y.
+
+    ``compose``: ``"module:function"`` composing the privacy of several runs into one claim
+    (``function(runs) -> PrivacyClaim``, ``runs`` a list of store records) with the mechanism's
+    own accountant; without it, sweeps compose the runs' headline claims by basic composition.
+    ``repeat_and_select``: ``"module:function"`` for the Papernot & Steinke random-repetition
+    bound (``function(runs, varied, shape, mean) -> PrivacyClaim | str``), where the mechanism
+    reports RDP; ``repeat_neutral``: the knobs such a sweep may vary (they leave every run's RDP unchanged).
+    ``fixed``: knobs a sweep may not vary, each with the reason (e.g. what the private data is, or the
+    neighbouring relation: runs that differ in them do not compose).
+    """
+
+    privacy: Axis
+    utility: tuple[Axis, ...]
+    compose: str | None = None
+    repeat_and_select: str | None = None
+    repeat_neutral: frozenset[str] = frozenset()
+    fixed: tuple[tuple[str, str], ...] = ()
+
+    def utility_axis(self, name: str) -> Axis:
+        """The declared utility axis called ``name`` (ConfigError naming the declared ones otherwise)."""
+        for axis in self.utility:
+            if axis.name == name:
+                return axis
+        raise ConfigError("utility", f"must be one of {', '.join(a.name for a in self.utility)}; got {name!r}")
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A registered mechanism.
+
+    Attributes:
+        name: short identifier used in URLs, the CLI and the store (e.g. ``"pate"``).
+        title: human-readable name.
+        config_cls: its :class:`~privengine.config.BaseConfig` subclass.
+        run: ``"module:function"`` (imported lazily) or the function itself;
+            ``run(config, reporter) -> summary dict``.
+        protects: one paragraph: what is protected, against whom, and the guarantee.
+        description: one paragraph: what the mechanism does.
+        smoke: config overrides for a tiny run (seconds on a CPU), used by the shared
+            test suite and the browser test for every registered mechanism.
+        frontier: what its sweeps plot (privacy axis, utility axes) and how its runs compose
+            (:class:`Frontier`); None: the mechanism cannot be swept.
+        presets: named settings (:class:`~privengine.presets.Preset`), e.g. published configurations.
+        audits: for an audit, the registry name of the mechanism it tests (its run returns an audit
+            summary, :meth:`privengine.audit.AuditResult.to_dict`); None for a mechanism.
+        group_key, run_group: optional, together (``"module:function"`` or the functions): runs that may train
+            together in one pass (a sweep's compatible points). ``group_key(config) -> str | None`` (None: alone);
+            ``run_group(configs, reporters, ended)`` runs configs of one key, each with its own reporter, and calls
+            ``ended(i, summary or exception)`` as each run ends; each run's outputs must be those it has alone.
+    """
+
+    name: str
+    title: str
+    config_cls: type[BaseConfig]
+    run: str | RunFunction
+    protects: str
+    description: str
+    smoke: Mapping[str, Any] = field(default_factory=dict)
+    frontier: Frontier | None = None
+    presets: tuple[Preset, ...] = ()
+    audits: str | None = None
+    group_key: str | Callable | None = None
+    run_group: str | Callable | None = None
+
+    def load_run(self) -> RunFunction:
+        return load_callable(self.run)
+
+    def default_config(self) -> BaseConfig:
+        return self.config_cls().validate()
+
+    def preset(self, name: str) -> Preset:
+        """The preset called ``name`` (ConfigError listing this mechanism's presets otherwise)."""
+        return find_preset(self.presets, name, self.name)
+
+    def preset_config(self, name: str) -> BaseConfig:
+        """The full config of preset ``name``: the defaults with its overrides."""
+        return self.config_cls.from_dict(dict(self.preset(name).overrides))
+
+
+def load_callable(ref: str | Callable) -> Callable:
+    """``ref`` itself if callable, else the function named by ``"package.module:function"`` (imported now)."""
+    if callable(ref):
+        return ref
+    module_name, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
