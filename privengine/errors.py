@@ -13,7 +13,7 @@ class ConfigError(PrivengineError, ValueError):
     """
 
     def __init__(self, field: str, message: str):
-        self.field = field
+        self.field, self.reason = field, message
         super().__init__(f"`{field}` {message}")
 
 

@@ -24,6 +24,7 @@ from privengine.dpsgd.config import DPSGDConfig, declared_private_size, private_
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.privacy import NEIGHBOURING
 from privengine.errors import ConfigError
+from privengine.randomness import data_fingerprint
 from tests.conftest import SHARED_DATA
 from tests.memory_reporter import MemoryReporter
 
@@ -121,7 +122,7 @@ def test_a_batch_not_below_the_declared_size_is_refused_by_the_config():
 def test_the_membership_game_plans_from_half_the_declared_size_not_the_pool():
     """The attacked recipe's q is B / floor(N / 2), N declared: the same for any pool the data gives."""
     from privengine.audit.interface import NullReporter
-    from privengine.audit.membership_dpsgd import _Attack
+    from privengine.audit.membership_dpsgd import _Attack, game_plan
 
     config = CONFIG.replace(dataset="digits", model="linear", noise_mode="sigma", noise_multiplier=1.0)
     task = _load(config)  # 1 367 private examples: N = 1797 - 359 held out - 71 public
@@ -129,6 +130,34 @@ def test_the_membership_game_plans_from_half_the_declared_size_not_the_pool():
     for pool in (task, replace(task, x_private=task.x_private[1:], y_private=task.y_private[1:])):
         attack = _Attack(config, pool, attack="loss", refs=2, seed=0, offline=False, guesses=10, confidence=0.95,
                          device=CPU, reporter=NullReporter())
-        plans.append(dpsgd_run.make_plan(attack.recipe, NullReporter()))
+        assert attack.recipe.private_size == 0  # the recipe keeps its declaration (and its noise keys)
+        plans.append(game_plan(attack.recipe, NullReporter()))
     assert plans[0] == plans[1]
     assert plans[0].sample_rate == 100 / (1367 // 2)
+    with pytest.raises(ConfigError) as err:
+        game_plan(config.replace(batch_size=700), NullReporter())
+    assert err.value.field == "batch_size" and "half of the recipe's 1367 private examples, 683" in str(err.value)
+
+
+def test_a_split_of_another_size_than_declared_gets_noise_keys_of_its_own():
+    """Review of 8b27325, finding A: the default declaration keeps earlier runs' keys (its digest leaves it out),
+    which is right only where the split has the documented size, so that N plans what the count planned before. A
+    data root holding another version of the data (here: a split one record short of the declared N) plans from N
+    now, not from its count as before: its data key carries N, so it does not share noise with the old plan."""
+    task = load_task(dataset="linreg", seed=0, public_fraction=0.05, train_limit=0, data_root="", device=CPU,
+                     declared_size=9500)
+    assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private)  # the split's words alone
+    short = replace(task, x_private=task.x_private[1:], y_private=task.y_private[1:])
+    assert short.private_fingerprint == data_fingerprint(short.x_private, short.y_private) + (9500,)
+
+
+def test_the_public_count_comes_from_the_documented_size():
+    """Review of 8b27325, finding C: the public part's count is published, so it is a function of the config: the
+    documented training split's floor(public_fraction * n), not of the loaded file's length."""
+    from privengine.dpsgd.config import public_examples
+
+    for public_fraction in (0.05, 0.2, 0.37):
+        config = CONFIG.replace(public_fraction=public_fraction)
+        task = _load(config)
+        assert task.n_public == public_examples("linreg", 0, public_fraction) == int(public_fraction * 10_000)
+        assert task.n_private == declared_private_size(config)

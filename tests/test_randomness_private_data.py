@@ -374,3 +374,14 @@ def test_a_knob_added_later_keeps_earlier_runs_keys_at_its_default():
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).digest()
     assert config_digest(config) == tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
     assert config_digest(config.replace(private_size=1000)) != config_digest(config)
+
+
+def test_a_split_of_inference_tensors_is_hashed_and_never_reused():
+    """Inference tensors keep no version counter (review of 8b27325, finding D): loading under inference mode works,
+    and their fingerprint is taken afresh at every use."""
+    from privengine.dpsgd.data import load_task
+
+    with torch.inference_mode():
+        task = load_task(dataset="digits", seed=0, public_fraction=0.1, train_limit=0, data_root="", device=CPU)
+    assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private)
+    assert not task.fingerprint_pending.of(task.x_private, task.y_private)

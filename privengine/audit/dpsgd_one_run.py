@@ -48,7 +48,7 @@ history (sigma, q, steps): every variant has the epsilon of isotropic DP-SGD at 
 The canaries do not change the accountant's view: in the theory they are extra examples of the
 private dataset (n = n_private + the included canaries, about n_private + m/2), each sampled
 with the same per-example rate q, and the add/remove-one guarantee per example does not
-depend on n. q = B / N with N the declared private size (public, from the config, never the
+depend on how many examples there are. q = B / N with N the declared private size (public, from the config, never the
 data's count: :func:`~privengine.dpsgd.config.declared_private_size`), and Opacus keeps
 dividing by its expected batch size B, a public constant.
 """
@@ -305,7 +305,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     dp_config = config.dpsgd_config()
     reporter.progress(0.0, "loading data")
     task = load_task(dataset=config.dataset, seed=dp_config.data_seed, public_fraction=dp_config.public_fraction,
-                     train_limit=0, data_root="", device=_cpu())
+                     train_limit=0, data_root="", device=_cpu(), declared_size=declared_private_size(dp_config))
     plan = make_plan(dp_config, reporter)
     if plan is None:
         raise ConfigError("epsilon", "the audit was stopped while calibrating sigma")
@@ -344,12 +344,11 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     ideal = logit_cap(config.guesses, config.confidence)
     private_size = declared_private_size(dp_config)
     notes = [
-        f"Canaries are extra examples of the private dataset in the theory: N = {private_size} private examples "
-        "(the declared size) + the "
-        f"included canaries (about m/2 = {config.canaries // 2}), each Poisson-sampled with the run's rate q = "
-        f"{q:.4g}; the accountant's view (sigma = {sigma:.4g}, q, {plan.steps} steps) is per example and does not "
-        f"depend on n, so the claim is the run's own. Opacus still divides by its expected batch size "
-        f"B = {plan.expected_batch_size} (public).",
+        f"Canaries are extra examples of the private dataset in the theory: its declared {private_size} private "
+        f"examples + the included canaries (about m/2 = {config.canaries // 2}), each Poisson-sampled with the "
+        f"run's rate q = {q:.4g}; the accountant's view (sigma = {sigma:.4g}, q, {plan.steps} steps) is per example "
+        "and does not depend on how many examples there are, so the claim is the run's own. Opacus still divides "
+        f"by its expected batch size B = {plan.expected_batch_size} (public).",
         f"Canaries: {config.canaries} gradients of norm C = {config.max_grad_norm:g} (elliptical: S-norm C), "
         f"directions redrawn each step {_space_words(config.canary_space)} from a public stream; added after "
         "clipping and before the noise, so they pass through exactly the mechanism's noise.",

@@ -107,8 +107,7 @@ class _Attack:
         self.task, self.attack, self.offline, self.guesses, self.confidence = task, attack, offline, guesses, confidence
         self.device, self.reporter = device, reporter
         self.n = task.n_private
-        self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed,
-                                     private_size=declared_private_size(config) // 2)
+        self.recipe = config.replace(alphas=(0.0,), n_seeds=1, seed=seed)
         self.inclusion = draw_halves(self.n, refs, torch.Generator().manual_seed(seed))
         self.trained = 1 if attack == "loss" else refs + 1  # the loss attack needs no reference model
         self.x = torch.cat([task.x_private, task.x_test])
@@ -163,6 +162,19 @@ class _Attack:
         return out
 
 
+def game_plan(recipe: DPSGDConfig, reporter):
+    """The plan of every model of the game: the recipe's (:func:`~privengine.dpsgd.run.make_plan`) on a private set
+    of ``h = floor(N / 2)`` examples, N the recipe's declared private size (the recipe itself keeps its declaration,
+    so its noise keys are the run's recipe's). None if a stop came during the calibration; ConfigError naming the
+    field, and the halving, when the recipe does not fit half its data."""
+    size = declared_private_size(recipe)
+    try:
+        return make_plan(recipe.replace(private_size=size // 2), reporter)
+    except ConfigError as exc:
+        raise ConfigError(exc.field, f"{exc.reason} (the attack trains each model on about half of the recipe's "
+                                     f"{size} private examples, {size // 2})") from None
+
+
 def _load(config: DPSGDConfig, device: torch.device):
     """The recipe's task, loaded as its run loads it (:func:`~privengine.dpsgd.run.load`), without a stop."""
     return load(config, device, should_stop=lambda: False, progress=lambda *args: None)
@@ -177,7 +189,7 @@ def attack_logits(config: DPSGDConfig, *, reference_models: int = 16, seed: int 
     dev = torch.device(device or detect_device().id)
     state = _Attack(config, _load(config, dev), attack="lira", refs=reference_models, seed=seed, offline=False,
                     guesses=0, confidence=0.95, device=dev, reporter=NullReporter())
-    state.plan = make_plan(state.recipe, NullReporter())
+    state.plan = game_plan(state.recipe, NullReporter())
     state.train(private, 0, state.trained, lambda fraction: None)
     return state.logits[private][0], state.labels, state.inclusion.numpy(), state.n
 
@@ -219,7 +231,7 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "accountant": config.accountant,
            "delta": config.delta, "reference_models": state.trained - 1, "pool": state.n, "seed": seed,
            "stopped": False}
-    state.plan = make_plan(state.recipe, reporter)
+    state.plan = game_plan(state.recipe, reporter)
     if state.plan is None:  # stopped while calibrating sigma
         return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
     plan = state.plan

@@ -33,12 +33,24 @@ TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRA
                   "mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000}
 
 
+def documented_training_examples(dataset: str, train_limit: int) -> int:
+    """n: a built-in data set's documented training split, at most ``train_limit`` of it when set."""
+    return TRAIN_EXAMPLES[dataset] if not train_limit else min(train_limit, TRAIN_EXAMPLES[dataset])
+
+
+def public_examples(dataset: str, train_limit: int, public_fraction: float) -> int:
+    """How many training examples are declared public: ``max(1, floor(public_fraction * n))`` of the documented n
+    (:func:`documented_training_examples`), a function of the config alone: a data root whose training file has a
+    record more or less gets the same public count, which the run publishes."""
+    return max(1, math.floor(public_fraction * documented_training_examples(dataset, train_limit)))
+
+
 def private_examples(dataset: str, train_limit: int, public_fraction: float) -> int:
     """The documented size of a built-in data set's private split: its documented training split (at most
-    ``train_limit`` of it when set) minus its public part, ``max(1, floor(public_fraction * n))`` examples. A
-    function of the config alone, never of the data (a neighbouring data set has the same)."""
-    n = TRAIN_EXAMPLES[dataset] if not train_limit else min(train_limit, TRAIN_EXAMPLES[dataset])
-    return n - max(1, math.floor(public_fraction * n))
+    ``train_limit`` of it when set) minus its public part (:func:`public_examples`). A function of the config alone,
+    never of the data (a neighbouring data set has the same)."""
+    return documented_training_examples(dataset, train_limit) - public_examples(dataset, train_limit,
+                                                                               public_fraction)
 
 
 def declared_private_size(config: "DPSGDConfig") -> int:
@@ -61,7 +73,8 @@ def private_size_basis(config: "DPSGDConfig") -> str:
         return f"N = {n}, declared in the config (private size)"
     limit = f" (at most train_limit = {config.train_limit})" if config.train_limit else ""
     return (f"N = {n}, the documented size of {config.dataset}'s training split of {TRAIN_EXAMPLES[config.dataset]}"
-            f"{limit} minus its public part")
+            f"{limit} minus its public part of "
+            f"{public_examples(config.dataset, config.train_limit, config.public_fraction)}")
 
 
 def published_size(config: "DPSGDConfig") -> dict:
@@ -126,7 +139,8 @@ class DPSGDConfig(RunConfig):
                                   "data set and its neighbour with one example more or less get the same q, steps "
                                   "and published fields (the add/remove guarantee needs that). 0 = the data set's "
                                   "documented size: its training split (at most train_limit) minus the public "
-                                  "part.")
+                                  "part; set it when the data root holds another version of the data. Do not "
+                                  "understate the data: delta is judged against 1 / N.")
     physical_batch_size: int = knob(0, low=0, high=1_000_000, advanced=True,
                                     help="Largest batch sent through the model at once (Opacus' "
                                          "BatchMemoryManager splits logical batches); no effect on privacy. "

@@ -38,7 +38,7 @@ from privengine.errors import ConfigError
 from privengine.features.scattering import dataset_scattering
 from privengine.randomness import data_fingerprint
 
-from .config import DIGITS_TEST_FRACTION, LINREG_N
+from .config import DIGITS_TEST_FRACTION, LINREG_N, public_examples
 
 LINREG_D, LINREG_RANK, LINREG_TAU, LINREG_NOISE = 400, 8, 0.1, 0.5   # LINREG_N: in .config, with the splits' sizes
 VALIDATION_SHARE = 0.5  # of the held-out split: floor(share * n) examples validate, the rest test
@@ -83,6 +83,7 @@ class Task:
     x_val: torch.Tensor | None = None
     y_val: torch.Tensor | None = None
     fingerprint_pending: PendingFingerprint | None = field(default=None, repr=False, compare=False)
+    declared_size: int | None = field(default=None, compare=False)  # the run's declared private size N, if known
 
     @property
     def regression(self) -> bool:
@@ -108,10 +109,19 @@ class Task:
 
     @property
     def private_fingerprint(self) -> tuple[int, ...]:
-        """:func:`~privengine.randomness.data_fingerprint` of the private split (``x_private``, ``y_private``) as it
-        is now: the data key of every noise and sampling stream of the run. Hashed once per loaded task (by
-        :func:`load_task` in a background thread, which this waits for), and again only if the split's tensors
-        were replaced or written in place since that hash began (:meth:`PendingFingerprint.of`)."""
+        """The data key of every noise and sampling stream of the run: :func:`~privengine.randomness.data_fingerprint`
+        of the private split (``x_private``, ``y_private``) as it is now, then, when the run's declared private size
+        N is not the split's own count, N itself. (Runs before N was declared planned from the count, so a split of
+        the documented size keeps their keys, and one of another size, where N now plans something else, gets
+        keys of its own.)
+
+        The split is hashed once per loaded task (by :func:`load_task` in a background thread, which this waits
+        for), and again only if its tensors were replaced or written in place since that hash began
+        (:meth:`PendingFingerprint.of`)."""
+        mismatch = () if self.declared_size in (None, self.n_private) else (self.declared_size,)
+        return self._split_fingerprint() + mismatch
+
+    def _split_fingerprint(self) -> tuple[int, ...]:
         x, y = self.x_private, self.y_private
         pending = self.fingerprint_pending
         if pending is not None and pending.of(x, y):
@@ -128,7 +138,7 @@ class Task:
 
 
 def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: int, data_root: str,
-              device: torch.device, features: str = "pixels",
+              device: torch.device, features: str = "pixels", declared_size: int | None = None,
               should_stop: Callable[[], bool] = lambda: False,
               progress: Callable[[float, str], None] = lambda fraction, text: None) -> Task | None:
     """Build the splits of ``dataset`` (see the module docstring) on ``device``.
@@ -171,7 +181,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     if train_limit:
         keep = torch.randperm(len(x_train), generator=gen)[:train_limit]
         x_train, y_train = x_train[keep], y_train[keep]
-    n_public = max(1, math.floor(public_fraction * len(x_train)))
+    n_public = public_examples(dataset, train_limit, public_fraction)  # from the documented size: it is published
     if len(x_train) - n_public < 2:
         raise ConfigError("public_fraction", f"leaves fewer than 2 private examples of {len(x_train)}")
     perm = torch.randperm(len(x_train), generator=gen)
@@ -194,25 +204,27 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
     x_private, y_private = put(x_train[priv]), put(y_train[priv])
     return Task(dataset, x_private, y_private, put(x_train[pub]), put(y_train[pub]), put(x_test), put(y_test),
                 n_outputs, population, x_val=put(x_val), y_val=put(y_val),
-                fingerprint_pending=fingerprint_in_background(x_private, y_private))
+                fingerprint_pending=fingerprint_in_background(x_private, y_private), declared_size=declared_size)
 
 
 @dataclass(frozen=True)
 class PendingFingerprint:
     """``data_fingerprint(x, y)`` (being) computed for the tensors ``x`` and ``y`` themselves, at their in-place
-    ``versions`` when the hash began (torch's version counter, which every in-place operation on a tensor bumps): a
-    task whose private split is other tensors (``dataclasses.replace``, a neighbouring data set in the tests), or
-    whose split was written in place since, must not use it."""
+    ``versions`` when the hash began (torch's version counter, bumped by every in-place torch operation on them or
+    their views): a task whose private split is other tensors (``dataclasses.replace``, a neighbouring data set in
+    the tests), or whose split was written in place since, must not use it. Writes that bypass autograd's counter
+    (through ``.data``, a numpy view or the storage) are not seen: nothing in privengine makes them. Inference
+    tensors have no counter (``versions`` None): their fingerprint is never reused."""
 
     x: torch.Tensor
     y: torch.Tensor
-    versions: tuple[int, int]
+    versions: tuple[int, int] | None
     words: Future
 
     @classmethod
     def now(cls, x: torch.Tensor, y: torch.Tensor) -> "PendingFingerprint":
         """The fingerprint of ``x`` and ``y`` as they are, hashed in this thread."""
-        versions = (x._version, y._version)
+        versions = _versions(x, y)
         words: Future = Future()
         words.set_result(data_fingerprint(x, y))
         return cls(x, y, versions, words)
@@ -220,7 +232,14 @@ class PendingFingerprint:
     def of(self, x: torch.Tensor, y: torch.Tensor) -> bool:
         """Whether this is the fingerprint of exactly these tensors (the same objects), unwritten since the hash
         began."""
-        return self.x is x and self.y is y and (x._version, y._version) == self.versions
+        return self.x is x and self.y is y and self.versions is not None and _versions(x, y) == self.versions
+
+
+def _versions(x: torch.Tensor, y: torch.Tensor) -> tuple[int, int] | None:
+    """The in-place version counters of ``x`` and ``y``; None for inference tensors, which keep none."""
+    if x.is_inference() or y.is_inference():
+        return None
+    return x._version, y._version
 
 
 def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFingerprint:
@@ -229,7 +248,9 @@ def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFinger
     it hashes; features on a GPU are copied to the CPU first, as :func:`~privengine.randomness.data_fingerprint`
     does). Nothing in privengine writes to a task's private split; should anything do so in place, the recorded
     versions no longer match and :attr:`Task.private_fingerprint` hashes the split again."""
-    versions = (x._version, y._version)  # before the hash reads anything
+    versions = _versions(x, y)  # before the hash reads anything
+    if x.is_cuda:  # the copy to the CPU runs on the hash thread's stream: finish what this thread's stream queued
+        torch.cuda.current_stream(x.device).synchronize()
     words: Future = Future()
 
     def work() -> None:

@@ -81,7 +81,7 @@ def load(config: DPSGDConfig, device: torch.device, *, should_stop: Callable[[],
         progress(0.0, "scattering features (computed once per dataset, then cached)")
     return load_task(dataset=config.dataset, seed=config.data_seed, public_fraction=config.public_fraction,
                      train_limit=config.train_limit, data_root=config.data_root, device=device, features=features,
-                     should_stop=should_stop, progress=progress)
+                     declared_size=declared_private_size(config), should_stop=should_stop, progress=progress)
 
 
 class RunState:

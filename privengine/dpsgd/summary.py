@@ -28,8 +28,8 @@ def normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
     return (f"Each model first releases per-channel means and second moments of the private scattering "
             f"features by the Gaussian mechanism (noise multiplier {config.norm_noise_multiplier:g}, each example's "
             "statistics clipped to the 90 % quantile of the public examples' norms); that step is composed "
-            "into every epsilon here. The sums are divided by the number of private examples, which is "
-            "treated as public (as Opacus treats the expected batch size).",)
+            "into every epsilon here. The sums are divided by the declared private size N (public, from the "
+            "config, never the data's count; as Opacus divides by the expected batch size).",)
 
 
 def _metric_name(task: Task) -> str:
