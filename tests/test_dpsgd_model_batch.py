@@ -15,6 +15,7 @@ from concurrent.futures import Future
 import pytest
 import torch
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+from torch.utils.data import BatchSampler, RandomSampler
 
 import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine.accounting.subsampled_gaussian import epsilon_of
@@ -23,6 +24,7 @@ from privengine.dpsgd import run as dpsgd_run
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import PendingFingerprint, load_task
 from privengine.dpsgd.model_batch import Member, _Batch, train_models, unbatchable
+from privengine.dpsgd.stacked_model import ClippedGradients
 from privengine.dpsgd.training import STREAM_SAMPLING, Plan, Training
 from privengine.randomness import noise_generator
 from tests.memory_reporter import MemoryReporter
@@ -120,11 +122,46 @@ def test_each_model_draws_its_own_poisson_batches_exactly_as_opacus_does(tasks):
         generator=noise_generator(config, m.seed, m.index, STREAM_SAMPLING, data=task.private_fingerprint,
                                   device=CPU, on="cpu"))) for m in members]
     for _ in range(5):
-        idx, valid, counts = batch._sample()
+        idx, valid, counts = batch.sampling.draw()
         drawn = [idx[k][valid[k]].tolist() for k in range(3)]
         assert drawn == [next(s) for s in samplers]
         assert counts.tolist() == [len(d) for d in drawn]
         assert drawn[0] != drawn[1]  # same seed, another index: another stream
+
+
+def test_shuffled_batches_are_torch_s_random_passes_over_each_model_s_examples(tasks):
+    """sampling="shuffle": without an inclusion mask, each model's batches are those of torch's
+    BatchSampler(RandomSampler) (what the Opacus path's loader drew before it shared the sampler); with one, the
+    successive passes randperm(m) over the model's m included examples."""
+    config = DPSGDConfig().replace(**DIGITS, model="linear", sampling="shuffle")
+    task = tasks("pixels")
+    plan = _plan(config, task)
+    keys = [(0, 0), (1, 1)]
+    members = [Member(0.0, seed, index, lambda *a: None) for seed, index in keys]
+    inclusion = torch.rand(2, task.n_private, generator=torch.Generator().manual_seed(0)) < 0.3
+
+    def generator(seed, index):
+        return noise_generator(config, seed, index, STREAM_SAMPLING, data=task.private_fingerprint, device=CPU,
+                               on="cpu")
+
+    b = plan.expected_batch_size
+    steps = task.n_private // b + 2  # into a second pass over all the examples
+    plan = dataclasses.replace(plan, steps=steps)
+    plain = _Batch(task, config, plan, members, CPU)
+    masked = _Batch(task, config, plan, members, CPU, inclusion=inclusion)
+    torch_batches = [iter(BatchSampler(RandomSampler(range(task.n_private), num_samples=steps * b,
+                                                     generator=generator(*key)), b, drop_last=True)) for key in keys]
+    passes = []
+    for k, key in enumerate(keys):
+        mine, g = inclusion[k].nonzero().reshape(-1), generator(*key)
+        passes.append(torch.cat([mine[torch.randperm(len(mine), generator=g)]
+                                 for _ in range(-(-steps * b // len(mine)))]).tolist())
+    for step in range(steps):
+        idx, valid, counts = plain.sampling.draw()
+        assert valid.all() and counts.tolist() == [b, b]
+        assert idx.tolist() == [next(batches) for batches in torch_batches]
+        idx, _, _ = masked.sampling.draw()
+        assert idx.tolist() == [p[step * b:(step + 1) * b] for p in passes]
 
 
 def test_a_model_is_the_same_whatever_it_is_batched_with(tasks):
@@ -294,8 +331,8 @@ def test_the_progress_of_a_batch_rises_with_its_steps():
 
 def _unmasked(patch) -> None:
     """The code path before padded slots were zeroed: they read example 0's features (kept only as a reference)."""
-    real = _Batch._inputs
-    patch.setattr(_Batch, "_inputs", lambda self, idx, padding: real(self, idx, None))
+    real = ClippedGradients.inputs
+    patch.setattr(ClippedGradients, "inputs", lambda self, idx, padding: real(self, idx, None))
 
 
 @pytest.mark.parametrize("model, cached", [("scatter_linear", True), ("mlp", True), ("linear", False)])
@@ -310,9 +347,9 @@ def test_zeroed_padded_slots_leave_every_real_result_bit_identical(tasks, model,
     keys = [(0, 0), (1, 1), (0, 2)]
     with pytest.MonkeyPatch.context() as patch:
         if not cached:
-            patch.setattr("privengine.dpsgd.model_batch.PREFIX_CACHE_BYTES", 0)
+            patch.setattr("privengine.dpsgd.stacked_model.PREFIX_CACHE_BYTES", 0)
         masked, masked_results, masked_reports = _batched(task, config, plan, keys)
-        assert (masked.private_features is not None) == cached
+        assert (masked.gradients.private_features is not None) == cached
         _unmasked(patch)
         plain, plain_results, plain_reports = _batched(task, config, plan, keys)
     for k in range(len(keys)):

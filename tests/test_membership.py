@@ -155,12 +155,12 @@ def test_an_inclusion_mask_restricts_sampling_and_no_mask_changes_nothing():
     everything = _Batch(task, config, plan, members, CPU, inclusion=torch.ones(3, task.n_private, dtype=torch.bool))
     plain.run(lambda: False)
     everything.run(lambda: False)
-    for a, b in zip(plain.params, everything.params):
+    for a, b in zip(plain.optimizer.params, everything.optimizer.params):
         assert torch.equal(a, b)
     halves = draw_halves(task.n_private, 2, torch.Generator().manual_seed(3))
     masked = _Batch(task, config, plan, members, CPU, inclusion=halves)
     for _ in range(20):
-        idx, valid, _ = masked._sample()
+        idx, valid, _ = masked.sampling.draw()
         for k in range(3):
             assert halves[k, idx[k][valid[k]]].all()
 
@@ -233,7 +233,7 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
 def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatch):
     """Attacked with the run's own seed, a one-seed isotropic run's recipe equals the attack's: the model indices
     keep the attack's noise and sampling streams apart from the run's (which number their models from 0)."""
-    from privengine.dpsgd import model_batch
+    from privengine.dpsgd import model_batch, training
 
     keys = []
     real = model_batch.noise_generator
@@ -242,10 +242,12 @@ def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatc
         keys.append(key)
         return real(config, *key, **kw)
 
-    monkeypatch.setattr(model_batch, "noise_generator", recording)
+    monkeypatch.setattr(model_batch, "noise_generator", recording)  # the noise
+    monkeypatch.setattr(training, "noise_generator", recording)  # the sampling (training.private_sampler)
     out = attack_dpsgd(DPSGDConfig().replace(**{**RECIPE, "epochs": 1.0}), attack="loss", reference_models=2, seed=0,
                        device="cpu", twin=False, pld=False)
-    assert keys and all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
+    assert {stream for _seed, _index, stream in keys} >= {training.STREAM_NOISE, training.STREAM_SAMPLING}
+    assert all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
     assert out["privacy"].startswith("Not covered by any privacy claim")
 
 

@@ -6,9 +6,9 @@ exactly q = B / N (N: the declared private size, :func:`~.config.declared_privat
 
 - model: ``GradSampleModule`` (hooks) or ``GradSampleModuleFastGradientClipping``
   (ghost clipping, with ``DPLossFastGradientClipping`` as the loss);
-- data: Opacus' ``UniformWithReplacementSampler`` (Poisson sampling, ``steps``
-  batches) or fixed-size shuffled batches, split into physical batches by
-  ``BatchMemoryManager``;
+- data: :func:`private_sampler` (:mod:`.sampling`: Opacus' Poisson sampling,
+  ``steps`` batches, or fixed-size shuffled batches; the model batch draws the
+  same), split into physical batches by ``BatchMemoryManager``;
 - optimizer: :func:`~.optimizer.make_optimizer` over SGD, with the accountant's
   step hook (noise multiplier sigma, sample rate q) attached.
 
@@ -29,11 +29,10 @@ import torch
 from opacus.grad_sample import GradSampleModule, GradSampleModuleFastGradientClipping
 from opacus.utils.batch_memory_manager import BatchMemoryManager
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from opacus.validators import ModuleValidator
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset
 
 from privengine.accounting.subsampled_gaussian import History, make_accountant
 from privengine.errors import ConfigError
@@ -46,6 +45,7 @@ from .models import build_model, num_parameters, scatter_groupnorm
 from .normalization import private_norm, public_norm
 from .optimizer import make_optimizer
 from .projection import PublicProjection, public_projection
+from .sampling import PoissonSampler, ShuffledBatches
 from .subspace import per_example_gradients, top_right_singular_vectors
 
 # Opacus' full backward hooks on the first layer warn on every batch because inputs need no gradient.
@@ -410,18 +410,27 @@ def _stand_in_projection(task: Task, config: DPSGDConfig) -> PublicProjection:
     return PublicProjection(torch.zeros(width), torch.zeros(width, config.projection_rank), 1.0)
 
 
-def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
-    """The private batches of model ``index``: secret subsampling, so its generator is a noise stream."""
-    data = _TensorBatches(task.x_private, task.y_private)
+def private_sampler(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int, *,
+                    among: torch.Tensor | None = None) -> PoissonSampler | ShuffledBatches:
+    """The logical batches of model ``index`` (``plan.steps`` of them, at rate ``plan.sample_rate`` or of
+    ``plan.expected_batch_size``), as :mod:`.sampling` draws them, for this path's loader and the model batch alike.
+
+    Secret subsampling: its generator is a noise stream (``STREAM_SAMPLING`` of the model, keyed like its noise), on
+    the CPU. ``among``: optional ``(n_private,)`` bool, the examples the model trains on (None: all).
+    """
     gen = noise_generator(config, seed, index, STREAM_SAMPLING, data=task.private_fingerprint,
                           device=task.x_private.device, on="cpu")
     if config.sampling == "poisson":
-        sampler = UniformWithReplacementSampler(num_samples=len(data), sample_rate=plan.sample_rate,
-                                                generator=gen, steps=plan.steps)
-    else:
-        sampler = BatchSampler(RandomSampler(data, num_samples=plan.steps * plan.expected_batch_size,
-                                             generator=gen), plan.expected_batch_size, drop_last=True)
-    return DataLoader(data, batch_sampler=sampler, collate_fn=_as_is)
+        return PoissonSampler(num_samples=task.n_private, sample_rate=plan.sample_rate, generator=gen,
+                              steps=plan.steps, among=among)
+    examples = range(task.n_private) if among is None else among.nonzero().reshape(-1).tolist()
+    return ShuffledBatches(examples, batch_size=plan.expected_batch_size, steps=plan.steps, generator=gen)
+
+
+def _loader(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int) -> DataLoader:
+    """The private batches of model ``index`` (:func:`private_sampler`), fetched from the tensors."""
+    data = _TensorBatches(task.x_private, task.y_private)
+    return DataLoader(data, batch_sampler=private_sampler(task, config, plan, seed, index), collate_fn=_as_is)
 
 
 def _evaluate(model: nn.Module, task: Task, should_stop: Callable[[], bool], *, limit: int | None,
