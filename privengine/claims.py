@@ -110,3 +110,10 @@ def delta_caveat(delta: float, n: int) -> tuple[str, ...]:
         return ()
     return (f"delta = {delta:g} is not small against 1/n = {1.0 / max(n, 1):.2g}: an (ε, δ) guarantee with such a "
             "delta can allow releasing a whole record.",)
+
+
+def with_caveat(summary: dict[str, Any], caveat: str, **marks: Any) -> dict[str, Any]:
+    """A copy of a run summary whose every claim also states ``caveat``, with ``marks`` set beside its fields (e.g.
+    ``failed=True``): how a summary charged for a run that did not end normally says so wherever it is read."""
+    claims = [{**c, "caveats": [*c.get("caveats", ()), caveat]} for c in summary.get("privacy", ())]
+    return {**summary, **({"privacy": claims} if claims else {}), **marks}

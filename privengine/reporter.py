@@ -10,6 +10,11 @@ A run that can fail after storing outputs also declares, as it goes, the summary
 claims cover what it has released so far: ``reporter.charge(summary_fn)`` (:class:`ReleaseCharge`).
 The executor stores that summary with the failed run (:func:`failure_record`), so the run is charged
 in its own claim and in any sweep that composes its runs.
+
+That declaration lives in the run's process, so it dies with it. So a run that states a privacy claim also
+declares, before its first output, its *planned* charge: ``reporter.charge_plan(summary)``, the summary whose
+claims cover its whole planned release. It is stored at once, and a run whose process (or Ray worker) dies
+after storing outputs is stored with it (:meth:`privengine.store.RunStore.death_charge`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from .claims import headline_of
+from .claims import headline_of, with_caveat
 from .store import RunStore
 
 METRIC_FLUSH_S = 0.25  # metric points are written in batches at most this old
@@ -50,10 +55,11 @@ class ReleaseCharge:
 
     One capability for every executor: the job manager's :class:`Reporter` and the Ray workers'
     reporter both mix it in, and test doubles may too. A run ended by the death of its process (state
-    *interrupted*) cannot store a declaration made in memory.
+    *interrupted*) cannot store a declaration made in memory: :meth:`charge_plan` is what covers it.
     """
 
     _charge: "dict | Callable[[], dict | None] | None" = None
+    _plan: dict | None = None
 
     def charge(self, summary: "dict | Callable[[], dict | None] | None") -> None:
         """Declare the summary (or a function computing it) that covers everything released so far; it
@@ -71,8 +77,30 @@ class ReleaseCharge:
         if not isinstance(summary, dict):
             raise ValueError(f"a charged summary must be a dict; got {type(summary).__name__}")
         headline_of(summary)  # ValueError on several headlines: such a summary would mislead every view
-        claims = [{**c, "caveats": [*c.get("caveats", ()), FAILURE_CAVEAT]} for c in summary.get("privacy", ())]
-        return {**summary, **({"privacy": claims} if claims else {}), "failed": True}
+        return with_caveat(summary, FAILURE_CAVEAT, failed=True)
+
+    def charge_plan(self, summary: dict) -> None:
+        """Declare, before the run's first output, the summary whose claims cover its whole planned release: every
+        model, query or draw it would release had it finished. Stored at once (:meth:`_persist_plan`), so it
+        outlives the process: a run whose process dies after storing outputs is charged it, since what it released
+        before dying is not known, and its whole plan covers that whenever the death came.
+
+        It replaces the previous declaration: a run that releases in stages may widen it before the outputs of a
+        later stage, as long as each declaration covers everything stored up to the next one. Raises ValueError if
+        ``summary`` is not a dict marking at most one headline claim."""
+        if not isinstance(summary, dict):
+            raise ValueError(f"a planned charge must be a dict; got {type(summary).__name__}")
+        headline_of(summary)  # ValueError on several headlines
+        self._plan = summary
+        self._persist_plan(summary)
+
+    def planned_summary(self) -> dict | None:
+        """The last planned charge declared (:meth:`charge_plan`); None if none was."""
+        return self._plan
+
+    def _persist_plan(self, summary: dict) -> None:
+        """Store the planned charge where a death of the run's process leaves it (the run store, or the Ray driver's
+        hub); a test double keeps it in memory only (:meth:`planned_summary`)."""
 
 
 def outcome_record(reporter, outcome: Any) -> dict[str, Any]:
@@ -137,6 +165,9 @@ class Reporter(ReleaseCharge):
 
     def log(self, text: str) -> None:
         self.store.add_log(self.run_id, text)
+
+    def _persist_plan(self, summary: dict) -> None:
+        self.store.set_planned_charge(self.run_id, summary)
 
     def progress(self, fraction: float, text: str = "") -> None:
         """Overall progress in [0, 1] with a short description of the current stage."""

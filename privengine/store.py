@@ -7,6 +7,10 @@ thread writing metrics and the UI reading a snapshot never block each other for
 long. The schema version lives in ``PRAGMA user_version`` and is upgraded by the
 ordered migrations in :data:`MIGRATIONS`.
 
+A run whose process dies (or its Ray worker or node) after storing outputs is charged the planned charge it
+stored before its first output (``reporter.charge_plan``; :meth:`RunStore.death_charge`): the store copies that
+summary, adding a caveat, and knows nothing of any mechanism.
+
 Longer than 500 lines because every SQL statement of privengine lives in this one module:
 the schema, the migrations that rewrite stored runs and the queries over them change
 together, and one class owns the connections they share. If it grows further, the
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from .errors import ConfigError, PrivengineError, RunNotFoundError
-from .claims import headline_of
+from .claims import headline_of, with_caveat
 from .jsonable import to_jsonable
 
 # The artifact in which a run states, per epsilon metric it stores, ``{"delta": ..., "accountant": ...}``: what
@@ -42,8 +46,14 @@ EPSILON_BASIS_ARTIFACT = "epsilon_basis"
 ACTIVE_STATES = ("queued", "running")
 TERMINAL_STATES = ("finished", "failed", "stopped", "interrupted")
 STATES = ACTIVE_STATES + TERMINAL_STATES
-# Why a run ended by the death of its process (or its Ray worker or node) states no claim.
+# Why a run ended by the death of its process (or its Ray worker or node) states no claim when it stored no planned
+# charge (a run stored before planned charges, or of a mechanism that states no claim).
 NO_CLAIM_AFTER_DEATH = "the claim it was charged with lived in the process that died and could not be stored"
+# The caveat of the claims of a run charged its planned release after the death of its process.
+DEATH_CAVEAT = ("Its process (or its Ray worker or node) died before the run ended, so what it released before that "
+                "is not known: it is charged its whole planned release (every model, query or draw it would have "
+                "released had it finished; the planned charge it stored before its first output), which covers "
+                "whatever it stored. Do not publish the moment it died.")
 
 _OLD_CONFIDENT = ("SELECT id FROM runs WHERE mechanism = 'pate' "
                   "AND json_extract(config, '$.aggregator') = 'confident_gnmax'")
@@ -113,6 +123,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 4 -> 5: a run's name and notes, written by its user (shown in tables, links and reports)
         "ALTER TABLE runs ADD COLUMN name TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT ''",
+    ),
+    (  # 5 -> 6: the summary charging a run's whole planned release, stored before its first output: what a run
+        # whose process dies is charged (RunStore.death_charge). Runs stored before have none (NULL).
+        "ALTER TABLE runs ADD COLUMN planned_charge TEXT",
     ),
 )
 NAME_MAX_CHARS, NOTES_MAX_CHARS = 80, 4000  # a name fits a table cell and a legend; notes a paragraph or a few
@@ -309,6 +323,17 @@ class RunStore:
                          " ON CONFLICT(run_id, name) DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
                          (run_id, name, payload, time.time()))
 
+    def set_planned_charge(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Store the summary charging the run's whole planned release (``reporter.charge_plan``), replacing any
+        earlier one: what the run is charged should its process die (:meth:`death_charge`)."""
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET planned_charge=? WHERE id=?", (json.dumps(to_jsonable(summary)), run_id))
+
+    def planned_charge(self, run_id: str) -> dict[str, Any] | None:
+        """The run's stored planned charge (:meth:`set_planned_charge`); None if it stored none."""
+        row = self._conn().execute("SELECT planned_charge FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None or row[0] is None else json.loads(row[0])
+
     def add_log(self, run_id: str, text: str) -> None:
         with self._tx() as conn:
             conn.execute("INSERT INTO logs (run_id, ts, text) VALUES (?, ?, ?)", (run_id, time.time(), text))
@@ -369,31 +394,56 @@ class RunStore:
 
     def _interrupt_orphans(self, rows: Iterable[sqlite3.Row]) -> list[str]:
         """Of ``rows`` (with id, state, owner_host, owner_pid), mark those active and owned by a dead process of
-        this host as interrupted, each with a sentence saying what ended and what is covered; return their ids."""
+        this host as interrupted, each with a sentence saying what ended and what covers what it stored, and the
+        summary charging it (:meth:`death_charge`); return their ids."""
         host = socket.gethostname()
         dead = [r for r in rows if r["state"] in ACTIVE_STATES and r["owner_host"] in (host, None)
                 and not _pid_alive(r["owner_pid"])]
         marked = []
         for row in dead:
-            error = self._orphan_error(row)
+            error, summary = self._orphan_end(row)
             with self._tx() as conn:  # only if still active: a reader never overwrites an ending
-                changed = conn.execute("UPDATE runs SET state='interrupted', finished_at=?, error=? "
+                changed = conn.execute("UPDATE runs SET state='interrupted', finished_at=?, error=?, summary=? "
                                        "WHERE id=? AND state IN ('queued', 'running')",
-                                       (time.time(), error, row["id"])).rowcount
+                                       (time.time(), error, None if summary is None else json.dumps(summary),
+                                        row["id"])).rowcount
             if changed:
                 marked.append(row["id"])
         return marked
 
-    def _orphan_error(self, row: sqlite3.Row) -> str:
-        """Why an orphaned run is interrupted, and whether a claim covers what it stored (none can: the summary it
-        was charged with lived in the dead process, and no epsilon is made up here)."""
+    def _orphan_end(self, row: sqlite3.Row) -> tuple[str, dict[str, Any] | None]:
+        """Why an orphaned run is interrupted and what covers what it stored: ``(error, summary)``, the summary its
+        planned charge (:meth:`death_charge`; the summary it was charged with in memory died with its process)."""
         who = f"the process (pid {row['owner_pid']} on {row['owner_host'] or 'this host'})"
         if row["state"] == "queued":
-            return f"never started: {who} that queued it ended before it began; nothing of it ran or was stored"
-        if not self.has_outputs(row["id"]):
-            return f"{who} running it ended before the run did (killed or crashed), before it stored any output"
-        return (f"{who} running it ended before the run did (killed or crashed); the curves and tables it stored "
-                f"before that are covered by no privacy claim ({NO_CLAIM_AFTER_DEATH}): do not publish them")
+            return f"never started: {who} that queued it ended before it began; nothing of it ran or was stored", None
+        clause, summary = self.death_charge(row["id"])
+        if not clause:  # it stored nothing
+            return f"{who} running it ended before the run did (killed or crashed), before it stored any output", None
+        return f"{who} running it ended before the run did (killed or crashed){clause}", summary
+
+    def death_charge(self, run_id: str, why: str = NO_CLAIM_AFTER_DEATH) -> tuple[str, dict[str, Any] | None]:
+        """What covers the outputs of a started run whose process (or Ray worker or node) died: ``(clause,
+        summary)``, the clause ending the sentence that says what died and the summary to store with the run.
+
+        - no output stored: ``("", None)``, nothing needs a claim;
+        - a planned charge stored (``reporter.charge_plan``, before the run's first output): that summary, its every
+          claim with :data:`DEATH_CAVEAT`, marked ``failed`` and ``process_died``. What the run released before it
+          died is not known (the claim it was charged with in memory died with it), and its whole planned release
+          covers it whatever the moment of death. The copy is the run's own JSON: nothing is computed here;
+        - none (a run stored before planned charges, or of a mechanism that states no claim): no summary, and a
+          clause saying that no claim covers what it stored (``why``: why none could be stored) rather than a
+          made-up epsilon.
+        """
+        if not self.has_outputs(run_id):
+            return "", None
+        planned = self.planned_charge(run_id)
+        if planned is None:
+            return (f"; the curves and tables it stored before that are covered by no privacy claim ({why}): do not "
+                    "publish them"), None
+        return ("; it is charged its whole planned release (the planned charge it stored before its first output), "
+                "which covers the curves and tables it stored before that: what it released before it died is not "
+                "known", with_caveat(planned, DEATH_CAVEAT, failed=True, process_died=True))
 
     def has_outputs(self, run_id: str) -> bool:
         """Whether the run stored any metric point or artifact (outputs a claim must cover)."""

@@ -149,7 +149,9 @@ class NullReporter:
 
 
 def _run_as_job(audit: AuditFunction, config: BaseConfig, reporter: "Reporter") -> dict[str, Any]:
-    """The job form of an audit: its result as the run summary (``AuditResult.to_dict``)."""
+    """The job form of an audit: its result as the run summary (``AuditResult.to_dict``). An audit tests a claim and
+    states none over what it stores (its summary has no ``"privacy"`` claims: an operator's diagnostic), so it
+    declares no planned charge (``reporter.charge_plan``): nothing is charged if its process dies."""
     return audit(config, reporter).to_dict()
 
 

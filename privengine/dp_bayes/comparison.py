@@ -139,9 +139,11 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
     claim = _claims(config, method, info, [config.epsilon], headline=True, sweep=False)
     if config.coverage_repeats:
         claim = replace(claim, caveats=claim.caveats + (EVALUATION_NOTE,))
-    # the release is stored from here on: a failure from now on stores this claim (reporter.charge)
-    reporter.charge({"method": method, "model": config.model, "privacy": [claim.to_dict()],
-                     "failed_during": "after the release"})
+    # the release is stored from here on: a failure from now on stores this claim (reporter.charge), and so does
+    # the death of the process (reporter.charge_plan: the whole release is made, so the plan is this claim)
+    charged = {"method": method, "model": config.model, "privacy": [claim.to_dict()]}
+    reporter.charge_plan(charged)
+    reporter.charge(charged | {"failed_during": "after the release"})
     reporter.artifact("intervals", intervals_table(names, truth, refs[0], released[0], method))
     reporter.artifact("scores", {"names": list(names), "reference_mean": refs[0].mean, "reference_sd": refs[0].sd,
                                  "private": [{"mean_error_sd": (np.abs(released[0].mean - refs[0].mean)
@@ -185,9 +187,13 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
     if exponential is not None:
         claims = [PrivacyClaim.from_dict({**c, "headline": False}) for c in exponential["privacy"]] + claims
     claims, headline = sweep_headline(config, claims)
-    reporter.charge({**(exponential or {}), "method": config.method, "model": config.model,
-                     "privacy": [headline.to_dict()] + [c.to_dict() for c in claims if len(claims) > 1],
-                     "failed_during": "after the sweep's releases"})
+    # every release is made: stored from here on, they are charged this (with method "all", the exponential draws'
+    # claim too) should the run fail (reporter.charge) or its process die (reporter.charge_plan, which widens the
+    # exponential run's plan)
+    charged = {**(exponential or {}), "method": config.method, "model": config.model,
+               "privacy": [headline.to_dict()] + [c.to_dict() for c in claims if len(claims) > 1]}
+    reporter.charge_plan(charged)
+    reporter.charge(charged | {"failed_during": "after the sweep's releases"})
     coverage = coverage_by(rows)
     private = [c for c in coverage if c["method"] != REFERENCE_METHOD]
     reference_row = next(c for c in coverage if c["method"] == REFERENCE_METHOD)

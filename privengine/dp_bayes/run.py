@@ -139,6 +139,18 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     delta_u = sensitivity(config.tau, config.neighbouring)
     sgld_steps = config.burn_in + config.steps
     total = config.vi_steps + config.warmup_steps + sgld_steps
+    claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
+                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
+                      noise=noise_caveat(secure=config.secure_noise))
+    if config.mode == "release":
+        claim = release_claim(epsilon=config.epsilon, draws=config.draws, **claim_args)
+    else:
+        claim = sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats, **claim_args)
+    charged = {"method": "exponential", "model": config.model, "privacy": [claim.to_dict()]}
+    # The claim covers every draw the run plans (it is computed from the configuration alone): stored before the
+    # first output (the VI curve), it is what the run is charged should its process die. With method "all", the
+    # other methods' releases widen it before their first output (comparison.run_sweep).
+    reporter.charge_plan(charged)
 
     reporter.progress(0.0, "reference posterior")
     try:
@@ -196,18 +208,10 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
         return {"stopped_in": "SGLD sampling", "vi": vi_scores.summary()}
     sgld_seconds = time.perf_counter() - sgld_started
     z_final = transform.forward(y).double().cpu().numpy()
-    claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
-                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
-                      noise=noise_caveat(secure=config.secure_noise))
-    if config.mode == "release":
-        claim = release_claim(epsilon=config.epsilon, draws=config.draws, **claim_args)
-    else:
-        claim = sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats, **claim_args)
     # The draws are released from here on (their densities, scores, the release or sweep table; with method
     # "all", the other methods' sweep follows): a failure from now on stores this claim (reporter.charge). The
     # SGLD trace and utility stored before are diagnostics that no claim covers (the claim's caveats say so).
-    reporter.charge({"method": "exponential", "model": config.model, "privacy": [claim.to_dict()],
-                     "failed_during": "after the SGLD draws"})
+    reporter.charge(charged | {"failed_during": "after the SGLD draws"})
     live.densities(torch.from_numpy(z_final[0]))
     scores = [score(z, reference) for z in z_final]
     truth = comparison.truth_of(config)

@@ -108,6 +108,11 @@ class RunState:
         self.plan = plan = make_plan(config, reporter)
         if plan is None:
             return False
+        # Stored at once, before any output (the log and artifacts below included): should the process die, the
+        # run is charged every one of its models at its whole planned history, as charged_summary charges a model
+        # that failed (the in-memory charge declared further down dies with the process).
+        reporter.charge_plan(_accounting_summary([planned_model(config, plan, alpha=alpha, seed=seed)
+                                                  for seed, alpha in self.order], task, config, plan))
         reporter.log(f"{task.name}: declared private size {declared_private_size(config)}, {task.n_public} public "
                      f"examples; sigma = "
                      f"{plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, {plan.steps} steps per model, "
@@ -242,10 +247,7 @@ def charged_summary(results: list[ModelResult], under_way: dict, task: Task, con
     """
     charged = list(results)
     failed = [u for u in under_way.values() if u.get("reported") is not None]
-    for u in failed:
-        charged.append(ModelResult(setting=u["label"], alpha=u["alpha"], seed=u["seed"], steps_done=plan.steps,
-                                   history=planned_history(config, plan), final={}, energy_mean=math.nan,
-                                   seconds=0.0, stopped=False))
+    charged += [planned_model(config, plan, alpha=u["alpha"], seed=u["seed"]) for u in failed]
     if not charged:
         return None
     try:
@@ -271,6 +273,14 @@ def charged_summary(results: list[ModelResult], under_way: dict, task: Task, con
                                                   "anything" if under_way else "")
     return summary | {"stopped": False, "failed": True, "failed_during": during, "models_trained": len(results),
                       "models_charged": len(charged)}
+
+
+def planned_model(config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int) -> ModelResult:
+    """The charge of one model of the setting ``alpha`` and ``seed`` taken at its whole plan (no results): what a
+    model is charged whose steps after its last report are unknown (a failure, a death)."""
+    return ModelResult(setting=M.setting_label(alpha, config.variant), alpha=alpha, seed=seed, steps_done=plan.steps,
+                       history=planned_history(config, plan), final={}, energy_mean=math.nan, seconds=0.0,
+                       stopped=False)
 
 
 def planned_history(config: DPSGDConfig, plan: Plan) -> History:

@@ -7,9 +7,13 @@ Opacus over every DP-SGD step of every model), basic composition of the headline
 otherwise (eps = sum eps_i, delta = sum delta_i; Dwork et al. 2006).
 
 Every run that stated a claim is composed, whatever its state: finished, stopped (its claim
-covers the steps it took) or failed (a run that fails after storing outputs stores the claim it
-was charged with, ``reporter.charge``): its curves were seen too. The claim says how many of each
-it composed, and which runs it could not (no claim: nothing released, or lost with its process).
+covers the steps it took), failed (a run that fails after storing outputs stores the claim it
+was charged with, ``reporter.charge``) or interrupted, or failed on a dead Ray worker (a run whose
+process died after storing outputs is stored with its planned charge, ``reporter.charge_plan``:
+its whole planned release): its curves were seen too. Every attempt the sweep stored counts,
+resumed ones included (a resumed run trains again with fresh noise: a second release). The claim
+says how many of each it composed out of how many stored, and which runs it could not (no claim:
+nothing released, or stored before runs declared a planned charge and lost with its process).
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ SELECTION_CAVEAT = ("Choosing the best of several trained models by their result
 
 
 def claimed_runs(runs: list[RunRecord]) -> list[RunRecord]:
-    """The runs that stated a headline claim: finished, stopped with a partial claim, or failed with the claim
-    it was charged with."""
+    """The runs that stated a headline claim: finished, stopped with a partial claim, failed with the claim
+    it was charged with, or ended by the death of its process with its planned charge."""
     return [r for r in runs if headline_of(r.summary) is not None]
 
 
@@ -39,11 +43,13 @@ def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyC
     """The composed claim of every run (every attempt) of a sweep that stated one, whatever its state; None if
     none did.
 
-    Its caveats say how many runs of each state it composes, and how many it leaves out: runs still queued or
-    running (not yet), and ended runs that stated no claim (a run states none when it released nothing; one
-    whose process died, or a failed run stored before failures were charged, may have stored curves that no
-    claim covers). ``utility``: the axis points are chosen by; if it is computed from the private data the
-    claim says that choosing by it is not covered.
+    Its caveats say how many of the runs the sweep stored it composes, of each state, and how many it leaves out:
+    runs still queued or running (not yet), and ended runs that stated no claim (a run states none when it
+    released nothing; one whose process died before runs stored a planned charge, or a failed run stored before
+    failures were charged, may have stored curves that no claim covers). When it leaves some out, its label says
+    how many of the stored runs it composes, so "all N runs" never reads as the whole sweep. ``utility``: the axis
+    points are chosen by; if it is computed from the private data the claim says that choosing by it is not
+    covered.
     """
     claimed = claimed_runs(runs)
     if not claimed:
@@ -60,18 +66,24 @@ def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyC
     caveats = (SELECTION_CAVEAT,
                f"Composes the claims of {len(claimed)} run(s): {_by_state(claimed)}"
                + ("" if all(r.state == "finished" for r in claimed) else
-                  " (a stopped or failed run is charged for what it released before it ended)") + ".")
+                  " (a stopped or failed run is charged for what it released before it ended; one whose process "
+                  "died, its whole planned release)")
+               + (", every run" if not unclaimed else f", of the {len(runs)} runs")
+               + " the sweep stored (each attempt, a resumed run's earlier ones included).")
     if utility is not None and not utility.covered:
         caveats += (f"The utility axis ({utility.label}) is computed from the private data, not only from the "
                     "released outputs: choosing a run by it is NOT covered by this or any claim here.",)
     if ended:
         caveats += (f"{len(ended)} run(s) of the sweep stated no claim ({_by_state(ended)}): they are not in this "
-                    "composition. A run states none when it released nothing (cancelled, stopped before its first "
-                    "step, failed before training); one whose process died (interrupted), or that failed before "
-                    "failures were charged, may have stored curves that no claim covers.",)
+                    "composition. A run states none when it released nothing (cancelled, never started, stopped "
+                    "before its first step, failed before training, or its process died before it stored any "
+                    "output); one whose process died before runs stored a planned charge, or that failed before "
+                    "failures were charged, may have stored curves that no claim covers (its error says so).",)
     if active:
         caveats += (f"{len(active)} run(s) are still queued or running: not in this composition yet.",)
-    return PrivacyClaim(**{**claim.to_dict(), "caveats": caveats + claim.caveats, "headline": True})
+    label = claim.label if not unclaimed else (f"{claim.label}, composing {len(claimed)} of the {len(runs)} runs "
+                                               "the sweep stored (the caveats say why not the others)")
+    return PrivacyClaim(**{**claim.to_dict(), "label": label, "caveats": caveats + claim.caveats, "headline": True})
 
 
 def selection_claim(spec, finished: list[RunRecord], utility=None, *,

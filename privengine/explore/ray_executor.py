@@ -17,8 +17,10 @@ On an existing cluster (``address`` or ``$RAY_ADDRESS``) privengine must be impo
 workers (installed there, or shipped with a Ray ``runtime_env``).
 
 Faults. A run whose task dies (its worker process killed, its node lost) is marked *failed* with a
-sentence saying what died (:func:`death_sentence`); the other runs go on. If the driver loses the
-cluster itself (the hub actor, which lives on the driver's node, or the connection), the executor is
+sentence saying what died (:func:`death_sentence`) and, if it stored outputs, the planned charge its worker
+sent before its first output (``reporter.charge_plan``; :meth:`~privengine.store.RunStore.death_charge`);
+the other runs go on. If the driver loses the cluster itself (the hub actor, which lives on the driver's
+node, or the connection), the executor is
 *lost* (:attr:`RayExecutor.lost`): the runs that had started are failed, those that never started are
 marked interrupted ("never started", resumable), nothing more is started, and the caller says how to
 resume the sweep. A task that dies before its run reported starting is likewise "never started".
@@ -84,7 +86,8 @@ class _Hub:
 class _WorkerReporter(ReleaseCharge):
     """The Reporter contract inside a Ray worker: events are batched to the hub, never to a store. Its charge
     (:class:`~privengine.reporter.ReleaseCharge`) is computed in the worker when the run fails and travels with
-    the outcome."""
+    the outcome; its planned charge goes to the hub at once, ahead of every output (the driver stores it first),
+    so a run whose worker dies is charged it."""
 
     def __init__(self, hub, run_id: str, device: str):
         self.hub, self.run_id, self.device = hub, run_id, device
@@ -109,6 +112,12 @@ class _WorkerReporter(ReleaseCharge):
     def progress(self, fraction: float, text: str = "") -> None:
         self._pending.append(("progress", float(fraction), text))
         self.flush()
+
+    def _persist_plan(self, summary: dict) -> None:
+        """Deliver the planned charge to the hub before the run goes on: the driver writes a run's events in order,
+        so any output that reaches the store comes after it."""
+        self._pending.append(("planned_charge", summary))
+        self.flush(wait=True)
 
     def should_stop(self) -> bool:
         now = time.monotonic()
@@ -398,12 +407,11 @@ class RayExecutor(RunQueue):
             self._start_ready_locked()
 
     def _mark_died(self, run_id: str, sentence: str, trace: str | None, why: str = NO_CLAIM_AFTER_DEATH) -> None:
-        """A started run whose task died (or ended without ending it): failed, saying so, and that no claim covers
-        what it stored (``why``: its charged claim died with the task, or never left it)."""
-        if self.store.has_outputs(run_id):
-            sentence += (f"; the curves and tables it stored before that are covered by no privacy claim "
-                         f"({why}): do not publish them")
-        self.store.mark_ended(run_id, "failed", error=sentence, traceback=trace)
+        """A started run whose task died (or ended without ending it): failed, saying so and what covers what it
+        stored: its planned charge, or no claim if it sent none (``why``: its charged claim died with the task, or
+        never left it); see :meth:`~privengine.store.RunStore.death_charge`."""
+        clause, summary = self.store.death_charge(run_id, why)
+        self.store.mark_ended(run_id, "failed", error=sentence + clause, traceback=trace, summary=summary)
 
     def _never_started(self, run_id: str, reason: str) -> None:
         self.store.mark_ended(run_id, "interrupted", error=f"never started: {reason} before it began; nothing of "
@@ -441,6 +449,8 @@ class RayExecutor(RunQueue):
                     store.add_log(run_id, event[1])
                 elif kind == "progress":
                     store.set_progress(run_id, event[1], event[2])
+                elif kind == "planned_charge":
+                    store.set_planned_charge(run_id, event[1])
                 elif kind == "running":
                     node = f" on node {event[2]}" if len(event) > 2 else ""
                     store.mark_running(run_id, device=f"{event[1]} (Ray){node}")

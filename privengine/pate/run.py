@@ -63,6 +63,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
             return build_model(student_architecture, tuple(student_inputs.pool_x.shape[1:]), data.n_classes,
                                width=config.width, depth=config.depth)
 
+        # Stored before the first output (the teachers' losses): what the run is charged should its process die
+        reporter.charge_plan(planned_charge(config, data, device))
         checkpoint("training teachers")
         teachers = _train_teachers(config, seen_by_teachers.private_x, data.private_y, make_teacher, device, shuffle,
                                    reporter)
@@ -139,6 +141,22 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         summary["stopped_during"] = summary["stage"]
     summary["seconds"] = time.perf_counter() - started
     return summary
+
+
+def planned_charge(config: PateConfig, data: PateData, device: torch.device) -> dict:
+    """The summary charging the run's whole planned release (``reporter.charge_plan``): the headline claim of
+    :func:`~.privacy.analyse` over every one of the ``config.queries`` queries the run will submit. That claim is
+    a priori: it reads no vote, so it is computed here, before any teacher is trained, from stand-in votes (every
+    teacher for the first class), and is the headline the finished run states (with the sanitized release's cost
+    where the run publishes one, whose order, beta and sigma come from the configuration). It covers every answer
+    and what is computed from them; the teachers' diagnostics are covered by no claim in any run
+    (:data:`~.privacy.UNPROTECTED_CAVEAT`)."""
+    votes = np.zeros((config.queries, data.n_classes))
+    votes[:, 0] = config.teachers
+    report = analyse(votes, np.ones(config.queries, dtype=bool), config, n_private=len(data.private_y),
+                     extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
+                     data=data.private_fingerprint)
+    return {"stage": "planned", "privacy": [c.to_dict() for c in report.claims if c.headline]}
 
 
 def _predict(ensemble: Ensemble, x: torch.Tensor, stop_check) -> torch.Tensor:

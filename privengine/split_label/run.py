@@ -93,6 +93,8 @@ def settings_of(config: SplitLabelConfig) -> list[Setting]:
 
 
 def run(config: SplitLabelConfig, reporter) -> dict:
+    # No planned charge (reporter.charge_plan), nor any charge: the protections state no (ε, δ) claim, only a
+    # heuristic bound (BOUND_CAVEATS), so a run whose process dies has nothing to be charged.
     device = torch.device(reporter.device)
     data_cpu = datasets.load(config)
     datasets.check_batch_size(data_cpu, config.batch_size)
