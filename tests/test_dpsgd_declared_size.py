@@ -143,21 +143,53 @@ def test_a_split_of_another_size_than_declared_gets_noise_keys_of_its_own():
     """Review of 8b27325, finding A: the default declaration keeps earlier runs' keys (its digest leaves it out),
     which is right only where the split has the documented size, so that N plans what the count planned before. A
     data root holding another version of the data (here: a split one record short of the declared N) plans from N
-    now, not from its count as before: its data key carries N, so it does not share noise with the old plan."""
+    now, not from its count as before: its data key is folded with N (still a fingerprint's 8 words), so it does not
+    share noise with the old plan."""
+    from privengine.dpsgd.data import with_declared_size
+    from privengine.randomness import FINGERPRINT_WORDS
+
     task = load_task(dataset="linreg", seed=0, public_fraction=0.05, train_limit=0, data_root="", device=CPU,
                      declared_size=9500)
     assert task.private_fingerprint == data_fingerprint(task.x_private, task.y_private)  # the split's words alone
     short = replace(task, x_private=task.x_private[1:], y_private=task.y_private[1:])
-    assert short.private_fingerprint == data_fingerprint(short.x_private, short.y_private) + (9500,)
+    own = data_fingerprint(short.x_private, short.y_private)
+    assert short.private_fingerprint == with_declared_size(own, 9500) != own
+    assert len(short.private_fingerprint) == FINGERPRINT_WORDS
+    assert with_declared_size(own, 9501) != with_declared_size(own, 9500)
 
 
-def test_the_public_count_comes_from_the_documented_size():
+@pytest.mark.parametrize("model_batch", [True, False], ids=["model batch", "Opacus path"])
+def test_runs_train_on_a_split_whose_count_is_not_the_declared_size(monkeypatch, model_batch):
+    """Review of 850a7cd, finding 1: the folded key was once N appended as a ninth word, which every noise stream
+    refused, so a run on a neighbour loaded through run.load (or with private_size set) failed before training. Both
+    paths now train it, with the plan of N, and replay on the same data."""
+    config = CONFIG.replace(noise_mode="sigma", noise_multiplier=1.0, epochs=0.05, private_size=9600)
+    task = load_task(dataset="linreg", seed=0, public_fraction=0.05, train_limit=0, data_root="", device=CPU,
+                     declared_size=9600)
+
+    def run_on(t):
+        monkeypatch.setattr(dpsgd_run, "load", lambda *args, **kwargs: t)
+        return dpsgd_run.run(config, MemoryReporter("cpu"), model_batch=model_batch)
+
+    first, again = run_on(task), run_on(replace(task))
+    assert first["steps_per_model"] == 4 and first["sample_rate"] == 100 / 9600
+    assert first["models"][0]["excess_risk"] == again["models"][0]["excess_risk"]  # the same keys replay
+    neighbour = run_on(replace(task, x_private=task.x_private[1:], y_private=task.y_private[1:]))
+    assert neighbour["steps_per_model"] == 4 and neighbour["sample_rate"] == first["sample_rate"]
+
+
+def test_the_public_count_comes_from_the_documented_size(monkeypatch):
     """Review of 8b27325, finding C: the public part's count is published, so it is a function of the config: the
-    documented training split's floor(public_fraction * n), not of the loaded file's length."""
+    documented training split's floor(public_fraction * n), not of the loaded file's length. Here the digits file
+    is one record short: the public count (and the declared N) stay those of the documented data."""
+    import privengine.dpsgd.data as data
     from privengine.dpsgd.config import public_examples
 
+    whole = data._digits()
     for public_fraction in (0.05, 0.2, 0.37):
-        config = CONFIG.replace(public_fraction=public_fraction)
-        task = _load(config)
-        assert task.n_public == public_examples("linreg", 0, public_fraction) == int(public_fraction * 10_000)
-        assert task.n_private == declared_private_size(config)
+        config = CONFIG.replace(dataset="digits", model="linear", public_fraction=public_fraction)
+        expected = public_examples("digits", 0, public_fraction)
+        assert _load(config).n_public == expected
+        monkeypatch.setattr(data, "_digits", lambda: (whole[0][1:], whole[1][1:]))
+        assert _load(config).n_public == expected
+        monkeypatch.undo()

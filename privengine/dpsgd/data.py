@@ -25,7 +25,9 @@ validation part, and every reported accuracy is on the test part (see
 
 from __future__ import annotations
 
+import hashlib
 import math
+import struct
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -110,16 +112,18 @@ class Task:
     @property
     def private_fingerprint(self) -> tuple[int, ...]:
         """The data key of every noise and sampling stream of the run: :func:`~privengine.randomness.data_fingerprint`
-        of the private split (``x_private``, ``y_private``) as it is now, then, when the run's declared private size
-        N is not the split's own count, N itself. (Runs before N was declared planned from the count, so a split of
+        of the private split (``x_private``, ``y_private``) as it is now, folded with the run's declared private size
+        N when N is not the split's own count (:func:`with_declared_size`). (Runs before N was declared planned from the count, so a split of
         the documented size keeps their keys, and one of another size, where N now plans something else, gets
         keys of its own.)
 
         The split is hashed once per loaded task (by :func:`load_task` in a background thread, which this waits
         for), and again only if its tensors were replaced or written in place since that hash began
         (:meth:`PendingFingerprint.of`)."""
-        mismatch = () if self.declared_size in (None, self.n_private) else (self.declared_size,)
-        return self._split_fingerprint() + mismatch
+        words = self._split_fingerprint()
+        if self.declared_size in (None, self.n_private):
+            return words
+        return with_declared_size(words, self.declared_size)
 
     def _split_fingerprint(self) -> tuple[int, ...]:
         x, y = self.x_private, self.y_private
@@ -233,6 +237,15 @@ class PendingFingerprint:
         """Whether this is the fingerprint of exactly these tensors (the same objects), unwritten since the hash
         began."""
         return self.x is x and self.y is y and self.versions is not None and _versions(x, y) == self.versions
+
+
+def with_declared_size(words: tuple[int, ...], declared_size: int) -> tuple[int, ...]:
+    """A data key of the fingerprint's length (:data:`~privengine.randomness.FINGERPRINT_WORDS` words) that also
+    names the declared size: the SHA-256 of a tag of its own, the fingerprint's words and N. (The tag keeps it apart
+    from every data fingerprint, which hashes array bytes with their dtype and shape.)"""
+    digest = hashlib.sha256(b"privengine.dpsgd.declared_size/1"
+                            + struct.pack(f"<{len(words)}IQ", *words, declared_size)).digest()
+    return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, len(digest), 4))
 
 
 def _versions(x: torch.Tensor, y: torch.Tensor) -> tuple[int, int] | None:
