@@ -162,7 +162,7 @@ class Soak:
         running = {r.id for r in store.list_runs(states=["running"]) if r.owner_pid == proc.pid}
         time.sleep(1.0)
         victims = [(pid, cmd) for pid, cmd in descendants(proc.pid)
-                   if (cmd.startswith("ray::_execute") if fault == "worker" else cmd.split()[0].endswith("/raylet"))]
+                   if (cmd.startswith("ray::execute_run") if fault == "worker" else cmd.split()[0].endswith("/raylet"))]
         if victims:
             os.kill(victims[0][0], signal.SIGKILL)
         out, err = proc.communicate(timeout=1800)

@@ -32,7 +32,7 @@ STOP_POLL_S = 0.5      # how often the store's stop flag (set by another process
 
 
 # A run a mechanism's run_group returned without ending (its contract is one ``ended`` call per run): it fails
-# with its own charge, locally (privengine.jobs) and in a Ray worker (privengine.explore.ray_groups)
+# with its own charge, locally (privengine.jobs) and in a Ray worker (privengine.explore.ray_worker)
 NOT_ENDED_BY_GROUP = "its group's run function returned without ending it"
 FAILURE_CAVEAT = ("Where a run failed, its claim covers what it stored before the failure; the failure itself (when "
                   "it came and its error text) may depend on the private data (a non-finite gradient, say) and is "

@@ -255,7 +255,7 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
     ending fails in the worker with its own charge (review of 404218c: the driver's fallback had dropped that
     claim, held by the worker, for the no-claim sentence). Worker and driver code in this process (no cluster)."""
     from privengine.claims import PrivacyClaim
-    from privengine.explore import ray_executor, ray_groups
+    from privengine.explore import ray_executor, ray_worker
     from privengine.reporter import FAILURE_CAVEAT
 
     ids = [store.create_run("toy", {}, source="test") for _ in range(4)]
@@ -278,10 +278,10 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
     toy = registry.get("toy")
     monkeypatch.setattr(registry, "get", lambda name: dataclasses.replace(toy, run_group=run_group))
     monkeypatch.setattr("privengine.device.configure_torch_threads", lambda: 1)
-    monkeypatch.setattr(ray_groups, "_ray", _WorkerRay)
-    monkeypatch.setattr(ray_executor, "_ray", _WorkerRay)
+    monkeypatch.setattr(ray_worker, "ray_module", _WorkerRay)
+    monkeypatch.setattr(ray_executor, "ray_module", _WorkerRay)
     hub = _RefusingHub(refused={ids[1], ids[2]})
-    returned = ray_groups.execute_group(hub, ids, "toy", [{}] * 4)
+    returned = ray_worker.execute_group(hub, ids, "toy", [{}] * 4)
 
     assert set(returned) == {ids[1], ids[2]}
     failed = returned[ids[1]]
@@ -299,7 +299,7 @@ def test_a_group_run_whose_outcome_push_fails_is_recorded_with_the_same_outcome(
     assert [r.state for r in runs] == ["finished", "failed", "finished", "failed"]
     assert runs[0].summary == {"score": 0.5} and runs[2].summary == {"score": 0.7}
     assert runs[1].error == "RuntimeError: run 1 failed" and runs[1].summary == failed["summary"]
-    assert runs[3].error == f"RuntimeError: {ray_groups.NOT_ENDED_BY_GROUP}"  # through the hub, as run 0's end
+    assert runs[3].error == f"RuntimeError: {ray_worker.NOT_ENDED_BY_GROUP}"  # through the hub, as run 0's end
     assert runs[3].summary["failed"] is True and runs[3].summary["privacy"][0]["epsilon"] == 1.0
     assert FAILURE_CAVEAT in runs[3].summary["privacy"][0]["caveats"]  # the claim charged for what it stored
     assert not driver.active_run_ids()

@@ -142,7 +142,7 @@ def test_a_killed_ray_worker_fails_only_its_run_and_stdout_stays_json(private_ho
     from privengine.store import RunStore
 
     def kill_one_worker(processes):
-        workers = [pid for pid, cmd in processes if cmd.startswith("ray::_execute")]
+        workers = [pid for pid, cmd in processes if cmd.startswith("ray::execute_run")]
         assert workers, processes
         os.kill(workers[0], signal.SIGKILL)
 

@@ -88,7 +88,7 @@ def test_a_killed_dpsgd_run_is_charged_every_model_at_its_planned_history(privat
 
 
 class _WorkerDied(BaseException):
-    """The death of a Ray worker's process, as its run sees it: nothing after it runs (``_execute`` catches only
+    """The death of a Ray worker's process, as its run sees it: nothing after it runs (``execute_run`` catches only
     Exception)."""
 
 
@@ -111,15 +111,15 @@ class _HubOfADyingWorker:
 def test_a_dpsgd_run_whose_ray_worker_died_is_charged_its_planned_release(store, monkeypatch):
     """The Ray path: the worker's reporter sends the planned charge to the hub before any output, the driver stores
     it first, and the run of a dead task is failed with it (it was failed with no claim)."""
-    from privengine.explore import ray_executor
+    from privengine.explore import ray_executor, ray_worker
 
-    monkeypatch.setattr(ray_executor, "_ray", _WorkerRay)
+    monkeypatch.setattr(ray_worker, "ray_module", _WorkerRay)
     config = DPSGDConfig().replace(n_seeds=1, alphas=(0.0, 4.0), epochs=1.0, noise_mode="sigma",
                                    noise_multiplier=1.0, accountant="rdp")
     run_id = store.create_run("dpsgd", config.to_dict())
     hub = _HubOfADyingWorker()
     with pytest.raises(_WorkerDied):
-        ray_executor._execute(hub, run_id, "dpsgd", config.to_dict())
+        ray_worker.execute_run(hub, run_id, "dpsgd", config.to_dict())
     assert [e[0] for e in hub.events[run_id]].index("planned_charge") < [e[0] for e in hub.events[run_id]].index(
         "metrics")
     driver = _clusterless_driver(store)

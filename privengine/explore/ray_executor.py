@@ -5,8 +5,8 @@ frontier and the store, so Tune's search, trial bookkeeping and result logging w
 them; a task per run is all that is needed.
 
 The driver (this process) is the only writer of the store: workers on other machines cannot
-reach its SQLite file. A run's task gets a :class:`_WorkerReporter` with the Reporter contract
-(metric, artifact, log, progress, should_stop) that batches its events to a :class:`_Hub`
+reach its SQLite file. A run's task gets a :class:`~.ray_worker.WorkerReporter` with the Reporter contract
+(metric, artifact, log, progress, should_stop) that batches its events to a :class:`~.ray_worker.Hub`
 actor; a driver thread drains the hub about four times a second into the store, so the
 dashboard draws Ray runs live exactly like local ones. Stops travel the other way: the driver
 forwards a stop (from :meth:`RayExecutor.stop`, or a store stop flag set by another process)
@@ -28,7 +28,6 @@ resume the sweep. A task that dies before its run reported starting is likewise 
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import time
@@ -40,134 +39,17 @@ from typing import Any
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError, PrivengineError
 from privengine.jobs import RunQueue, run_ids
-from privengine.reporter import ReleaseCharge, outcome_record
+from privengine.reporter import outcome_record
 from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
+from .ray_worker import Hub, execute_group, execute_run, ray_module
+
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
-WORKER_FLUSH_S = 0.25   # how old a worker's buffered metrics may get
-STOP_POLL_S = 0.5       # how often a worker asks the hub whether to stop
 LOST_AFTER_S = 10.0     # the driver gives the cluster up after failing to reach it this long (or at once, see below)
 # A run of a group whose task returned without ending it (nor returning its outcome): failed, and no claim covers it.
 NOT_ENDED = "its group's task ended without ending it"
 NO_CLAIM_NOT_ENDED = "the claim it was charged with stayed in its group's task, which returned no outcome for it"
 _ENV_PASSED = ("PRIVENGINE_PLUGINS", "PRIVENGINE_TORCH_THREADS", "PRIVENGINE_DATA", "PRIVENGINE_HOME")
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("executor", "ray needs the Ray package: pip install \"ray>=2.50\" "
-                                      "(or choose the local executor)") from None
-    return ray
-
-
-class _Hub:
-    """Ray actor: the mailbox between workers (events up, stop requests down)."""
-
-    def __init__(self):
-        self.events: dict[str, list] = collections.defaultdict(list)
-        self.stops: set[str] = set()
-
-    def push(self, run_id: str, events: list) -> None:
-        self.events[run_id].extend(events)
-
-    def drain(self) -> dict[str, list]:
-        out, self.events = dict(self.events), collections.defaultdict(list)
-        return out
-
-    def request_stop(self, run_id: str) -> None:
-        self.stops.add(run_id)
-
-    def stop_requested(self, run_id: str) -> bool:
-        return run_id in self.stops
-
-
-class _WorkerReporter(ReleaseCharge):
-    """The Reporter contract inside a Ray worker: events are batched to the hub, never to a store. Its charge
-    (:class:`~privengine.reporter.ReleaseCharge`) is computed in the worker when the run fails and travels with
-    the outcome; its planned charge goes to the hub at once, ahead of every output (the driver stores it first),
-    so a run whose worker dies is charged it."""
-
-    def __init__(self, hub, run_id: str, device: str):
-        self.hub, self.run_id, self.device = hub, run_id, device
-        self._pending: list = []
-        self._metrics: list = []
-        self._last_flush = self._last_poll = 0.0
-        self._stopped = False
-
-    def metric(self, step: int, **values: float) -> None:
-        self._metrics.extend((int(step), k, float(v)) for k, v in values.items() if v is not None)
-        if time.monotonic() - self._last_flush >= WORKER_FLUSH_S:
-            self.flush()
-
-    def artifact(self, name: str, data: Any) -> None:
-        self._pending.append(("artifact", name, data))
-        self.flush()
-
-    def log(self, text: str) -> None:
-        self._pending.append(("log", text))
-        self.flush()
-
-    def progress(self, fraction: float, text: str = "") -> None:
-        self._pending.append(("progress", float(fraction), text))
-        self.flush()
-
-    def _persist_plan(self, summary: dict) -> None:
-        """Deliver the planned charge to the hub before the run goes on: the driver writes a run's events in order,
-        so any output that reaches the store comes after it."""
-        self._pending.append(("planned_charge", summary))
-        self.flush(wait=True)
-
-    def should_stop(self) -> bool:
-        now = time.monotonic()
-        if self._metrics and now - self._last_flush >= WORKER_FLUSH_S:
-            self.flush()
-        if not self._stopped and now - self._last_poll >= STOP_POLL_S:
-            self._last_poll = now
-            self._stopped = _ray().get(self.hub.stop_requested.remote(self.run_id))
-        return self._stopped
-
-    @property
-    def stop_was_requested(self) -> bool:
-        return self._stopped
-
-    def flush(self, *, wait: bool = False) -> None:
-        """Send the buffered events (in order: one caller, one actor); ``wait`` until the hub has them."""
-        self._last_flush = time.monotonic()
-        events = ([("metrics", self._metrics)] if self._metrics else []) + self._pending
-        self._metrics, self._pending = [], []
-        if events:
-            ref = self.hub.push.remote(self.run_id, events)
-            if wait:
-                _ray().get(ref)
-
-
-def _execute(hub, run_id: str, mechanism: str, config: dict) -> dict:
-    """A run inside a Ray worker: the same run function, config and seed as a local run."""
-    from privengine import registry
-    from privengine.device import configure_torch_threads, resolve_device
-
-    reporter = None
-    try:
-        mech = registry.get(mechanism)
-        cfg = mech.config_cls.from_dict(config)
-        configure_torch_threads()
-        device = resolve_device(getattr(cfg, "device", "cpu"))
-        node = _ray().get_runtime_context().get_node_id()[:8]  # which node of the cluster runs it
-        _ray().get(hub.push.remote(run_id, [("running", device.name, node)]))  # delivered before any other event
-        reporter = _WorkerReporter(hub, run_id, device.id)
-        summary = mech.load_run()(cfg, reporter)
-        reporter.flush(wait=True)
-        return outcome_record(reporter, summary)
-    except Exception as exc:  # recorded by the driver as a failed run (with its charged claims), never lost
-        record = outcome_record(reporter, exc)
-        if reporter is not None:
-            try:
-                reporter.flush(wait=True)
-            except Exception:  # noqa: BLE001  (the hub is gone: the charged claim must still travel with the outcome)
-                pass
-        return record
 
 
 class ExecutorLostError(PrivengineError):
@@ -176,7 +58,7 @@ class ExecutorLostError(PrivengineError):
 
 def death_sentence(exc: BaseException) -> str:
     """What died, for a run whose Ray task raised ``exc`` instead of returning (its own errors are returned)."""
-    errors = _ray().exceptions
+    errors = ray_module().exceptions
     if isinstance(exc, errors.NodeDiedError):
         what = "the Ray node running it was lost"
     elif isinstance(exc, errors.WorkerCrashedError):
@@ -197,14 +79,14 @@ def _outcome(ray, ref) -> dict:
     """A finished task's result; a task that died (worker killed, node lost) is a failed run, not a lost one."""
     try:
         return ray.get(ref)
-    except Exception as exc:  # RayTaskError, WorkerCrashedError, ...: the run's own errors are caught in _execute
+    except Exception as exc:  # RayTaskError, WorkerCrashedError, ...: the run's own errors are caught in execute_run
         return {"state": "failed", "died": True, "error": death_sentence(exc), "traceback": traceback.format_exc()}
 
 
 def _cluster_gone(exc: BaseException) -> bool:
     """Whether an error of the driver loop means the cluster is lost for good (else it is retried a while)."""
     try:
-        errors = _ray().exceptions
+        errors = ray_module().exceptions
     except ConfigError:
         return True
     return isinstance(exc, (errors.ActorDiedError, errors.RaySystemError, errors.LocalRayletDiedError))
@@ -244,7 +126,7 @@ class RayExecutor(RunQueue):
     name = "ray"
 
     def __init__(self, store: RunStore, *, address: str | None = None, workers: int = 1):
-        ray = _ray()
+        ray = ray_module()
         self.lost: str | None = None  # why the cluster was lost, once it is (see the module docstring)
         super().__init__(store, workers)
         address = address or os.environ.get("RAY_ADDRESS") or None
@@ -261,9 +143,8 @@ class RayExecutor(RunQueue):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self._hub = ray.remote(num_cpus=0)(_Hub).options(scheduling_strategy=here).remote()
-        self._task = ray.remote(_execute)
-        from .ray_groups import execute_group
+        self._hub = ray.remote(num_cpus=0)(Hub).options(scheduling_strategy=here).remote()
+        self._task = ray.remote(execute_run)
 
         self._group_task = ray.remote(execute_group)
         self._closed = False
@@ -305,7 +186,7 @@ class RayExecutor(RunQueue):
         wait for it forever. (``auto`` runs on a CPU here: Ray hides the GPUs from a task that asked for none.)"""
         if getattr(config, "device", None) != "cuda":
             return
-        gpus = _ray().cluster_resources().get("GPU", 0)
+        gpus = ray_module().cluster_resources().get("GPU", 0)
         if gpus < 1:
             raise ConfigError("device", "must not be cuda on this Ray cluster: it has no GPU, so the run would wait "
                                         "for one forever; choose cpu or auto, or add a node with a GPU")
@@ -318,7 +199,7 @@ class RayExecutor(RunQueue):
         self._pump.join(timeout=5)
         if self._owns_ray:
             try:
-                _ray().shutdown()
+                ray_module().shutdown()
             except Exception:  # noqa: BLE001  (a lost cluster may not shut down cleanly; nothing is left to save)
                 pass
 
@@ -356,7 +237,7 @@ class RayExecutor(RunQueue):
         (the hub actor died, the connection is lost), or one that persists, loses the executor (:meth:`_lose`)
         rather than leaving runs running forever or the thread dying with a traceback.
         """
-        ray = _ray()
+        ray = ray_module()
         last_stop_check = 0.0
         failing_since: float | None = None
         try:
@@ -392,7 +273,7 @@ class RayExecutor(RunQueue):
             in_flight = list(self._running.items())
         for job in {id(j): j for _, j in in_flight}.values():
             try:
-                _ray().cancel(job.ref, force=True)
+                ray_module().cancel(job.ref, force=True)
             except Exception:  # noqa: BLE001  (best effort: the task may be gone with its node)
                 pass
         for run_id, _ in in_flight:
@@ -462,7 +343,7 @@ class RayExecutor(RunQueue):
         """The task of ``job`` has returned (or died): every run of it not yet ended is ended by ``outcome`` (a
         group's: one outcome per run it did not end through the hub, or the death of the whole task)."""
         if drain:
-            self._write(_ray().get(self._hub.drain.remote()))  # the runs' last events before their end
+            self._write(ray_module().get(self._hub.drain.remote()))  # the runs' last events before their end
         with self._lock:
             left = [i for i in run_ids(job) if self._running.get(i) is job]
         for run_id in left:
