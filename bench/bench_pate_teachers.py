@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from privengine.device import configure_torch_threads  # noqa: E402
 from privengine.pate.data import load_pate_data  # noqa: E402
-from privengine.pate.ensemble import Ensemble, partition, train_ensemble  # noqa: E402
+from privengine.pate.ensemble import Ensemble, partition_rows, train_ensemble  # noqa: E402
 from privengine.pate.models import build_model  # noqa: E402
 
 
@@ -49,27 +49,28 @@ def main() -> None:
     data = load_pate_data(args.dataset, root=args.data_root)
     architecture = "convnet" if data.is_image else "mlp"
 
-    def make():
-        return build_model(architecture, data.input_shape, data.n_classes, width=args.width, depth=args.depth)
+    def models(count: int, seed: int = 0) -> Ensemble:
+        init = torch.Generator().manual_seed(seed)
+        return Ensemble([build_model(architecture, data.input_shape, data.n_classes, width=args.width,
+                                     depth=args.depth, generator=init) for _ in range(count)], device)
 
     k = args.teachers
-    xs, ys = partition(data.private_x, data.private_y, k, torch.Generator().manual_seed(0))
-    xs, ys = xs.to(device), ys.to(device)
+    rows = partition_rows(len(data.private_y), k, torch.Generator().manual_seed(0))
+    xs, ys = data.private_x[rows].to(device), data.private_y[rows].to(device)
     common = dict(epochs=args.epochs, lr=3e-3, batch_size=args.batch_size)
 
     def batched():
-        train_ensemble(Ensemble(make, k, device), xs, ys, generator=torch.Generator().manual_seed(0), **common)
+        train_ensemble(models(k), xs, ys, generator=torch.Generator().manual_seed(0), **common)
 
     def one_after_another():
         for i in range(k):
-            train_ensemble(Ensemble(make, 1, device), xs[i:i + 1], ys[i:i + 1],
-                           generator=torch.Generator().manual_seed(i), **common)
+            train_ensemble(models(1, i), xs[i:i + 1], ys[i:i + 1], generator=torch.Generator().manual_seed(i),
+                           **common)
 
     whole_x, whole_y = xs.flatten(0, 1)[None], ys.flatten()[None]
 
     def one_model_on_everything():
-        train_ensemble(Ensemble(make, 1, device), whole_x, whole_y, generator=torch.Generator().manual_seed(0),
-                       **common)
+        train_ensemble(models(1), whole_x, whole_y, generator=torch.Generator().manual_seed(0), **common)
 
     batched()  # warm-up (allocator, kernels)
     t_batched = timed(batched)

@@ -76,13 +76,12 @@ PHASES = {
     ],
     "pate": [
         ("privengine.pate.run", "load_pate_data", "load"),
-        ("privengine.pate.run", "load_scattering_inputs", "load"),
+        ("privengine.pate.pipeline", "load_scattering_inputs", "load"),
         ("privengine.pate.data", "dataset_scattering", "scattering"),
-        ("privengine.pate.run", "_train_teachers", "training"),
+        ("privengine.pate.run", "train_teachers", "training"),
+        ("privengine.pate.run", "train_baseline", "student"),
         ("privengine.pate.run", "train_student", "student"),
-        ("privengine.pate.run", "_self_train_student", "student"),
-        ("privengine.pate.run", "_train_single", "student"),
-        ("privengine.pate.run", "_predict", "evaluation"),
+        ("privengine.pate.run", "predict", "evaluation"),
         ("privengine.pate.run", "analyse", "accounting"),
     ],
 }

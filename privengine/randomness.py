@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 
 import numpy as np
 import torch
+from torch import nn
 
 from .config import BaseConfig
 
@@ -56,6 +58,27 @@ def derived_seed(seed: int, *key: int) -> int:
 def derived_generator(seed: int, *key: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A torch generator on ``device`` for stream ``key`` of ``seed`` (reproducible)."""
     return torch.Generator(device=device).manual_seed(derived_seed(seed, *key))
+
+
+def init_parameters(model: nn.Module, generator: torch.Generator) -> None:
+    """Initialise ``model``'s parameters as PyTorch does by default, every draw from ``generator`` (on the CPU, for
+    parameters on the CPU) instead of torch's global generator, which every thread of the process shares: Linear and
+    Conv2d weights Kaiming-uniform (``a = sqrt(5)``), their biases uniform in ``+-1 / sqrt(fan_in)``, in module order;
+    GroupNorm's scale 1 and shift 0. ValueError for a module of another type holding parameters of its own (its
+    construction drew them from the shared generator: it needs a rule here first)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5), generator=generator)
+                if m.bias is not None:
+                    bound = 1 / math.sqrt(m.weight[0].numel())
+                    nn.init.uniform_(m.bias, -bound, bound, generator=generator)
+            elif isinstance(m, nn.GroupNorm):
+                if m.affine:
+                    nn.init.ones_(m.weight)
+                    nn.init.zeros_(m.bias)
+            elif any(True for _ in m.parameters(recurse=False)):
+                raise ValueError(f"no initialisation from a generator for {type(m).__name__}'s parameters")
 
 
 def config_digest(config: BaseConfig) -> tuple[int, ...]:

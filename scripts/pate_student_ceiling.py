@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from privengine.pate.config import PateConfig  # noqa: E402
 from privengine.pate.data import load_pate_data  # noqa: E402
 from privengine.pate.models import build_model  # noqa: E402
-from privengine.pate.run import fixmatch_settings  # noqa: E402
+from privengine.pate.pipeline import fixmatch_settings  # noqa: E402
 from privengine.pate.student import train_fixmatch  # noqa: E402
 
 
@@ -46,8 +46,8 @@ def main() -> None:
     data = load_pate_data(config.dataset, root=config.data_root)
     if not 1 <= args.labels <= len(data.pool_y):
         parser.error(f"--labels must be in [1, {len(data.pool_y)}] (the pool size); got {args.labels}")
-    torch.manual_seed(config.seed)
-    model = build_model("convnet", data.input_shape, data.n_classes, width=config.width, depth=config.depth)
+    model = build_model("convnet", data.input_shape, data.n_classes, width=config.width, depth=config.depth,
+                        generator=torch.Generator().manual_seed(config.seed))
     start = time.perf_counter()
 
     def report(epoch: int, accuracy: float, loss: float, mask_rate: float) -> None:

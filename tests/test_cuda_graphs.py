@@ -63,8 +63,7 @@ def test_the_self_training_fit_gives_the_same_weights_graphed_and_eager(monkeypa
     weights = []
     for warm_up in (cuda_graphs.WARM_UP, 10**9):  # graphed after 3 steps; eager throughout
         monkeypatch.setattr(cuda_graphs, "WARM_UP", warm_up)
-        torch.manual_seed(1)
-        model = build_model("mlp", (20,), 4, width=16, depth=1).cuda()
+        model = build_model("mlp", (20,), 4, width=16, depth=1, generator=torch.Generator().manual_seed(1)).cuda()
         assert fit_soft(model, x, targets, steps=40, settings=settings, generator=torch.Generator().manual_seed(2),
                         should_stop=lambda: False)
         weights.append([p.detach().cpu() for p in model.parameters()])

@@ -23,6 +23,7 @@ from privengine.audit.membership import (dp_tpr_bound, lira_scores, logit_confid
                                          roc_summary, true_label_log_prob)
 from privengine.audit import membership_dpsgd
 from privengine.audit.membership_dpsgd import attack_dpsgd, draw_halves
+from privengine.audit.membership_result import MembershipResult
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.data import load_task
 from privengine.dpsgd.model_batch import Member, _Batch
@@ -39,9 +40,10 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def attacked():
-    """LiRA with 8 reference models on the eps = 1 recipe and on its non-private twin (one training of each)."""
+    """LiRA with 8 reference models on the eps = 1 recipe and on its non-private twin (one training of each): the
+    result's JSON object, as jobs store it."""
     return attack_dpsgd(DPSGDConfig().replace(**RECIPE), attack="lira", reference_models=8, seed=0, device="cpu",
-                        guesses=40)
+                        guesses=40).to_dict()
 
 
 # --------------------------------------------------------------------------- the bound
@@ -203,7 +205,7 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     assert "is still queued" in err.getvalue()  # refused before anything is queued
     store.mark_running(run_id, device="cpu")
     store.mark_ended(run_id, "finished", summary={})
-    monkeypatch.setattr(membership_dpsgd, "attack_dpsgd", lambda config, **kw: attacked)
+    monkeypatch.setattr(membership_dpsgd, "attack_dpsgd", lambda config, **kw: MembershipResult.from_dict(attacked))
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0
     document = json.loads(out.getvalue())
@@ -248,7 +250,7 @@ def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatc
                        device="cpu", twin=False, pld=False)
     assert {stream for _seed, _index, stream in keys} >= {training.STREAM_NOISE, training.STREAM_SAMPLING}
     assert all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
-    assert out["privacy"].startswith("Not covered by any privacy claim")
+    assert out.privacy.startswith("Not covered by any privacy claim")
 
 
 def test_an_attack_is_checked_against_the_pld_bound_too_and_shuffled_runs_are_refused():

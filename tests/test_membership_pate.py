@@ -21,9 +21,10 @@ from privengine.audit.membership import dp_tpr_bound, exceeds
 from privengine.audit.membership_job import stored_attacks
 from privengine.audit.membership_pate import attack_pate, check_target, draw_pair_halves, pair_guesses
 from privengine.audit.membership_pate_job import DEMO, PateMembershipConfig, target_config
+from privengine.audit.membership_result import MembershipResult
 from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
-from privengine.pate.ensemble import partition
+from privengine.pate.ensemble import partition_rows
 from privengine.pate.privacy import analyse
 from privengine.randomness import data_fingerprint
 
@@ -33,9 +34,10 @@ RECIPE = {**DEMO, "teachers": 6, "queries": 60, "teacher_epochs": 10, "student_e
 
 @pytest.fixture(scope="module")
 def attacked():
-    """LiRA with 4 reference pipelines on the recipe, and on its non-private baseline."""
+    """LiRA with 4 reference pipelines on the recipe, and on its non-private baseline: the result's JSON object, as
+    jobs store it."""
     return attack_pate(PateConfig().replace(**RECIPE), attack="lira", reference_models=4, seed=0, device="cpu",
-                       guesses=100)
+                       guesses=100).to_dict()
 
 
 def test_every_model_holds_one_example_of_each_pair_and_references_are_balanced():
@@ -55,12 +57,10 @@ def test_a_swapped_pair_lands_in_the_same_teacher():
     """Two private sets that differ in one pair's choice are replace-one neighbours for PATE: the partition depends
     on the size and the seed only, so the parts differ in one example of one teacher."""
     x = torch.arange(40.0)[:, None]
-    y = torch.zeros(40, dtype=torch.int64)
     swapped = x.clone()
     swapped[17] = 1000.0
-    a, _ = partition(x, y, 4, torch.Generator().manual_seed(5))
-    b, _ = partition(swapped, y, 4, torch.Generator().manual_seed(5))
-    assert int((a != b).sum()) == 1
+    rows = partition_rows(40, 4, torch.Generator().manual_seed(5))
+    assert int((x[rows] != swapped[rows]).sum()) == 1
 
 
 def test_pair_guesses_rank_the_score_differences():
@@ -141,7 +141,7 @@ def test_a_student_with_a_claim_that_bites_stays_under_both_bounds():
     """At sigma = 40 the student's claim is eps of about 1.35 (bounds well under 1 at both FPR levels): the attack,
     whatever it finds, stays under the (eps, delta) bound and the RDP trade-off bound, which is tighter."""
     out = attack_pate(PateConfig().replace(**{**RECIPE, "sigma": 40.0}), attack="lira", reference_models=2, seed=1,
-                      device="cpu", twin=False)
+                      device="cpu", twin=False).to_dict()
     assert out["epsilon"] < 2 and out["bound_at_fpr"]["0.01"] < 0.1
     for key in out["tpr_at_fpr"]:
         assert out["rdp_bound_at_fpr"][key] <= out["bound_at_fpr"][key] + 1e-12
@@ -157,6 +157,30 @@ def test_the_non_private_baseline_is_attacked_better_and_breaks_a_small_claim(at
     # its guesses refute a claim of epsilon 0.1 (the check has power where a claim is wrong)
     small = exceeds(twin, lambda fpr: dp_tpr_bound(fpr, 0.1, 1e-5))
     assert any(small.values()) or twin["one_run"]["epsilon_lower"] > 0.1
+
+
+def test_one_typed_result_serves_both_attacks_and_stored_outputs_read_back(attacked):
+    """Issue 36, item 5: both drivers fill one MembershipResult, whose to_dict() is the JSON object jobs store; a
+    stored object reads back (from_dict) to the same object: this attack's (RDP bound, twin, every attack), a DP-SGD
+    attack's (PLD bound) and one stopped before anything was measured."""
+    result = MembershipResult.from_dict(attacked)
+    assert result.to_dict() == attacked and result.measured
+    assert (result.attacked, result.pairs, result.epsilon) == ("PATE student", 1297 // 2, attacked["epsilon"])
+    assert set(result.bounds) == {"rdp_bound_at_fpr", "rdp_bound_curve"} and result.summary["auc"] == attacked["auc"]
+    assert set(result.all_attacks) == {"lira", "rmia", "loss"} and "auc" in result.non_private_twin
+    dpsgd = {"attack": "rmia", "offline": True, "privacy": "not covered", "accountant": "rdp", "delta": 1e-5,
+             "reference_models": 2, "pool": 10, "seed": 3, "stopped": False, "planned_epsilon": 1.5, "epsilon": 1.4,
+             "target": {"history": [[1.0, 0.1, 20]]}, "pld_bound_at_fpr": {"0.01": 0.05},
+             "pld_bound_curve": {"fpr": [0.01], "tpr": [0.05]}, "auc": 0.5, "members": 5, "non_members": 5,
+             "exceeds_pld_bound": {}, "one_run": {"guesses": 2, "correct": 1, "epsilon_lower": 0.0},
+             "reference_models_so_far": 2, "seconds": 1.5}
+    read = MembershipResult.from_dict(dpsgd)
+    assert read.to_dict() == dpsgd and set(read.bounds) == {"pld_bound_at_fpr", "pld_bound_curve"}
+    assert read.claimed_epsilon(0.0) == 1.4 and read.summary["exceeds_pld_bound"] == {} and read.pairs is None
+    stopped = {"attack": "lira", "offline": False, "privacy": "not covered", "delta": 1e-5, "seed": 0,
+               "stopped": True, "seconds": 0.2}
+    read = MembershipResult.from_dict(stopped)
+    assert read.to_dict() == stopped and not read.measured and read.claimed_epsilon(2.0) == 2.0
 
 
 def test_targets_are_checked_and_noise_is_scaled():
@@ -177,7 +201,7 @@ def test_the_cli_routes_a_pate_run_to_its_attack_and_stores_it(monkeypatch, atta
     run_id = store.create_run("pate", PateConfig().replace(**RECIPE).to_dict())
     store.mark_running(run_id, device="cpu")
     store.mark_ended(run_id, "finished", summary={})
-    monkeypatch.setattr(membership_pate, "attack_pate", lambda config, **kw: attacked)
+    monkeypatch.setattr(membership_pate, "attack_pate", lambda config, **kw: MembershipResult.from_dict(attacked))
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["audit", "membership", "--run", run_id, "--json"], stdout=out, stderr=err) == 0, err.getvalue()
     document = json.loads(out.getvalue())
@@ -199,7 +223,7 @@ def test_an_lnmax_student_is_drawn_under_its_claim_alone():
     from privengine.audit.membership_job import setting_rows
 
     out = attack_pate(PateConfig().replace(**{**RECIPE, "aggregator": "lnmax", "gamma": 0.1}), reference_models=2,
-                      seed=2, device="cpu", twin=False)
+                      seed=2, device="cpu", twin=False).to_dict()
     assert tradeoff_of(out) is None and not any(k.startswith(("rdp_", "pld_")) for k in out)
     checks = {k for attack in out["all_attacks"].values() for k in attack if k.startswith("exceeds_")}
     assert checks == {"exceeds_bound"}

@@ -15,8 +15,8 @@ from privengine.pate.aggregate import aggregate, vote_counts
 from privengine.claims import claims_of
 from privengine.pate.config import PateConfig
 from privengine.pate.data import load_pate_data
-from privengine.pate.ensemble import Ensemble, partition, train_ensemble
-from privengine.pate.models import build_model
+from privengine.pate.ensemble import Ensemble, partition_rows, train_ensemble
+from privengine.pate.models import MLP, ConvNet, ScatterLinear, build_model
 from privengine.pate.privacy import analyse
 from privengine.randomness import data_fingerprint
 from tests.conftest import SHARED_DATA
@@ -24,8 +24,9 @@ from tests.conftest import SHARED_DATA
 CPU = torch.device("cpu")
 
 
-def _mlp():
-    return build_model("mlp", (6,), 3, width=8, depth=1)
+def _mlps(k: int, seed: int = 0) -> list[torch.nn.Module]:
+    generator = torch.Generator().manual_seed(seed)
+    return [build_model("mlp", (6,), 3, width=8, depth=1, generator=generator) for _ in range(k)]
 
 
 # ---- config -----------------------------------------------------------------------------
@@ -43,8 +44,8 @@ def test_batched_training_equals_training_each_model_alone():
     torch.manual_seed(0)
     k, n = 3, 40
     x, y = torch.randn(k, n, 6), torch.randint(0, 3, (k, n))
-    batched = Ensemble(_mlp, k, CPU)
-    alone = [Ensemble(_mlp, 1, CPU) for _ in range(k)]
+    batched = Ensemble(_mlps(k), CPU)
+    alone = [Ensemble(_mlps(1), CPU) for _ in range(k)]
     for i, single in enumerate(alone):  # same initial parameters
         for name, p in single.params.items():
             p.data.copy_(batched.params[name].data[i:i + 1])
@@ -60,7 +61,7 @@ def test_batched_training_equals_training_each_model_alone():
 def test_predict_matches_direct_logits_and_chunks(monkeypatch):
     import privengine.pate.ensemble as ensemble_module
 
-    ens = Ensemble(_mlp, 4, CPU)
+    ens = Ensemble(_mlps(4), CPU)
     x = torch.randn(50, 6)
     direct = ens.logits(x.expand(4, 50, 6)).argmax(-1)
     monkeypatch.setattr(ensemble_module, "ACTIVATION_BUDGET", 4 * 8 * 3)  # forces chunks of 3 examples
@@ -69,10 +70,9 @@ def test_predict_matches_direct_logits_and_chunks(monkeypatch):
 
 
 def test_partition_is_disjoint_and_equal_sized():
-    x = torch.arange(103).float()[:, None]
-    xs, ys = partition(x, torch.arange(103), 10, torch.Generator().manual_seed(1))
-    assert xs.shape == (10, 10, 1) and ys.shape == (10, 10)
-    assert len(set(ys.flatten().tolist())) == 100  # no example in two partitions
+    rows = partition_rows(103, 10, torch.Generator().manual_seed(1))
+    assert rows.shape == (10, 10) and max(rows.flatten().tolist()) < 103
+    assert len(set(rows.flatten().tolist())) == 100  # no example in two partitions
 
 
 def test_teachers_learn_on_separable_data():
@@ -80,8 +80,9 @@ def test_teachers_learn_on_separable_data():
     centers = torch.randn(3, 6) * 4
     y = torch.randint(0, 3, (600,))
     x = centers[y] + torch.randn(600, 6)
-    xs, ys = partition(x, y, 5, torch.Generator().manual_seed(0))
-    ens = Ensemble(_mlp, 5, CPU)
+    rows = partition_rows(len(y), 5, torch.Generator().manual_seed(0))
+    xs, ys = x[rows], y[rows]
+    ens = Ensemble(_mlps(5), CPU)
     train_ensemble(ens, xs, ys, epochs=15, lr=0.01, batch_size=16, generator=torch.Generator().manual_seed(0))
     accuracy = (ens.predict(x) == y).float().mean(1)
     assert accuracy.min() > 0.9
@@ -242,10 +243,33 @@ def test_embedded_data_is_standardised_with_public_statistics_only(dataset):
 
 
 def test_convnet_outputs_one_logit_per_class():
-    model = build_model("convnet", (3, 32, 32), 100, width=8, depth=3)  # the seed's Net had 10 outputs for CIFAR-100
+    # the seed's Net had 10 outputs for CIFAR-100
+    model = build_model("convnet", (3, 32, 32), 100, width=8, depth=3, generator=torch.Generator())
     logits = model(torch.randn(2, 3, 32, 32))
     assert logits.shape == (2, 100)
     assert torch.allclose(torch.log_softmax(logits, dim=1).exp().sum(1), torch.ones(2))
+
+
+@pytest.mark.parametrize("architecture, shape", [("convnet", (1, 12, 12)), ("mlp", (6,)),
+                                                 ("scatter_linear", (81, 7, 7))])
+def test_models_are_torchs_default_initialisation_drawn_from_their_generator(architecture, shape):
+    """Issue 36, item 5: build_model draws every parameter from its generator, the draws torch's default initialisation
+    makes from the global generator (a module built after ``torch.manual_seed(s)`` has the weights of one built from
+    a generator seeded ``s``), and reads nothing of the global generator's state."""
+    def weights(model):
+        return [p.detach().clone() for p in model.parameters()]
+
+    built = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        built.append(weights(build_model(architecture, shape, 3, width=8, depth=1,
+                                         generator=torch.Generator().manual_seed(7))))
+    torch.manual_seed(7)
+    default = weights({"convnet": lambda: ConvNet(shape, 3, width=8, depth=1),
+                       "mlp": lambda: MLP(6, 3, width=8, depth=1),
+                       "scatter_linear": lambda: ScatterLinear(shape, 3)}[architecture]())
+    for first, second, reference in zip(*built, default, strict=True):
+        assert torch.equal(first, second) and torch.equal(first, reference)
 
 
 # ---- end to end ----------------------------------------------------------------------------

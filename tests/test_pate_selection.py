@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import privengine.pate.run as pate_run
+import privengine.pate.pipeline as pate_pipeline
 from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
 from privengine.pate.selection import select_queries
@@ -57,7 +57,7 @@ def test_a_run_votes_on_the_selected_queries(manager, monkeypatch):
         chosen["kwargs"] = kwargs
         return chosen["indices"]
 
-    monkeypatch.setattr(pate_run, "select_queries", spy)
+    monkeypatch.setattr(pate_pipeline, "select_queries", spy)
     run_id = manager.submit("pate", {"teachers": 20, "teacher_epochs": 3, "student_epochs": 3, "queries": 200,
                                      "query_selection": "typical", "selection_clusters": 10, "baseline": False,
                                      "threshold": 10.0, "sigma1": 5.0, "sigma2": 4.0})

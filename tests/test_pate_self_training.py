@@ -11,11 +11,12 @@ from sklearn.datasets import make_moons
 from privengine.errors import ConfigError
 from privengine.jobs import JobManager
 from privengine.pate import data as pate_data
+from privengine.pate import pipeline
 from privengine.pate import run as pate_run
 from privengine.pate.config import PateConfig
 from privengine.pate.models import build_model
-from privengine.pate.self_training import (SelfTrainingSettings, align_to_uniform, fit_soft, round_targets, sharpen,
-                                          train_self_training)
+from privengine.pate.self_training import (SelfTrainingSettings, align_to_uniform, fit_soft, mixup_weights,
+                                          round_targets, sharpen, train_self_training)
 from privengine.pate.student import accuracy
 from tests.fake_mnist import fake_mnist
 from tests.memory_reporter import MemoryReporter
@@ -69,13 +70,13 @@ def test_self_training_learns_from_the_pool_what_two_labels_cannot_teach():
     """One labelled point per moon: the fit on the labels alone draws a poor boundary (about 70 % right); the
     rounds of pseudo-labels on 500 unlabelled points carry the student along the moons (about 86 %; without
     mixup the same rounds stay at 70 %: a point far from the labels never becomes confident)."""
-    torch.manual_seed(0)
     x, y = _moons()
     pool_x, test_x, test_y = x[:500], x[500:], y[500:]
     labelled = torch.tensor([int((y[:500] == 0).nonzero()[0]), int((y[:500] == 1).nonzero()[0])])
     rounds = []
-    model = train_self_training(lambda: build_model("mlp", (2,), 2, width=64, depth=2), pool_x, labelled,
-                                y[labelled], 2, test_x, test_y, _settings(), generator=_gen(),
+    init = _gen(0)
+    model = train_self_training(lambda: build_model("mlp", (2,), 2, width=64, depth=2, generator=init), pool_x,
+                                labelled, y[labelled], 2, test_x, test_y, _settings(), generator=_gen(),
                                 on_round=lambda r, acc, frac: rounds.append((r, acc, frac)))
     assert [r for r, _, _ in rounds] == list(range(7))
     assert rounds[0][2] == 0.0 and all(0.0 < frac <= 1.0 for _, _, frac in rounds[1:])
@@ -124,8 +125,8 @@ def test_self_training_is_reproducible_and_stops_when_asked():
     x, y = _moons(300)
     finals = []
     for _ in range(2):
-        torch.manual_seed(1)
-        model = train_self_training(lambda: build_model("mlp", (2,), 2, width=16, depth=1), x[:200],
+        init = _gen(1)
+        model = train_self_training(lambda: build_model("mlp", (2,), 2, width=16, depth=1, generator=init), x[:200],
                                     torch.arange(10), y[:10], 2, x[200:], y[200:], _settings(rounds=2, epochs=2),
                                     generator=_gen(5))
         finals.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
@@ -174,11 +175,11 @@ def test_the_scatter_student_learns_from_the_answered_rows_of_the_pool_features(
         def wrapper(*args, **kwargs):
             seen[name] = (args, kwargs, function(*args, **kwargs))
             return seen[name][2]
-        monkeypatch.setattr(pate_run, function.__name__, wrapper)
+        monkeypatch.setattr(pipeline, function.__name__, wrapper)
 
-    spy(pate_run.select_queries, "select")
-    spy(pate_run.aggregate, "aggregate")
-    spy(pate_run.train_self_training, "student")
+    spy(pipeline.select_queries, "select")
+    spy(pipeline.aggregate, "aggregate")
+    spy(pipeline.train_self_training, "student")
     config = PateConfig(dataset="mnist", architecture="scatter_linear", teachers=4, teacher_epochs=2, queries=60,
                         query_selection="typical", selection_clusters=5, aggregator="confident_gnmax",
                         threshold=2.0, sigma1=1.0, sigma2=1.0, student="self_training", self_training_rounds=1,
@@ -227,7 +228,6 @@ def _step_by_step_fit(model, x, targets, *, steps, settings, generator) -> None:
     the step, and steps torch's own scheduler (what fit_soft did before it drew ahead for the CUDA graph)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-    mixing = torch.distributions.Beta(settings.mixup_alpha, settings.mixup_alpha)
     batch = min(settings.batch_size, len(x))
     order, position = torch.randperm(len(x), generator=generator), 0
     for _ in range(steps):
@@ -235,8 +235,7 @@ def _step_by_step_fit(model, x, targets, *, steps, settings, generator) -> None:
             order, position = torch.randperm(len(x), generator=generator), 0
         rows = order[position:position + batch]
         position += batch
-        lam = mixing.sample((batch,))
-        lam = torch.maximum(lam, 1 - lam)
+        lam = mixup_weights(torch.rand(batch, generator=generator, dtype=torch.float64), settings.mixup_alpha)
         partner = torch.randperm(batch, generator=generator)
         inputs = lam[:, None] * x[rows] + (1 - lam[:, None]) * x[rows][partner]
         soft = lam[:, None] * targets[rows] + (1 - lam[:, None]) * targets[rows][partner]
@@ -245,6 +244,22 @@ def _step_by_step_fit(model, x, targets, *, steps, settings, generator) -> None:
         loss.backward()
         optimizer.step()
         schedule.step()
+
+
+def test_mixup_weights_from_a_generator_have_the_folded_beta_distribution():
+    """Issue 36, item 5: the mixup weights come from the fit's generator (Beta's inverse distribution function at
+    its uniforms), with the distribution of max(l, 1 - l), l ~ Beta(alpha, alpha), that torch's Beta sampler (the
+    global generator's, drawn before) gives: a two-sample Kolmogorov-Smirnov test does not tell them apart."""
+    from scipy.stats import ks_2samp
+
+    for alpha in (0.4, 2.0):
+        drawn = mixup_weights(torch.rand(20_000, generator=_gen(8), dtype=torch.float64), alpha)
+        assert drawn.dtype == torch.get_default_dtype() and 0.5 <= float(drawn.min()) and float(drawn.max()) <= 1.0
+        torch.manual_seed(9)
+        beta = torch.distributions.Beta(alpha, alpha).sample((20_000,))
+        assert ks_2samp(drawn.numpy(), torch.maximum(beta, 1 - beta).numpy()).pvalue > 1e-3, alpha
+    again = mixup_weights(torch.rand(20_000, generator=_gen(8), dtype=torch.float64), 2.0)
+    assert torch.equal(drawn, again)  # the generator's draws alone decide them
 
 
 def test_the_fit_is_the_step_by_step_loop_to_the_bit():

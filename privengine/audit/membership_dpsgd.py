@@ -35,7 +35,7 @@ attacked with its own seed), no noise or sampling stream of the attack's models 
 
 Privacy of the attack itself: it reads the private split and reports statistics of models trained on it (members,
 scores, accuracies), so its figures are an operator's diagnostic covered by no privacy claim
-(:data:`NOT_COVERED`, in the result): keep them with the data, not with what is published.
+(:data:`.membership.NOT_COVERED`, in the result): keep them with the data, not with what is published.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ from ..device import detect_device
 from ..errors import ConfigError
 from .interface import NullReporter
 from .bounds import one_run_epsilon_lower
-from .membership import (ATTACK_INDEX, NOT_COVERED, attack_scores, check_attack, every_attack, exceeds,
-                         one_run_guesses, passes, pld_tpr_bound, roc_summary, tradeoff_fields, warn_if_above)
+from .membership import (ATTACK_INDEX, attack_scores, check_attack, exceeds, one_run_guesses, passes, pld_tpr_bound,
+                         roc_summary, tradeoff_fields)
+from .membership_result import MembershipResult
 
 __all__ = ["attack_dpsgd", "attack_logits", "check_target", "draw_halves"]
 
@@ -91,10 +92,6 @@ def draw_halves(n: int, reference_models: int, generator: torch.Generator) -> to
         half[torch.randperm(n, generator=generator)[:n // 2]] = True
         rows += [half, ~half]
     return torch.stack(rows)
-
-
-SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
-                "one_run")  # the twin's: it has no claim, so no PLD check
 
 
 class _Attack:
@@ -198,26 +195,26 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
                  offline: bool = False, twin: bool = True, device: str | torch.device | None = None,
                  log: Callable[[str], None] = lambda text: None, pld: bool = True, guesses: int = 100,
                  confidence: float = 0.95, models_per_pass: int = 0, reporter=None,
-                 on_partial: Callable[[dict], None] = lambda out: None) -> dict:
-    """Run the attack (see the module docstring); a JSON-ready dict.
+                 on_partial: Callable[[dict], None] = lambda out: None) -> MembershipResult:
+    """Run the attack (see the module docstring); its :class:`~.membership_result.MembershipResult`.
 
-    Keys: ``attack`` (with ``offline``), ``epsilon``, ``delta``, ``accountant``, ``members``, ``non_members``,
-    ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound), ``pld_bound_at_fpr``
-    (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and ``tpr`` lists on
-    :data:`.membership.CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with ``pld``,
-    ``exceeds_pld_bound`` (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals and
-    counts of :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon lower
-    bound of :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair
+    Keys of its ``to_dict()``: ``attack`` (with ``offline``), ``epsilon``, ``delta``, ``accountant``, ``members``,
+    ``non_members``, ``reference_models``, ``auc``, ``tpr_at_fpr``, ``bound_at_fpr`` (the (eps, delta) bound),
+    ``pld_bound_at_fpr`` (the tighter trade-off of the history; with ``pld``, also ``pld_bound_curve``: ``fpr`` and
+    ``tpr`` lists on :data:`.membership.CURVE_FPR`), ``exceeds_bound`` (against the (eps, delta) bound) and, with
+    ``pld``, ``exceeds_pld_bound`` (against the PLD one; :func:`.membership.above_a_bound` reads both), the intervals
+    and counts of :func:`.membership.roc_summary`, ``roc``, ``one_run`` (``guesses``, ``correct`` and the epsilon
+    lower bound of :func:`.bounds.one_run_epsilon_lower` at ``confidence``: the target's members are independent fair
     coins and the reference models independent of them, Steinke, Nasr & Jagielski 2023's setting), ``all_attacks``
     (AUC, TPRs and ``exceeds_bound`` / ``exceeds_pld_bound`` of every attack on the same models; not for ``loss``,
     which trains the target alone), ``target`` (sigma, q, steps, history, test accuracy) and ``non_private_twin``
     (its ``auc``, ``tpr_at_fpr``, intervals, ``exceeds_bound``, ``one_run`` and test accuracy).
 
     ``models_per_pass``: models trained together in one model batch (0: all at once); after each private pass with
-    at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far, so a job
-    draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop ends the attack after
-    the current step, with ``stopped`` set and the figures of the passes done (none before the first;
-    ``planned_epsilon``, the claim of the planned history, is there from the start).
+    at least two reference models (and after each twin pass) ``on_partial(out)`` gets the result so far (its
+    ``to_dict()``), so a job draws the ROC as it fills in. ``reporter`` (progress, should_stop; default none): a stop
+    ends the attack after the current step, with ``stopped`` set and the figures of the passes done (none before the
+    first; ``planned_epsilon``, the claim of the planned history, is there from the start).
     """
     check_attack(attack, reference_models)
     check_target(config)
@@ -228,23 +225,23 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
     task = _load(config, dev)
     state = _Attack(config, task, attack=attack, refs=max(reference_models, 2), seed=seed, offline=offline,
                     guesses=guesses, confidence=confidence, device=dev, reporter=reporter)
-    out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "accountant": config.accountant,
-           "delta": config.delta, "reference_models": state.trained - 1, "pool": state.n, "seed": seed,
-           "stopped": False}
+    result = MembershipResult(attack=attack, offline=offline, delta=config.delta, seed=seed,
+                              reference_models=state.trained - 1, pool=state.n, accountant=config.accountant)
     state.plan = game_plan(state.recipe, reporter)
     if state.plan is None:  # stopped while calibrating sigma
-        return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
+        result.stopped = True
+        return result.clock(t0)
     plan = state.plan
-    out["planned_epsilon"] = epsilon_of([(plan.noise_multiplier, plan.sample_rate, plan.steps)],
+    result.planned_epsilon = epsilon_of([(plan.noise_multiplier, plan.sample_rate, plan.steps)],
                                         accountant=config.accountant, delta=config.delta)[0]
     log(f"{task.name}: pool of {state.n} private examples, target on {int(state.is_member.sum())}, "
-        f"{out['reference_models']} reference models; sigma = {plan.noise_multiplier:.4g}, q = {plan.sample_rate:.4g}, "
-        f"{plan.steps} steps")
+        f"{result.reference_models} reference models; sigma = {plan.noise_multiplier:.4g}, "
+        f"q = {plan.sample_rate:.4g}, {plan.steps} steps")
     model_ranges = passes(state.trained, models_per_pass)
 
     def pld_history(private: bool) -> list | None:
         """The attacked model's history for the PLD check (None: the twin, or ``pld`` off)."""
-        return out["target"]["history"] if private and pld and "target" in out else None
+        return result.target["history"] if private and pld and result.target is not None else None
     phases = (True, False) if twin else (True,)
     total = state.trained * len(phases)
 
@@ -257,34 +254,31 @@ def attack_dpsgd(config: DPSGDConfig, *, attack: str = "lira", reference_models:
             state.train(private, lo, hi, lambda f, base=base, k=hi - lo, word=word, lo=lo, hi=hi: reporter.progress(
                 (base + k * f) / total, f"{word}: models {lo + 1}-{hi} of {state.trained}, {100 * f:.0f} %"))
             if state.stopped:
-                out["stopped"] = True
+                result.stopped = True
                 break
             log(f"{word}: models {lo + 1}-{hi} trained in {time.perf_counter() - started:.1f} s")
             if private and lo == 0:
                 target = state.results[True][0]
                 history = list(target.history)
-                out["epsilon"] = epsilon_of(history, accountant=config.accountant, delta=config.delta)[0]
-                out["target"] = {"dataset": task.name, "model": config.model, "noise_multiplier": plan.noise_multiplier,
-                                 "sample_rate": plan.sample_rate, "steps": plan.steps, "history": history,
+                result.epsilon = epsilon_of(history, accountant=config.accountant, delta=config.delta)[0]
+                result.target = {"dataset": task.name, "model": config.model,
+                                 "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
+                                 "steps": plan.steps, "history": history,
                                  "test_accuracy": target.final.get(M.TEST_ACC)}
                 if pld:  # at the grid's levels, and on a log grid for the ROC chart
-                    out.update(tradeoff_fields("pld", lambda fpr: pld_tpr_bound(fpr, history)))
+                    result.bounds = tradeoff_fields("pld", lambda fpr: pld_tpr_bound(fpr, history))
             if state.done(private) < 3 and attack != "loss":
                 continue  # no reference model on each side yet
-            summary = state.summary(private, epsilon=out["epsilon"], delta=config.delta,
+            summary = state.summary(private, epsilon=result.epsilon, delta=config.delta,
                                     pld_history=pld_history(private))
             if private:
-                out.update(summary)
+                result.summary = summary
             else:
-                out["non_private_twin"] = {k: summary[k] for k in SUMMARY_KEYS + ("reference_models_so_far",)}
-                out["non_private_twin"]["test_accuracy"] = state.results[False][0].final.get(M.TEST_ACC)
-            on_partial(out | {"seconds": round(time.perf_counter() - t0, 2)})
+                result.measure_twin(summary, state.results[False][0].final.get(M.TEST_ACC))
+            on_partial(result.clock(t0).to_dict())
         if state.stopped:
             break
-    if attack != "loss" and "auc" in out and not (out["stopped"] and state.done(True) < state.trained):
-        out["all_attacks"] = every_attack(out, lambda name: state.summary(  # the same models: for comparison
-            True, attack=name, epsilon=out["epsilon"], delta=config.delta, pld_history=pld_history(True)))
-    out["seconds"] = round(time.perf_counter() - t0, 2)
-    reporter.progress(1.0, "stopped" if out["stopped"] else "done")
-    warn_if_above(out, log, "private model")
-    return out
+    if attack != "loss" and result.measured and not (result.stopped and state.done(True) < state.trained):
+        result.compare_attacks(lambda name: state.summary(  # the same models: for comparison
+            True, attack=name, epsilon=result.epsilon, delta=config.delta, pld_history=pld_history(True)))
+    return result.finish(t0, reporter, log, "private model")

@@ -27,6 +27,7 @@ from ..errors import ConfigError, RunNotFoundError
 from ..entries import TEST_ACCURACY, Axis, Frontier
 from .interface import AuditResult, NullReporter, audit_entry, result_of
 from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, below_resolution
+from .membership_result import MembershipResult
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
@@ -220,11 +221,12 @@ ROC_NOTE = ("The ROC's Clopper-Pearson intervals treat the examples as independe
             "model, so they are the usual reading of membership-inference papers, not a proof.")
 
 
-def attack_result(config: MembershipKnobs, out: dict, *, audit: str, mechanism: str, claim: str, claimed: float,
-                  delta: float, notes: list[str]) -> AuditResult:
-    """The stored result of an attack's output ``out`` (its driver's dict): the audited epsilon is its one-run
-    bound, ``notes`` (what the target is, why the bound is sound) follow the not-covered caveat, the ROC note and a
-    stop's note come after them."""
+def attack_result(config: MembershipKnobs, result: MembershipResult, *, audit: str, mechanism: str, claim: str,
+                  claimed: float, delta: float, notes: list[str]) -> AuditResult:
+    """The stored result of an attack's ``result`` (its driver's): the audited epsilon is its one-run bound, ``notes``
+    (what the target is, why the bound is sound) follow the not-covered caveat, the ROC note and a stop's note come
+    after them; the attack's whole output is ``details["membership"]`` (``result.to_dict()``)."""
+    out = result.to_dict()
     one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
     notes = [NOT_COVERED, *notes, ROC_NOTE]
     if out.get("stopped"):
@@ -258,16 +260,16 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
 
     reporter = reporter or NullReporter()
     recipe = target_config(config, getattr(reporter, "store", None))
-    out = attack_dpsgd(recipe, **attack_options(config, reporter))
+    result = attack_dpsgd(recipe, **attack_options(config, reporter))
     # the trained target's claim; before it: its planned history's; stopped while calibrating sigma: the target
-    claimed = out.get("epsilon", out.get("planned_epsilon", recipe.target_epsilon))
+    claimed = result.claimed_epsilon(recipe.target_epsilon)
     notes = ["The target is the run's recipe retrained (runs keep no weights) on a random subset of its private "
              f"split, each example in with probability 1/2, at q = B / floor(n / 2); {claimed:.4g} is that model's "
              "own epsilon (its accountant history).",
              "The audited ε is the one-run bound (Steinke, Nasr & Jagielski 2023) of the attack's guesses: 'in' for "
              "the highest scores, 'out' for the lowest, the whole pool as canaries; sound because the members are "
              "independent fair coins and the reference models independent of them."]
-    return attack_result(config, out, audit=MEMBERSHIP, mechanism="dpsgd", claimed=claimed, delta=recipe.delta,
+    return attack_result(config, result, audit=MEMBERSHIP, mechanism="dpsgd", claimed=claimed, delta=recipe.delta,
                          claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", notes=notes)
 
 

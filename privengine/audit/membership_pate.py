@@ -28,15 +28,16 @@ Beside it, GNMax and Confident-GNMax get the tighter **RDP trade-off bound** of 
 ``S_i`` says which of the pair is in, a coordinate flip is a replace-one neighbour, and the guess for pair ``i``
 ranks ``s(a_i) - s(b_i)`` (:func:`pair_guesses`).
 
-**A model** ``k`` (row 0 the target; seed ``seed + k``, streams at ``ATTACK_INDEX + k``) is the run's recipe on its
-set of ``P`` examples: ``teachers`` teachers on the parts of :func:`privengine.pate.ensemble.partition` (generator
-seeded ``seed + k``), trained together with the other models' teachers of the same pass in one vmapped ensemble;
-their votes on the run's public queries; the aggregator's noise from the stream ``(NOISE_STREAM, ATTACK_INDEX + k)``
-keyed by the model's private set (:func:`privengine.randomness.noise_generator`, never one of the run's streams);
-the run's student on the answered queries (:func:`privengine.pate.run.train_student`). Its logits on the pool and on
-the public test set (RMIA's population, never trained on by any model) are scored. The **twin** is PATE's
-non-private baseline: the student's architecture trained on the same ``P`` examples, no teachers, no noise
-(``baseline_epochs``); all twins of a pass train together.
+**A model** ``k`` (row 0 the target; streams at ``ATTACK_INDEX + k``) is the run's recipe on its set of ``P``
+examples, through the run's own pipeline (:mod:`privengine.pate.pipeline`), its draws but the noise's keyed by
+``seed + k`` (:meth:`~privengine.pate.pipeline.Pipeline.seeded`: the partition, the batches and the initial weights):
+``teachers`` teachers on its parts, trained together with the other models' teachers of the same pass in one vmapped
+ensemble; their votes on the run's public queries; the aggregator's noise from the stream ``(NOISE_STREAM,
+ATTACK_INDEX + k)`` keyed by the model's private set (:func:`privengine.randomness.noise_generator`, never one of the
+run's streams); the run's student on the answered queries. Its logits on the pool and on the public test set (RMIA's
+population, never trained on by any model) are scored. The **twin** is PATE's non-private baseline
+(:func:`privengine.pate.pipeline.train_baseline`): the student's architecture trained on the same ``P`` examples, no
+teachers, no noise (``baseline_epochs``); all twins of a pass train together.
 """
 
 from __future__ import annotations
@@ -51,24 +52,22 @@ import torch
 from ..device import detect_device
 from ..errors import ConfigError
 from ..pate.config import MIN_EXAMPLES_PER_TEACHER, SPLIT_SIZES, PateConfig
-from ..pate.data import PateData, TeacherInputs, load_pate_data
-from ..pate.ensemble import Ensemble, partition, train_ensemble
-from ..pate.models import build_model
+from ..pate.data import load_pate_data
 from ..accounting.pate import GNMAX_ORDERS
 from ..pate.privacy import NEIGHBOURING, a_priori_rdp, analyse
-from ..pate.aggregate import aggregate, vote_counts
-from ..pate.run import NOISE_STREAM, Stopped, architectures, teacher_inputs, train_student
-from ..pate.selection import select_queries
+from ..pate.pipeline import (Pipeline, Recipe, Stopped, answer, predict, recipe_of, train_baseline, train_student,
+                             train_teachers)
+from ..pate.run import NOISE_STREAM
 from ..randomness import data_fingerprint, noise_generator
 from .bounds import one_run_epsilon_lower
 from .interface import NullReporter
-from .membership import (ATTACK_INDEX, NOT_COVERED, attack_scores, check_attack, every_attack, exceeds,
-                         one_run_guesses, passes, rdp_tpr_bound, roc_summary, tradeoff_fields, warn_if_above)
+from .membership import (ATTACK_INDEX, attack_scores, check_attack, exceeds, one_run_guesses, passes, rdp_tpr_bound,
+                         roc_summary, tradeoff_fields)
+from .membership_result import MembershipResult
 
 __all__ = ["attack_pate", "check_target", "draw_pair_halves", "pair_guesses"]
 
-SUMMARY_KEYS = ("auc", "tpr_at_fpr", "tpr_interval_at_fpr", "fpr_at_fpr", "fpr_interval_at_fpr", "exceeds_bound", "roc",
-                "one_run")
+ATTACKED = "PATE student"  # what the attack attacks, as its result and its warnings name it
 
 
 def check_target(config: PateConfig) -> None:
@@ -108,17 +107,12 @@ def pair_guesses(scores: np.ndarray, is_member: np.ndarray, guesses: int) -> tup
 
 @dataclass
 class _Pool:
-    """The loaded recipe: what teachers and students see of the splits, the pairing, the queries."""
+    """The loaded recipe and the pairing: ``pool_rows`` ``(2P,)`` and ``inclusion`` ``(R + 1, 2P)`` bool
+    (:func:`draw_pair_halves`)."""
 
-    config: PateConfig
-    data: PateData
-    teachers_see: TeacherInputs  # private_x, pool_x, test_x as the teachers see them (pixels or features)
-    students_see: PateData | TeacherInputs  # the same, as the student and the baseline see them
-    pool_rows: torch.Tensor  # (2P,)
-    inclusion: torch.Tensor  # (R + 1, 2P) bool
-    queries: torch.Tensor  # (Q,) rows of the public query pool
-    make_teacher: Callable
-    make_student: Callable
+    recipe: Recipe
+    pool_rows: torch.Tensor
+    inclusion: torch.Tensor
 
     @property
     def pairs(self) -> int:
@@ -128,9 +122,15 @@ class _Pool:
         """Model ``k``'s private rows ``(P,)``, the chosen example of each pair, in pair order."""
         return self.pool_rows.view(-1, 2)[self.inclusion[k].view(-1, 2)]
 
+    def pipelines(self, lo: int, hi: int, seed: int) -> list[Pipeline]:
+        """The pipelines of models ``lo..hi-1``: model ``k``'s private set is its members, its draws (all but the
+        noise's) keyed by ``seed + k`` (:meth:`~privengine.pate.pipeline.Pipeline.seeded`)."""
+        return [Pipeline.seeded(self.members(k), seed + k) for k in range(lo, hi)]
+
     def scored(self) -> torch.Tensor:
         """What the student sees of the pool, then of the public test set: ``(2P + m, *input)``."""
-        return torch.cat([self.students_see.private_x[self.pool_rows], self.students_see.test_x])
+        students_see = self.recipe.students_see
+        return torch.cat([students_see.private_x[self.pool_rows], students_see.test_x])
 
 
 class _Quiet(NullReporter):
@@ -144,18 +144,8 @@ class _Quiet(NullReporter):
 
 def _load(config: PateConfig, refs: int, seed: int, device: torch.device, reporter) -> _Pool:
     data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
-    teacher_arch, student_arch = architectures(config, data.is_image)
-    teachers_see = teacher_inputs(config, data, teacher_arch, _Quiet(reporter, device))
-    students_see = teachers_see if config.student == "self_training" else data
-    pool_rows, inclusion = draw_pair_halves(len(data.private_y), refs, torch.Generator().manual_seed(seed))
-    queries = select_queries(teachers_see.pool_x, config.queries, rule=config.query_selection,
-                             clusters=config.selection_clusters, seed=config.seed)
-
-    def make(architecture: str, inputs) -> Callable:
-        return lambda: build_model(architecture, tuple(inputs.private_x.shape[1:]), data.n_classes,
-                                   width=config.width, depth=config.depth)
-    return _Pool(config, data, teachers_see, students_see, pool_rows, inclusion, queries,
-                 make(teacher_arch, teachers_see), make(student_arch, students_see))
+    recipe = recipe_of(config, data, _Quiet(reporter, device))
+    return _Pool(recipe, *draw_pair_halves(len(data.private_y), refs, torch.Generator().manual_seed(seed)))
 
 
 def _headline(config: PateConfig, pool: _Pool):
@@ -163,7 +153,7 @@ def _headline(config: PateConfig, pool: _Pool):
     query, which reads no vote, so it is computed once, before any teacher is trained, from zero votes (and no
     private data to key a release with); the sanitized figure is off (the student never sees it, see the module
     docstring)."""
-    votes = np.zeros((len(pool.queries), pool.data.n_classes))
+    votes = np.zeros((len(pool.recipe.queries), pool.recipe.data.n_classes))
     report = analyse(votes, np.ones(len(votes), dtype=bool), config.replace(sanitize=False), n_private=pool.pairs,
                      data=data_fingerprint())
     return next(c for c in report.claims if c.headline)
@@ -182,44 +172,32 @@ class _Trained:
 def _pate_pass(pool: _Pool, lo: int, hi: int, seed: int, device: torch.device, reporter,
                progress: Callable[[float, str], None]) -> _Trained:
     """Train the PATE pipelines of models ``lo..hi-1`` (see the module docstring); raises Stopped."""
-    config, data, t = pool.config, pool.data, pool.config.teachers
-    shuffles = [torch.Generator().manual_seed(seed + k) for k in range(lo, hi)]
-    parts = [partition(pool.teachers_see.private_x[pool.members(k)], data.private_y[pool.members(k)], t, gen)
-             for k, gen in zip(range(lo, hi), shuffles)]
-    xs = torch.cat([x for x, _ in parts]).to(device)  # ((hi - lo) t, P // t, *input)
-    ys = torch.cat([y for _, y in parts]).to(device)
-    teachers = Ensemble(pool.make_teacher, len(xs), device)
+    recipe = pool.recipe
+    config, data, t = recipe.config, recipe.data, recipe.config.teachers
+    pipelines = pool.pipelines(lo, hi, seed)
 
     def on_epoch(epoch: int, losses) -> None:
-        progress(0.6 * (epoch + 1) / config.teacher_epochs, f"{len(xs)} teachers: epoch {epoch + 1}")
-    if not train_ensemble(teachers, xs, ys, epochs=config.teacher_epochs, lr=config.teacher_lr,
-                          batch_size=config.batch_size, generator=shuffles[0], should_stop=reporter.should_stop,
-                          on_epoch=on_epoch):
-        raise Stopped
-    votes = teachers.predict(pool.teachers_see.pool_x[pool.queries], should_stop=reporter.should_stop)
-    if votes is None:
-        raise Stopped
+        progress(0.6 * (epoch + 1) / config.teacher_epochs, f"{len(losses)} teachers: epoch {epoch + 1}")
+    teachers = train_teachers(recipe, pipelines, device, should_stop=reporter.should_stop, on_epoch=on_epoch)
+    votes = predict(teachers, recipe.query_inputs, reporter.should_stop)
     logits, accuracy, target = [], [], None
     scored = pool.scored().to(device)
-    for j, k in enumerate(range(lo, hi)):
+    for j, (k, pipeline) in enumerate(zip(range(lo, hi), pipelines)):
         progress(0.6 + 0.4 * j / (hi - lo), f"student {k + 1}")
-        counts = vote_counts(votes[j * t:(j + 1) * t], data.n_classes)
         members = pool.members(k)
         fingerprint = data_fingerprint(data.private_x[members], data.private_y[members])
         noise = noise_generator(config, NOISE_STREAM, ATTACK_INDEX + k, data=fingerprint, device=device)
-        answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
-                            sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
+        _, answers = answer(recipe, votes[j * t:(j + 1) * t], noise)
         answered = answers.answered
         if k == 0:
-            target = {"queries_submitted": len(pool.queries), "queries_answered": int(answered.sum()),
+            target = {"queries_submitted": len(recipe.queries), "queries_answered": int(answered.sum()),
                       "teachers": t, "examples_per_teacher": pool.pairs // t}
         if not bool(answered.any()):  # nothing to learn from: a student of chance (uniform logits)
             logits.append(np.zeros((len(scored), data.n_classes)))
             accuracy.append(float("nan"))
             continue
-        student, acc = train_student(config, pool.make_student, pool.queries[answered.cpu()],
-                                     answers.labels[answered].cpu(), data, pool.students_see, device,
-                                     shuffles[j], _Quiet(reporter, device))
+        student, acc = train_student(recipe, pipeline, recipe.queries[answered.cpu()], answers.labels[answered].cpu(),
+                                     device, _Quiet(reporter, device))
         with torch.no_grad():
             logits.append(student(scored).double().cpu().numpy())
         accuracy.append(acc)
@@ -230,21 +208,14 @@ def _baseline_pass(pool: _Pool, lo: int, hi: int, seed: int, device: torch.devic
                    progress: Callable[[float, str], None]) -> _Trained:
     """The twins of models ``lo..hi-1``: PATE's non-private baseline on each model's ``P`` examples, trained
     together; raises Stopped."""
-    config, data = pool.config, pool.data
-    rows = torch.stack([pool.members(k) for k in range(lo, hi)])  # (k, P)
-    models = Ensemble(pool.make_student, hi - lo, device)
+    epochs = pool.recipe.config.baseline_epochs
 
-    def on_epoch(epoch: int, losses) -> None:
-        progress((epoch + 1) / config.baseline_epochs, f"baselines: epoch {epoch + 1}")
-    if not train_ensemble(models, pool.students_see.private_x[rows].to(device), data.private_y[rows].to(device),
-                          epochs=config.baseline_epochs, lr=config.student_lr, batch_size=config.student_batch_size,
-                          generator=torch.Generator().manual_seed(seed + lo), should_stop=reporter.should_stop,
-                          on_epoch=on_epoch):
-        raise Stopped
-    with torch.no_grad():
-        logits = models.logits_in_chunks(pool.scored())
-        test = logits[:, 2 * pool.pairs:].argmax(-1).cpu() == data.test_y
-    return _Trained(logits.double().cpu().numpy(), test.double().mean(1).tolist())
+    def on_epoch(epoch: int, losses, test_accuracy) -> None:
+        progress((epoch + 1) / epochs, f"baselines: epoch {epoch + 1}")
+    models, test_accuracy = train_baseline(pool.recipe, pool.pipelines(lo, hi, seed), device,
+                                           should_stop=reporter.should_stop, on_epoch=on_epoch)
+    logits = models.logits_in_chunks(pool.scored())
+    return _Trained(logits.double().cpu().numpy(), test_accuracy.tolist())
 
 
 def _rdp_bound(config: PateConfig, queries: int) -> Callable | None:
@@ -264,7 +235,8 @@ def _summary(pool: _Pool, logits: np.ndarray, attack: str, *, offline: bool, eps
     ``exceeds_rdp_bound``."""
     refs = (len(logits) - 1) // 2 * 2
     n = 2 * pool.pairs
-    labels = torch.cat([pool.data.private_y[pool.pool_rows], pool.data.test_y]).numpy()
+    data = pool.recipe.data
+    labels = torch.cat([data.private_y[pool.pool_rows], data.test_y]).numpy()
     is_member = pool.inclusion[0].numpy()
     scores = attack_scores(attack, logits[:refs + 1], labels, n, pool.inclusion[1:refs + 1].numpy(), offline=offline)
     out = roc_summary(scores, is_member, epsilon=epsilon, delta=delta, confidence=confidence)
@@ -281,35 +253,37 @@ def _summary(pool: _Pool, logits: np.ndarray, attack: str, *, offline: bool, eps
 def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: int = 16, seed: int = 0,
                 offline: bool = False, twin: bool = True, device: str | torch.device | None = None,
                 log: Callable[[str], None] = lambda text: None, guesses: int = 100, confidence: float = 0.95,
-                models_per_pass: int = 0, reporter=None, on_partial: Callable[[dict], None] = lambda out: None) -> dict:
-    """Run the attack (see the module docstring); a JSON-ready dict with the keys of
-    :func:`.membership_dpsgd.attack_dpsgd`'s output, its tighter bound the RDP trade-off of the a-priori claim
-    (``rdp_bound_at_fpr``, ``rdp_bound_curve``, ``exceeds_rdp_bound``; none for LNMax) instead of the PLD one, plus
-    ``attacked`` ("PATE student"), ``twin_name``, ``neighbouring`` and ``pairs``; ``target`` holds the claim's label,
-    epsilon and accountant, the queries submitted and answered, the teachers and the student's test accuracy, and
-    ``one_run`` counts the pairs as canaries. ``models_per_pass``, ``reporter`` and ``on_partial`` as there."""
+                models_per_pass: int = 0, reporter=None,
+                on_partial: Callable[[dict], None] = lambda out: None) -> MembershipResult:
+    """Run the attack (see the module docstring); its :class:`~.membership_result.MembershipResult`, whose
+    ``to_dict()`` has the keys of :func:`.membership_dpsgd.attack_dpsgd`'s, its tighter bound the RDP trade-off of the
+    a-priori claim (``rdp_bound_at_fpr``, ``rdp_bound_curve``, ``exceeds_rdp_bound``; none for LNMax) instead of the
+    PLD one, plus ``attacked`` ("PATE student"), ``twin_name``, ``neighbouring`` and ``pairs``; ``target`` holds the
+    claim's label, epsilon and accountant, the queries submitted and answered, the teachers and the student's test
+    accuracy, and ``one_run`` counts the pairs as canaries. ``models_per_pass``, ``reporter`` and ``on_partial`` as
+    there."""
     check_attack(attack, reference_models)
     check_target(config)
     reporter = reporter or NullReporter()
     dev = torch.device(device or detect_device().id)
     t0 = time.perf_counter()
-    out = {"attack": attack, "offline": offline, "privacy": NOT_COVERED, "attacked": "PATE student",
-           "twin_name": "PATE's non-private baseline", "neighbouring": NEIGHBOURING, "delta": config.delta,
-           "seed": seed, "stopped": False}
+    result = MembershipResult(attack=attack, offline=offline, delta=config.delta, seed=seed, attacked=ATTACKED,
+                              twin_name="PATE's non-private baseline", neighbouring=NEIGHBOURING)
     reporter.progress(0.0, "loading the data")
-    torch.manual_seed(seed)  # the models' initial weights
     try:
         pool = _load(config, max(reference_models, 2), seed, dev, reporter)
     except Stopped:
-        return out | {"stopped": True, "seconds": round(time.perf_counter() - t0, 2)}
+        result.stopped = True
+        return result.clock(t0)
     trained = 1 if attack == "loss" else max(reference_models, 2) + 1
     claim = _headline(config, pool)
-    out.update(reference_models=trained - 1, pool=2 * pool.pairs, pairs=pool.pairs, planned_epsilon=claim.epsilon)
-    tradeoff = _rdp_bound(config, len(pool.queries))
+    result.reference_models, result.pool, result.pairs = trained - 1, 2 * pool.pairs, pool.pairs
+    result.planned_epsilon = claim.epsilon
+    tradeoff = _rdp_bound(config, len(pool.recipe.queries))
     if tradeoff is not None:
-        out.update(tradeoff_fields("rdp", tradeoff))
+        result.bounds = tradeoff_fields("rdp", tradeoff)
     log(f"{config.dataset}: {pool.pairs} pairs of private examples, one of each in every model; {config.teachers} "
-        f"teachers of {pool.pairs // config.teachers} examples, {len(pool.queries)} queries; "
+        f"teachers of {pool.pairs // config.teachers} examples, {len(pool.recipe.queries)} queries; "
         f"{trained - 1} reference models")
     phases = (True, False) if twin else (True,)
     total = trained * len(phases)
@@ -326,36 +300,32 @@ def attack_pate(config: PateConfig, *, attack: str = "lira", reference_models: i
             try:
                 done = (_pate_pass if private else _baseline_pass)(pool, lo, hi, seed, dev, reporter, progress)
             except Stopped:
-                out["stopped"] = True
+                result.stopped = True
                 break
             log(f"{word}: models {lo + 1}-{hi} trained in {time.perf_counter() - started:.1f} s")
             logits[private].append(done.logits)
             if lo == 0:
                 first_accuracy[private] = done.accuracy[0]
             if done.target is not None:  # the target is trained: its claim is the one computed before
-                out.update(epsilon=claim.epsilon, accountant=claim.accountant,
-                           target=done.target | {"claim": claim.label, "epsilon": claim.epsilon,
-                                                 "accountant": claim.accountant, "dataset": config.dataset,
-                                                 "test_accuracy": done.accuracy[0]})
+                result.epsilon, result.accountant = claim.epsilon, claim.accountant
+                result.target = done.target | {"claim": claim.label, "epsilon": claim.epsilon,
+                                               "accountant": claim.accountant, "dataset": config.dataset,
+                                               "test_accuracy": done.accuracy[0]}
             if sum(len(x) for x in logits[private]) < 3 and attack != "loss":
                 continue  # no reference model on each side yet
             summary = _summary(pool, np.concatenate(logits[private]), attack, offline=offline,
-                               epsilon=out["epsilon"], delta=config.delta, guesses=guesses, confidence=confidence,
+                               epsilon=result.epsilon, delta=config.delta, guesses=guesses, confidence=confidence,
                                tradeoff=tradeoff if private else None)
             if private:
-                out.update(summary)
+                result.summary = summary
             else:
-                out["non_private_twin"] = {k: summary[k] for k in SUMMARY_KEYS + ("reference_models_so_far",)}
-                out["non_private_twin"]["test_accuracy"] = first_accuracy[False]
-            on_partial(out | {"seconds": round(time.perf_counter() - t0, 2)})
-        if out["stopped"]:
+                result.measure_twin(summary, first_accuracy[False])
+            on_partial(result.clock(t0).to_dict())
+        if result.stopped:
             break
-    if attack != "loss" and "auc" in out and not out["stopped"]:
+    if attack != "loss" and result.measured and not result.stopped:
         every = np.concatenate(logits[True])
-        out["all_attacks"] = every_attack(out, lambda name: _summary(  # the same models: for comparison
-            pool, every, name, offline=offline, epsilon=out["epsilon"], delta=config.delta, guesses=guesses,
+        result.compare_attacks(lambda name: _summary(  # the same models: for comparison
+            pool, every, name, offline=offline, epsilon=result.epsilon, delta=config.delta, guesses=guesses,
             confidence=confidence, tradeoff=tradeoff))
-    out["seconds"] = round(time.perf_counter() - t0, 2)
-    reporter.progress(1.0, "stopped" if out["stopped"] else "done")
-    warn_if_above(out, log, "PATE student")
-    return out
+    return result.finish(t0, reporter, log, ATTACKED)

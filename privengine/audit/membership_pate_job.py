@@ -72,11 +72,11 @@ def run(config: PateMembershipConfig, reporter=None) -> AuditResult:
 
     reporter = reporter or NullReporter()
     recipe = target_config(config, getattr(reporter, "store", None))
-    out = attack_pate(recipe, **attack_options(config, reporter))
+    result = attack_pate(recipe, **attack_options(config, reporter))
     # the trained target's claim; before it: the a-priori one of its planned queries (the same: it reads no vote)
-    claimed = out.get("epsilon", out.get("planned_epsilon", float("nan")))
+    claimed = result.claimed_epsilon(float("nan"))
     notes = ["The target is the run's student retrained (runs keep no weights) with its teachers on one example of "
-             f"each of {out.get('pairs', 0)} random pairs of its private split (an independent fair coin per pair), "
+             f"each of {result.pairs or 0} random pairs of its private split (an independent fair coin per pair), "
              f"so every model trains on sets of one size, as PATE's replace-one claim needs; {claimed:.4g} is the "
              "a-priori epsilon of that student's queries (its sanitized figure, if the run published one, is not "
              "part of what the student saw).",
@@ -84,8 +84,8 @@ def run(config: PateMembershipConfig, reporter=None) -> AuditResult:
              "of the pair in' for the highest score differences, 'second in' for the lowest; sound because the coins "
              "are independent and flipping one is a replace-one neighbour, and the reference models are "
              "independent of them."]
-    return attack_result(config, out, audit=PATE_MEMBERSHIP, mechanism="pate", claim=CLAIM + f" (δ = {recipe.delta:g})",
-                         claimed=claimed, delta=recipe.delta, notes=notes)
+    return attack_result(config, result, audit=PATE_MEMBERSHIP, mechanism="pate",
+                         claim=CLAIM + f" (δ = {recipe.delta:g})", claimed=claimed, delta=recipe.delta, notes=notes)
 
 
 PATE_MEMBERSHIP_AUDIT = audit_entry(

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from privengine.features.scattering import GROUPNORM_GROUPS_PER_IMAGE_CHANNEL
+from privengine.randomness import init_parameters
 
 from .projection import PublicProjection
 
@@ -49,7 +50,7 @@ def build_model(kind: str, *, input_shape: tuple[int, ...], n_outputs: int, gene
         if n_outputs != 1:
             raise ValueError(f"a regression model has one output; got n_outputs={n_outputs}")
         model.append(nn.Flatten(0))
-    reset_parameters(model, generator)
+    init_parameters(model, generator)
     return model
 
 
@@ -109,21 +110,6 @@ def _cnn(input_shape: tuple[int, ...], n_outputs: int) -> nn.Module:
             nn.Conv2d(64, 64, 3, padding=1), nn.GroupNorm(8, 64), nn.Tanh(), nn.AvgPool2d(2),  # 4x4
             nn.Flatten(), nn.Linear(64 * 4 * 4, n_outputs))
     raise ValueError(f"no CNN for {h}x{w} images; use model 'linear' or 'mlp'")
-
-
-def reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
-    """PyTorch's default init for Linear / Conv (Kaiming-uniform weights, fan-in-uniform biases), GroupNorm (1, 0)."""
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.Linear, nn.Conv2d)):
-                nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5), generator=generator)
-                if m.bias is not None:
-                    fan_in = m.weight[0].numel()
-                    bound = 1 / math.sqrt(fan_in)
-                    nn.init.uniform_(m.bias, -bound, bound, generator=generator)
-            elif isinstance(m, nn.GroupNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
 
 def num_parameters(model: nn.Module) -> int:

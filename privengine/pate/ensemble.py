@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -25,18 +25,16 @@ ACTIVATION_BUDGET = 2.5e7  # floats of first-layer activations per prediction ch
 
 
 class Ensemble:
-    """K independently initialised copies of a model, with stacked parameters on ``device``.
+    """K models of one architecture, their parameters stacked on ``device``.
 
     Args:
-        make_model: builds one freshly initialised model.
-        k: number of models.
+        models: the K models, initialised (each by its caller, from the generator it chose).
         device: where the stacked parameters live.
     """
 
-    def __init__(self, make_model: Callable[[], nn.Module], k: int, device: torch.device):
-        models = [make_model() for _ in range(k)]
-        params, buffers = stack_module_state(models)
-        self.k = k
+    def __init__(self, models: Sequence[nn.Module], device: torch.device):
+        params, buffers = stack_module_state(list(models))
+        self.k = len(models)
         self.params = {n: p.detach().to(device).requires_grad_() for n, p in params.items()}
         self.buffers = {n: b.to(device) for n, b in buffers.items()}
         self._base = copy.deepcopy(models[0]).to("meta")
@@ -114,11 +112,9 @@ def train_ensemble(ensemble: Ensemble, x: torch.Tensor, y: torch.Tensor, *, epoc
     return True
 
 
-def partition(x: torch.Tensor, y: torch.Tensor, k: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Shuffle and split into ``k`` disjoint equal parts: ``(k, n // k, *input)`` and ``(k, n // k)``.
-
-    The ``n mod k`` left-over examples are not used (every teacher gets the same amount of data).
-    """
-    per = len(y) // k
-    order = torch.randperm(len(y), generator=generator)[: per * k]
-    return x[order].view(k, per, *x.shape[1:]), y[order].view(k, per)
+def partition_rows(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """Positions ``(k, n // k)`` of ``k`` disjoint equal parts of ``n`` examples, a random permutation from
+    ``generator`` cut in ``k``; the ``n mod k`` left-over examples are not used (every teacher gets the same amount
+    of data). The parts depend on ``n`` and the generator alone."""
+    per = n // k
+    return torch.randperm(n, generator=generator)[: per * k].view(k, per)

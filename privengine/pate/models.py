@@ -8,16 +8,20 @@ parameters and batches cleanly under ``torch.func.vmap``.
 ``MLP``: ``depth`` hidden layers of ``width`` units with ReLU, for tabular data.
 ``ScatterLinear``: on ScatterNet features ``(81 C, H/4, W/4)``, a GroupNorm in 27 groups per image
 channel (Tramer & Boneh's normalisation) and one linear layer (their ScatterNet+linear model).
-All return logits of shape ``(batch, n_classes)``.
+All return logits of shape ``(batch, n_classes)``. :func:`build_model` initialises every parameter from the generator
+it is given (:func:`privengine.randomness.init_parameters`), never from torch's global generator, which the threads
+of a sweep share.
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import nn
 
 from ..features.scattering import GROUPNORM_GROUPS_PER_IMAGE_CHANNEL
+from ..randomness import init_parameters
 
 
 class ConvNet(nn.Module):
@@ -64,17 +68,22 @@ class ScatterLinear(nn.Module):
         return self.classifier(self.norm(x).flatten(1))
 
 
-def build_model(architecture: str, input_shape: tuple[int, ...], n_classes: int, *, width: int, depth: int) -> nn.Module:
-    """The model for ``architecture`` (``"convnet"``, ``"mlp"`` or ``"scatter_linear"``) with ``n_classes`` outputs;
-    ``input_shape`` is that of the model's inputs (pixels, or scattering features for ``scatter_linear``)."""
+def build_model(architecture: str, input_shape: tuple[int, ...], n_classes: int, *, width: int, depth: int,
+                generator: torch.Generator) -> nn.Module:
+    """The model for ``architecture`` (``"convnet"``, ``"mlp"`` or ``"scatter_linear"``) with ``n_classes`` outputs, on
+    the CPU, its parameters drawn from ``generator`` (a CPU generator); ``input_shape`` is that of the model's inputs
+    (pixels, or scattering features for ``scatter_linear``)."""
     if architecture == "convnet":
         if len(input_shape) != 3:
             raise ValueError(f"the ConvNet needs (channels, height, width) inputs; got shape {input_shape}")
-        return ConvNet(input_shape, n_classes, width=width, depth=depth)
-    if architecture == "mlp":
-        return MLP(math.prod(input_shape), n_classes, width=width, depth=depth)
-    if architecture == "scatter_linear":
+        model = ConvNet(input_shape, n_classes, width=width, depth=depth)
+    elif architecture == "mlp":
+        model = MLP(math.prod(input_shape), n_classes, width=width, depth=depth)
+    elif architecture == "scatter_linear":
         if len(input_shape) != 3 or input_shape[0] % 81:
             raise ValueError(f"scatter_linear needs (81 C, h, w) scattering features; got shape {input_shape}")
-        return ScatterLinear(input_shape, n_classes)
-    raise ValueError(f"unknown architecture {architecture!r}")
+        model = ScatterLinear(input_shape, n_classes)
+    else:
+        raise ValueError(f"unknown architecture {architecture!r}")
+    init_parameters(model, generator)
+    return model

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 import numpy as np
 import torch
@@ -11,15 +10,11 @@ import torch
 from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
 from ..store import EPSILON_BASIS_ARTIFACT
-from .aggregate import aggregate, vote_counts
 from .config import PateConfig
-from .data import PateData, TeacherInputs, load_pate_data, load_scattering_inputs
-from .ensemble import Ensemble, partition, train_ensemble
-from .models import build_model
+from .data import PateData, load_pate_data
+from .pipeline import (Pipeline, Stopped, answer, predict, recipe_of, report_epochs, train_baseline, train_student,
+                       train_teachers)
 from .privacy import PrivacyReport, analyse, epsilon_basis
-from .selection import select_queries
-from .self_training import SelfTrainingSettings, train_self_training
-from .student import FixMatchSettings, logits_in_chunks, train_fixmatch
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
 # privacy.SANITIZE_STREAM
@@ -29,16 +24,10 @@ CURVE_POINTS = 300  # points of the eps-vs-answered curves sent to the store
 _TEACHERS, _VOTES, _BASELINE, _STUDENT = 0.6, 0.05, 0.15, 0.2
 
 
-class Stopped(Exception):
-    """Raised inside the run (and :func:`train_student`) when the reporter asks to stop; run() returns a partial
-    summary."""
-
-
 def run(config: PateConfig, reporter: Reporter) -> dict:
     started = time.perf_counter()
     device = torch.device(reporter.device)
-    torch.manual_seed(config.seed)
-    shuffle = torch.Generator().manual_seed(config.seed)
+    pipeline = Pipeline.seeded(None, config.seed)  # every draw but the noise's (pipeline module docstring)
     summary: dict = {"stage": "loading data"}
 
     def checkpoint(stage: str) -> None:
@@ -46,49 +35,42 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
         if reporter.should_stop():
             raise Stopped
 
+    def progress(start: float, share: float):
+        return lambda fraction, text: reporter.progress(start + share * fraction, text)
+
     try:
         reporter.progress(0.0, "loading data")
         data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
         # the aggregator's noise is keyed by the teachers' private data too (privengine.randomness)
         noise = noise_generator(config, NOISE_STREAM, data=data.private_fingerprint, device=device)
-        teacher_architecture, student_architecture = architectures(config, data.is_image)
-        seen_by_teachers = teacher_inputs(config, data, teacher_architecture, reporter)
-        student_inputs = seen_by_teachers if config.student == "self_training" else data
-
-        def make_teacher():
-            return build_model(teacher_architecture, tuple(seen_by_teachers.private_x.shape[1:]), data.n_classes,
-                               width=config.width, depth=config.depth)
-
-        def make_student():
-            return build_model(student_architecture, tuple(student_inputs.pool_x.shape[1:]), data.n_classes,
-                               width=config.width, depth=config.depth)
+        recipe = recipe_of(config, data, reporter)
 
         # Stored before the first output (the teachers' losses): what the run is charged should its process die
         reporter.charge_plan(planned_charge(config, data, device))
         checkpoint("training teachers")
-        teachers = _train_teachers(config, seen_by_teachers.private_x, data.private_y, make_teacher, device, shuffle,
-                                   reporter)
+
+        def on_teachers_epoch(epoch: int, losses: torch.Tensor) -> None:
+            reporter.metric(epoch + 1, teacher_loss_mean=losses.mean().item(), teacher_loss_max=losses.max().item())
+            reporter.progress(_TEACHERS * (epoch + 1) / config.teacher_epochs,
+                              f"training {config.teachers} teachers: epoch {epoch + 1}/{config.teacher_epochs}")
+        teachers = train_teachers(recipe, [pipeline], device, should_stop=reporter.should_stop,
+                                  on_epoch=on_teachers_epoch)
 
         checkpoint("voting")
         reporter.progress(_TEACHERS, "teachers vote on the queries")
-        test_preds = _predict(teachers, seen_by_teachers.test_x, reporter.should_stop)
+        test_preds = predict(teachers, recipe.teachers_see.test_x, reporter.should_stop)
         teacher_acc = (test_preds == data.test_y.to(device)).double().mean(1).cpu().numpy()
         reporter.artifact("teacher_accuracy", {"accuracy": teacher_acc})
-        submitted = select_queries(seen_by_teachers.pool_x, config.queries, rule=config.query_selection,
-                                   clusters=config.selection_clusters, seed=config.seed)
-        queries_y = data.pool_y[submitted].to(device)
-        counts = vote_counts(_predict(teachers, seen_by_teachers.pool_x[submitted], reporter.should_stop),
-                             data.n_classes)
-        answers = aggregate(counts, aggregator=config.aggregator, generator=noise, gamma=config.gamma,
-                            sigma=config.sigma, threshold=config.threshold, sigma1=config.sigma1, sigma2=config.sigma2)
+        queries_y = data.pool_y[recipe.queries].to(device)
+        counts, answers = answer(recipe, predict(teachers, recipe.query_inputs, reporter.should_stop), noise)
         answered = answers.answered
         n_answered = int(answered.sum())
         top2 = counts.topk(min(2, data.n_classes), dim=1).values
         margins = (top2[:, 0] - top2[:, -1]) if data.n_classes > 1 else top2[:, 0]
         reporter.artifact("vote_margins", {"margin": margins.cpu().numpy(), "teachers": config.teachers})
         summary.update(
-            architecture=teacher_architecture,
-            student_architecture=student_architecture,
+            architecture=recipe.teacher_architecture,
+            student_architecture=recipe.student_architecture,
             teachers=config.teachers,
             examples_per_teacher=len(data.private_y) // config.teachers,
             teacher_accuracy_mean=float(teacher_acc.mean()),
@@ -122,18 +104,18 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 
         if config.baseline:
             checkpoint("training the non-private baseline")
-            _, summary["baseline_accuracy"] = _train_single(
-                make_student, student_inputs.private_x, data.private_y, student_inputs.test_x, data.test_y,
-                config.baseline_epochs, config.student_lr, config, device, shuffle, reporter, "baseline_accuracy",
-                _TEACHERS + _VOTES, _BASELINE)
+            _, accuracy = train_baseline(recipe, [pipeline], device, should_stop=reporter.should_stop,
+                                         on_epoch=report_epochs(reporter, "baseline", config.baseline_epochs,
+                                                                progress(_TEACHERS + _VOTES, _BASELINE)))
+            summary["baseline_accuracy"] = float(accuracy[0])
         if n_answered == 0:
             summary["student_accuracy"] = None
             reporter.log("No query was answered: the student was not trained (lower the threshold or sigma1).")
         else:
             checkpoint("training the student")
             _, summary["student_accuracy"] = train_student(
-                config, make_student, submitted[answered.cpu()], answers.labels[answered].cpu(), data, student_inputs,
-                device, shuffle, reporter)
+                recipe, pipeline, recipe.queries[answered.cpu()], answers.labels[answered].cpu(), device, reporter,
+                progress(_TEACHERS + _VOTES + _BASELINE, _STUDENT))
         summary["student"] = _student_description(config, len(data.pool_x))
         summary["stage"] = "done"
         reporter.progress(1.0, "done")
@@ -157,151 +139,6 @@ def planned_charge(config: PateConfig, data: PateData, device: torch.device) -> 
                      extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
                      data=data.private_fingerprint)
     return {"stage": "planned", "privacy": [c.to_dict() for c in report.claims if c.headline]}
-
-
-def _predict(ensemble: Ensemble, x: torch.Tensor, stop_check) -> torch.Tensor:
-    out = ensemble.predict(x, should_stop=stop_check)
-    if out is None:
-        raise Stopped
-    return out
-
-
-def architectures(config: PateConfig, is_image: bool) -> tuple[str, str]:
-    """``(teachers' architecture, student's)``: ``auto`` is the ConvNet for images, the MLP for tabular data. The
-    self-training student has the teachers' model and inputs; FixMatch augments pixels, so with ScatterNet teachers it
-    trains a ConvNet on the images (and so does the supervised student); the baseline follows the student."""
-    teacher = config.architecture if config.architecture != "auto" else ("convnet" if is_image else "mlp")
-    student = "convnet" if teacher == "scatter_linear" and config.student != "self_training" else teacher
-    return teacher, student
-
-
-def teacher_inputs(config: PateConfig, data: PateData, architecture: str, reporter: Reporter) -> TeacherInputs:
-    """The pixels of the splits, or their ScatterNet features (cached; computed with progress on first use);
-    raises :class:`Stopped` when the reporter asks to stop meanwhile."""
-    if architecture != "scatter_linear":
-        return TeacherInputs(data.private_x, data.pool_x, data.test_x)
-    inputs = load_scattering_inputs(config.dataset, root=config.data_root, download=config.download,
-                                    device=reporter.device, should_stop=reporter.should_stop,
-                                    progress=reporter.progress)
-    if inputs is None:
-        raise Stopped
-    return inputs
-
-
-def _train_teachers(config: PateConfig, private_x: torch.Tensor, private_y: torch.Tensor, make_model, device, shuffle,
-                    reporter: Reporter) -> Ensemble:
-    xs, ys = partition(private_x, private_y, config.teachers, shuffle)
-    xs, ys = xs.to(device), ys.to(device)
-    teachers = Ensemble(make_model, config.teachers, device)
-
-    def on_epoch(epoch: int, losses: torch.Tensor) -> None:
-        reporter.metric(epoch + 1, teacher_loss_mean=losses.mean().item(), teacher_loss_max=losses.max().item())
-        reporter.progress(_TEACHERS * (epoch + 1) / config.teacher_epochs,
-                          f"training {config.teachers} teachers: epoch {epoch + 1}/{config.teacher_epochs}")
-
-    if not train_ensemble(teachers, xs, ys, epochs=config.teacher_epochs, lr=config.teacher_lr,
-                          batch_size=config.batch_size, generator=shuffle, should_stop=reporter.should_stop,
-                          on_epoch=on_epoch):
-        raise Stopped
-    return teachers
-
-
-def _train_single(make_model, x, y, test_x, test_y, epochs: int, lr: float, config: PateConfig, device, shuffle,
-                  reporter: Reporter, metric: str, progress_start: float,
-                  progress_share: float) -> tuple[Ensemble, float]:
-    """Train one model (an ensemble of one) on ``(x, y)``; report test accuracy per epoch as ``metric``; the model
-    and its last accuracy."""
-    model = Ensemble(make_model, 1, device)
-    test_y = test_y.to(device)
-    accuracy = float("nan")
-
-    def on_epoch(epoch: int, losses: torch.Tensor) -> None:
-        nonlocal accuracy
-        accuracy = float((model.predict(test_x)[0] == test_y).double().mean())
-        reporter.metric(epoch + 1, **{metric: accuracy, metric.replace("accuracy", "loss"): losses.item()})
-        reporter.progress(progress_start + progress_share * (epoch + 1) / epochs, f"{metric.split('_')[0]}: "
-                          f"epoch {epoch + 1}/{epochs}")
-
-    if not train_ensemble(model, x[None].to(device), y[None].to(device), epochs=epochs, lr=lr,
-                          batch_size=config.student_batch_size, generator=shuffle, should_stop=reporter.should_stop,
-                          on_epoch=on_epoch):
-        raise Stopped
-    return model, accuracy
-
-
-def train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
-                  data: PateData, inputs: PateData | TeacherInputs, device, shuffle,
-                  reporter: Reporter) -> tuple[Callable[[torch.Tensor], torch.Tensor], float]:
-    """Train the student on the answered queries (rows ``labelled_rows`` of the pool, noisy labels ``labelled_y``)
-    and, semi-supervised or self-training, on the whole unlabelled pool: ``(logits, accuracy)``, its logits
-    ``(n, C)`` on inputs ``(n, *input)`` of what it sees (pixels or the teachers' features: ``inputs``, which holds
-    the pool and the test set) and its accuracy on the held-out public test set. Raises :class:`Stopped` when the
-    reporter asks to stop."""
-    start = _TEACHERS + _VOTES + _BASELINE
-    if config.student == "supervised":
-        model, accuracy = _train_single(make_model, inputs.pool_x[labelled_rows], labelled_y, inputs.test_x,
-                                        data.test_y, config.student_epochs, config.student_lr, config, device,
-                                        shuffle, reporter, "student_accuracy", start, _STUDENT)
-        return (lambda x: model.logits_in_chunks(x)[0]), accuracy
-    if config.student == "self_training":
-        model, accuracy = _self_train_student(config, make_model, labelled_rows, labelled_y, data, inputs, device,
-                                              shuffle, reporter, start)
-        return (lambda x: logits_in_chunks(model, x)), accuracy
-    settings = fixmatch_settings(config)
-    accuracy = float("nan")
-
-    def on_epoch(epoch: int, test_accuracy: float, loss: float, mask_rate: float) -> None:
-        nonlocal accuracy
-        accuracy = test_accuracy
-        reporter.metric(epoch + 1, student_accuracy=test_accuracy, student_loss=loss, student_mask_rate=mask_rate)
-        reporter.progress(start + _STUDENT * (epoch + 1) / config.student_epochs,
-                          f"student (FixMatch): epoch {epoch + 1}/{config.student_epochs}")
-
-    model = make_model().to(device)  # FixMatch augments images: it reads the pixels (data), never features
-    if train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device), data.pool_x.to(device),
-                      data.test_x.to(device), data.test_y.to(device), settings, generator=shuffle,
-                      should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
-        raise Stopped
-    return (lambda x: logits_in_chunks(model, x)), accuracy
-
-
-def _self_train_student(config: PateConfig, make_model, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
-                        data: PateData, inputs: TeacherInputs, device, shuffle, reporter: Reporter,
-                        start: float) -> tuple[torch.nn.Module, float]:
-    """The self-training student (:mod:`.self_training`) and its last accuracy; its test accuracy is reported after
-    every round at the number of passes over the pool so far."""
-    settings = self_training_settings(config)
-    accuracy = float("nan")
-
-    def on_round(round_: int, test_accuracy: float, pseudo_fraction: float) -> None:
-        nonlocal accuracy
-        accuracy = test_accuracy
-        reporter.metric((round_ + 1) * settings.epochs, student_accuracy=test_accuracy,
-                        student_pseudo_labelled=pseudo_fraction)
-        reporter.progress(start + _STUDENT * (round_ + 1) / (settings.rounds + 1),
-                          f"student (self-training): round {round_}/{settings.rounds}")
-
-    model = train_self_training(lambda: make_model().to(device), inputs.pool_x.to(device), labelled_rows.to(device),
-                                labelled_y.to(device), data.n_classes, inputs.test_x.to(device),
-                                data.test_y.to(device), settings, generator=shuffle, should_stop=reporter.should_stop,
-                                on_round=on_round)
-    if model is None:
-        raise Stopped
-    return model, accuracy
-
-
-def self_training_settings(config: PateConfig) -> SelfTrainingSettings:
-    """The self-training student's settings from a run's configuration."""
-    return SelfTrainingSettings(rounds=config.self_training_rounds, epochs=config.student_epochs, lr=config.student_lr,
-                                batch_size=config.student_batch_size, confidence=config.confidence,
-                                mixup_alpha=config.mixup_alpha, align_distribution=config.align_distribution)
-
-
-def fixmatch_settings(config: PateConfig) -> FixMatchSettings:
-    """The semi-supervised student's FixMatch settings from a run's configuration."""
-    return FixMatchSettings(epochs=config.student_epochs, lr=config.student_lr, batch_size=config.student_batch_size,
-                            unlabelled_ratio=config.unlabelled_ratio, confidence=config.confidence,
-                            unlabelled_weight=config.unlabelled_weight)
 
 
 def _student_description(config: PateConfig, pool_size: int) -> str:

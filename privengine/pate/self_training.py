@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from scipy.special import betaincinv
 from torch import nn
 
 from privengine.cuda_graphs import GraphedSteps, step_index
@@ -101,36 +102,44 @@ def round_targets(probabilities: torch.Tensor, labelled_rows: torch.Tensor, labe
 DRAW_BLOCK = 1024  # steps whose batches and mixup weights are drawn at once (bounds the buffers: S x b indices)
 
 
+def mixup_weights(uniforms: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Mixup weights ``max(l, 1 - l)``, ``l ~ Beta(alpha, alpha)``, from ``uniforms`` in ``[0, 1)`` (float64, any
+    shape): ``l`` is Beta's inverse distribution function at the uniform (scipy's ``betaincinv``), so the weights come
+    from whichever generator drew the uniforms (torch's Beta samples from the global generator only). Same shape,
+    in torch's default dtype."""
+    lam = torch.from_numpy(betaincinv(alpha, alpha, uniforms.numpy()))
+    return torch.maximum(lam, 1 - lam).to(torch.get_default_dtype())
+
+
 def _draw_blocks(n: int, batch: int, steps: int, settings: SelfTrainingSettings, generator: torch.Generator,
                  device: torch.device):
-    """A fit's randomness, yielded in blocks of at most :data:`DRAW_BLOCK` steps as ``(rows, lam, partner, lr)`` on
-    ``device``, drawn in the order a step-by-step loop draws it, so the values do not depend on the block size:
+    """A fit's randomness, all from ``generator``, yielded in blocks of at most :data:`DRAW_BLOCK` steps as ``(rows,
+    lam, partner, lr)`` on ``device``, drawn in the order a step-by-step loop draws it, so the values do not depend on
+    the block size:
 
     - ``rows`` ``(S, b)`` int64: each step's next ``b`` rows of the current shuffle of the ``n`` rows (a new
       ``randperm(n, generator)`` when fewer than ``b`` are left);
-    - ``lam`` ``(S, b)``: each step's mixup weights, ``max(l, 1 - l)`` for ``l ~ Beta(alpha, alpha)`` from the
-      global torch generator (seeded by the run); ``partner`` ``(S, b)`` int64: each step's ``randperm(b,
-      generator)``; both None without mixup;
+    - ``lam`` ``(S, b)``: each step's mixup weights, :func:`mixup_weights` of ``rand(b, generator)`` (float64);
+      ``partner`` ``(S, b)`` int64: each step's ``randperm(b, generator)``, drawn after its weights; both None
+      without mixup;
     - ``lr`` ``(S,)`` float64: each step's learning rate (:func:`cosine_learning_rates`: the scheduler's floats).
     """
     alpha = settings.mixup_alpha
-    mixing = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
     rates = cosine_learning_rates(settings.lr, steps)
     order, position = torch.randperm(n, generator=generator), 0
     for first in range(0, steps, DRAW_BLOCK):
         size = min(DRAW_BLOCK, steps - first)
-        rows, lams, partners = [], [], []
+        rows, uniforms, partners = [], [], []
         for _ in range(size):
             if position + batch > n:
                 order, position = torch.randperm(n, generator=generator), 0
             rows.append(order[position:position + batch])
             position += batch
-            if mixing is not None:
-                lam = mixing.sample((batch,))
-                lams.append(torch.maximum(lam, 1 - lam))
+            if alpha > 0:
+                uniforms.append(torch.rand(batch, generator=generator, dtype=torch.float64))
                 partners.append(torch.randperm(batch, generator=generator))
         yield (torch.stack(rows).to(device),
-               torch.stack(lams).to(device) if lams else None,
+               mixup_weights(torch.stack(uniforms), alpha).to(device) if uniforms else None,
                torch.stack(partners).to(device) if partners else None,
                torch.tensor(rates[first:first + size], dtype=torch.float64).to(device))
 
@@ -195,11 +204,12 @@ def train_self_training(make_model: Callable[[], nn.Module], pool_x: torch.Tenso
     """Self-train a student; return the last round's model, or None if stopped.
 
     Args:
-        make_model: a fresh model (on the device of the tensors) mapping ``(n, *input)`` to logits ``(n, K)``.
+        make_model: a fresh model (on the device of the tensors) mapping ``(n, *input)`` to logits ``(n, K)``, called
+            once per fit (``rounds + 1`` times), its initial weights drawn from the caller's generator.
         pool_x: ``(n_pool, *input)`` the public pool.
         labelled_rows: ``(n_l,)`` rows of ``pool_x`` that were answered; ``labelled_y`` ``(n_l,)`` their noisy labels.
         test_x, test_y: held-out public inputs and true labels, for the per-round accuracy.
-        generator: CPU generator of the batches and mixup partners.
+        generator: CPU generator of the batches, mixup weights and mixup partners.
         on_round: ``on_round(round, test_accuracy, pseudo_labelled_fraction)`` after every fit (round 0: the
             fit on the answered queries; the fraction is that of the unanswered pool images given a pseudo-label).
     """
