@@ -100,3 +100,17 @@ def test_help_texts_say_what_the_sampler_does():
     burn_in = DpBayesConfig.spec("burn_in").knob.help
     assert "data-dependent start" in warmup and "data-independent" not in warmup
     assert "fixed" in burn_in and "re-estimated" not in burn_in
+
+
+@pytest.mark.parametrize("method", ["ssp", "dpvi"])
+def test_a_method_without_a_vi_fit_draws_its_tables_and_its_report(manager, store, method):
+    """Issue 40, item 3: the ssp-eps1 and dpvi-eps1 presets' pages and reports raised KeyError: 'vi' in the scores
+    table, which read the exponential mechanism's non-private VI columns from every run."""
+    from privengine.figures import dp_bayes as figures
+    from privengine.report import build
+
+    run_id, _ = _finish(manager, method=method, epsilon=1.0, coverage_repeats=2)
+    scores = store.artifacts(run_id)["scores"]
+    table = figures.scores_table(scores)
+    assert "vi" not in scores and "VI sd ratio" not in table and "private mean error (sds)" in table
+    assert "Scores against the reference posterior" in build(store, run_id).html

@@ -149,12 +149,13 @@ def sweep_table(sweep: dict) -> pd.DataFrame:
 
 
 def scores_table(scores: dict) -> pd.DataFrame:
-    """Per parameter: the reference posterior, and the errors of non-private VI and of the first private draw."""
-    table = pd.DataFrame({
-        "parameter": scores["names"],
-        "reference mean": scores["reference_mean"], "reference sd": scores["reference_sd"],
-        "VI mean error (sds)": scores["vi"]["mean_error_sd"], "VI sd ratio": scores["vi"]["sd_ratio"],
-    })
+    """Per parameter: the reference posterior, and the errors of non-private VI (the exponential mechanism's runs,
+    which fit it; SSP and DP-VI runs have none) and of the first private draw."""
+    table = pd.DataFrame({"parameter": scores["names"], "reference mean": scores["reference_mean"],
+                          "reference sd": scores["reference_sd"]})
+    if "vi" in scores:
+        table["VI mean error (sds)"] = scores["vi"]["mean_error_sd"]
+        table["VI sd ratio"] = scores["vi"]["sd_ratio"]
     if scores["private"]:
         first = scores["private"][0]
         table["private mean error (sds)"] = first["mean_error_sd"]
