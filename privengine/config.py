@@ -303,12 +303,16 @@ class BaseConfig:
         return cls(**values).validate()
 
     @classmethod
-    def from_json(cls, text: str):
+    def from_json(cls, text: str, *, over: dict[str, Any] | None = None):
+        """The config of the JSON object ``text``, its fields set on top of ``over`` (a config's fields, e.g. a
+        preset's; default: the defaults). ConfigError naming ``config`` for text that is no JSON object."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError("config", f"must be valid JSON ({exc.msg} at position {exc.pos})") from None
-        return cls.from_dict(data)
+        if not isinstance(data, dict):
+            raise ConfigError("config", f"must be a JSON object of fields and values; got {text!r}")
+        return cls.from_dict({**(over or {}), **data})
 
     def replace(self, **changes: Any):
         """A validated copy with some fields changed."""

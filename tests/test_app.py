@@ -433,3 +433,24 @@ def test_an_active_run_keeps_the_place_of_its_claim_so_the_charts_do_not_jump_wh
     _assert_clean(at)
     assert not any("privacy claim appears here" in m.value for m in at.markdown)
     store.mark_ended(split, "stopped", summary={})
+
+
+@pytest.mark.parametrize("query", [{"preset": "nope"}, {"config": '{"teachers": 0}'}, {"config": '{"nope": 1}'},
+                                   {"config": "[1, 2]"}, {"preset": "quick-demo", "config": '{"teachers": 0}'}],
+                         ids=["unknown preset", "bad value", "unknown field", "no object", "preset, bad config"])
+def test_a_rejected_link_launches_nothing_and_says_why_under_launch(store, query):
+    """Issue 40, item 2: a link whose preset or config was rejected showed "not used" at the top and then launched
+    the mechanism's defaults; now nothing starts, and the reason sits under the Launch button."""
+    at = _page("pages/pate.py", launch="1", **query)
+    _assert_clean(at)
+    assert store.list_runs(mechanism="pate") == []
+    assert any(e.value.startswith("The link asked to launch, but nothing was launched: The ") for e in at.error)
+
+
+def test_a_config_link_applies_on_top_of_its_preset():
+    """Issue 40, item 2: ``preset`` with ``config`` applied the config on the mechanism's defaults, not the preset."""
+    at = _page("pages/dpsgd.py", preset="fmnist-scatter-eps3", config='{"epochs": 2.0}')
+    _assert_clean(at)
+    assert at.number_input(key="form.dpsgd.epochs").value == 2.0
+    assert at.number_input(key="form.dpsgd.batch_size").value == 8192  # the preset's, not the default 100
+    assert at.selectbox(key="form.dpsgd.model").value == "scatter_linear"

@@ -49,17 +49,18 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
         folded, charts_area = st.columns([1, 2.2], gap="large")
     with folded:
         st.subheader("Configure")
-        preset = _linked_preset(mech)
+        link_errors: list[str] = []  # what the URL asked for and the page refused
+        preset = _linked_preset(mech, link_errors)
         origin = preset or _form_seed_preset(run_id)  # the preset the form starts from, if any
         _preset_picker(mech, origin)
-        initial = _initial_config(mech, run_id, preset)
+        initial = _initial_config(mech, run_id, preset, link_errors)
         _form_follows_url(name)
         config, errors = config_form(mech.config_cls, key=_form_key(name), initial=initial)
         clicked = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
                             icon=":material/play_arrow:", width="stretch")
         if errors:
             st.caption(f"Fix {len(errors)} field{'s' if len(errors) > 1 else ''} to launch.")
-        if _launch_requested_by_link(errors) or clicked:
+        if _launch_requested_by_link(errors, link_errors) or clicked:
             launched = None if config is None else launch(name, config, preset=None if origin is None else origin.name)
             if launched is not None:
                 _select_run(name, launched)
@@ -90,13 +91,18 @@ def _presenting() -> bool:
     return st.query_params.get("present") == "1"
 
 
-def _launch_requested_by_link(errors: list) -> bool:
+def _launch_requested_by_link(errors: list, link_errors: list[str]) -> bool:
     """Whether the URL asks to launch on arrival (``?launch=1``, with ``?preset=`` or ``?config=``), once: the flag
-    leaves the URL, so a reload shows the run (``?run=``) instead of starting another. With errors in the form
-    nothing starts, and the form says why."""
+    leaves the URL, so a reload shows the run (``?run=``) instead of starting another. When the page refused the
+    link's preset or config (``link_errors``), or the form has errors, nothing starts, and it says why under the
+    Launch button, where the eye is."""
     if st.query_params.get("launch") != "1":
         return False
     del st.query_params["launch"]
+    if link_errors:
+        st.error("The link asked to launch, but nothing was launched: " + " ".join(link_errors),
+                 icon=":material/error:")
+        return False
     if errors:
         st.error("The link asked to launch, but the form has errors: fix them and press **Launch run**.",
                  icon=":material/error:")
@@ -121,15 +127,18 @@ def _select_run(name: str, run_id: str) -> None:
         st.query_params["run"] = run_id
 
 
-def _linked_preset(mech: registry.Mechanism) -> Preset | None:
-    """The preset named in the URL (``?preset=NAME``), or None (with the reason shown for an unknown name)."""
+def _linked_preset(mech: registry.Mechanism, link_errors: list[str]) -> Preset | None:
+    """The preset named in the URL (``?preset=NAME``), or None (with the reason shown, and added to ``link_errors``,
+    for an unknown name)."""
     name = st.query_params.get("preset")
     if not name:
         return None
     try:
         return mech.preset(name)
     except ConfigError as exc:
-        st.error(f"The preset in the link was not used: {error_text(exc, mech.config_cls)}", icon=":material/error:")
+        reason = f"The preset in the link was not used: {error_text(exc, mech.config_cls)}"
+        st.error(reason, icon=":material/error:")
+        link_errors.append(reason)
         return None
 
 
@@ -140,15 +149,19 @@ def _form_seed_preset(run_id: str | None) -> Preset | None:
     return preset_of(services.store().get_run(run_id))
 
 
-def _initial_config(mech: registry.Mechanism, run_id: str | None, preset: Preset | None) -> dict | None:
-    """Seed the form: from ``?config=<JSON>``, else the linked preset, else the shown run's config."""
+def _initial_config(mech: registry.Mechanism, run_id: str | None, preset: Preset | None,
+                    link_errors: list[str]) -> dict | None:
+    """Seed the form: from ``?config=<JSON>`` (on top of the linked preset, if any), else the linked preset, else the
+    shown run's config. A rejected config is shown, and added to ``link_errors``."""
     linked = st.query_params.get("config")
     if linked:
+        base = None if preset is None else preset_config(mech.name, preset.name).to_dict()
         try:
-            return mech.config_cls.from_json(linked).to_dict()
+            return mech.config_cls.from_json(linked, over=base).to_dict()
         except ConfigError as exc:
-            st.error(f"The config in the link was not used: {error_text(exc, mech.config_cls)}",
-                     icon=":material/error:")
+            reason = f"The config in the link was not used: {error_text(exc, mech.config_cls)}"
+            st.error(reason, icon=":material/error:")
+            link_errors.append(reason)
     if preset is not None:
         return preset_config(mech.name, preset.name).to_dict()
     if run_id is None:
