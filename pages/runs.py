@@ -6,6 +6,7 @@ import streamlit as st
 
 from privengine import registry
 from privengine.figures.compare import mechanism_name
+from privengine.figures.export import run_csv, run_json
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
@@ -63,9 +64,9 @@ for run in selected[:6]:
             link_to_mechanism(run.mechanism, f"Open run {run.title} ({mechanism_name(run.mechanism)}, {run.state})",
                               run_id=run.id)
         # callables: the export is built when the button is clicked, not on every rerun
-        c2.download_button("CSV", functools.partial(store.export_csv, run.id), file_name=f"{run.id}.csv",
+        c2.download_button("CSV", functools.partial(run_csv, store, run.id), file_name=f"{run.id}.csv",
                            mime="text/csv", key=f"csv.{run.id}", icon=":material/download:")
-        c3.download_button("JSON", functools.partial(store.export_json, run.id), file_name=f"{run.id}.json",
+        c3.download_button("JSON", functools.partial(run_json, store, run.id), file_name=f"{run.id}.json",
                            mime="application/json", key=f"json.{run.id}", icon=":material/download:")
         with c4:
             report_button([run.id], key=f"report.{run.id}")

@@ -407,7 +407,9 @@ def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
-    text = store.export_csv(args.run_id) if args.format == "csv" else store.export_json(args.run_id)
+    from .figures.export import run_csv, run_json  # here: the figures package imports plotly and pandas
+
+    text = (run_csv if args.format == "csv" else run_json)(store, args.run_id)
     sweep_cli.write_output(text, args.output, out)
     return EXIT_OK
 

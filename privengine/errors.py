@@ -32,6 +32,10 @@ class RunNotFoundError(PrivengineError, LookupError):
         super().__init__(f"no {what} with id {run_id!r} in the store")
 
 
+class StoreError(PrivengineError):
+    """The run store refused an operation (deleting a run that is still running, opening a newer schema)."""
+
+
 class AmbiguousIdError(PrivengineError, LookupError):
     """An id prefix matches several stored runs or sweeps; the message lists them."""
 

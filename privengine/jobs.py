@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from . import registry
 from .config import BaseConfig
 from .device import configure_torch_threads, resolve_device
 from .reporter import NOT_ENDED_BY_GROUP, Reporter, outcome_record
-from .store import RunRecord, RunStore
+from .store import RunRecord, RunStore, liveness
 
 
 @dataclass
@@ -68,6 +69,10 @@ class RunQueue:
     running job to stop in ``_stop_running(job, run_id)``, and call :meth:`_ended` once a run has ended.
     Jobs need a ``run_id`` attribute, or ``run_ids`` for a group of runs executed together (one slot of the
     ``max_concurrent``, each of its runs stopped, waited for and ended on its own).
+
+    The queue owns its runs: while it has any queued or running, a thread touches them every
+    :data:`~privengine.store.liveness.HEARTBEAT_S` (:meth:`~privengine.store.RunStore.touch`), the heartbeat by
+    which other processes, on this host or another, tell them from runs whose owner is gone.
     """
 
     def __init__(self, store: RunStore, max_concurrent: int):
@@ -79,6 +84,7 @@ class RunQueue:
         self._queue: collections.deque = collections.deque()
         self._running: dict[str, Any] = {}
         self._done = threading.Condition(self._lock)
+        self._heartbeat: threading.Thread | None = None
 
     def stop(self, run_id: str) -> None:
         """Ask a run to stop. A queued run is marked stopped at once; a running one within a second or two.
@@ -109,7 +115,7 @@ class RunQueue:
     def active_run_ids(self) -> list[str]:
         """Ids of this executor's queued and running runs."""
         with self._lock:
-            return list(self._running) + [i for j in self._queue for i in run_ids(j)]
+            return self._active_locked()
 
     def ahead_of(self, run_id: str) -> list[str]:
         """The runs queued run ``run_id`` waits for: this executor's running runs, then the runs queued before
@@ -131,6 +137,31 @@ class RunQueue:
         with self._lock:
             self._queue.append(job)
             self._start_ready_locked()
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(target=self._beat, name="privengine-heartbeat", daemon=True)
+                self._heartbeat.start()
+
+    def _beat(self) -> None:
+        """The heartbeat thread: touch this queue's queued and running runs every ``HEARTBEAT_S`` until it has
+        none (a later job starts a new thread). A touch the store refuses (locked past its timeout) is retried at
+        the next beat: the limit allows many missed ones."""
+        try:
+            while True:
+                time.sleep(liveness.HEARTBEAT_S)
+                with self._lock:
+                    ids = self._active_locked()
+                    if not ids:
+                        self._heartbeat = None
+                        return
+                try:
+                    self.store.touch(ids)
+                except sqlite3.OperationalError:
+                    pass  # the store was locked past its timeout: the next beat touches them
+        finally:
+            self.store.close()
+
+    def _active_locked(self) -> list[str]:
+        return list(self._running) + [i for j in self._queue for i in run_ids(j)]
 
     def _owns(self, run_id: str) -> bool:
         return run_id in self._running or any(run_id in run_ids(j) for j in self._queue)

@@ -65,6 +65,8 @@ def test_dpsgd_classification_summary_has_its_declared_utility(manager):
 def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store):
     """Issue 10, item 5: with secure noise the noise comes from OS entropy: two runs of one seed differ,
     and the claims say the noise cannot be regenerated from the record; seeded runs replay exactly."""
+    from privengine.figures.export import run_csv
+
     def results(secure: bool) -> str:
         run_id = manager.submit(name, dict(registry.get(name).smoke) | {"secure_noise": secure})
         run = manager.wait(run_id, timeout=600)
@@ -72,7 +74,7 @@ def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store
         caveats = " ".join(c for claim in claims_of(run.summary) for c in claim.caveats)
         caveats += " ".join(run.summary.get("label_leakage_bound", {}).get("caveats", []))
         assert ("secure mode" in caveats) == secure
-        return store.export_csv(run_id)
+        return run_csv(store, run_id)
 
     assert results(False) == results(False)
     assert results(True) != results(True)

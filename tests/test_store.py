@@ -1,20 +1,22 @@
-"""The SQLite run store: concurrency, migrations, interrupted-run recovery, export, deletion."""
+"""The SQLite run store: concurrency, migrations, interrupted runs (a dead pid, a silent heartbeat), deletion."""
 
 from __future__ import annotations
 
-import io
 import json
+import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 import pandas as pd
 import pytest
 
 from privengine.claims import PrivacyClaim
 from privengine.errors import RunNotFoundError
-from privengine.store import EPSILON_BASIS_ARTIFACT, MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError
+from privengine.store import DEATH_CAVEAT, MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError, liveness
 
 
 def test_concurrent_writers_and_a_reader(store):
@@ -168,42 +170,119 @@ def test_runs_of_a_dead_process_are_marked_interrupted(store):
     assert store.get_run(alive).state == "running"
 
 
-def test_export_csv_and_json(store):
-    run_id = store.create_run("toy", {"steps": 2})
-    store.add_metrics(run_id, [(0, "loss", 1.0), (0, "acc", 0.1), (1, "loss", 0.5), (2, "acc", 0.7)])
-    store.put_artifact(run_id, "hist", {"counts": [1, 2]})
-    store.add_log(run_id, "hello")
-    store.mark_ended(run_id, "finished", summary={"final": 0.7})
-    frame = pd.read_csv(io.StringIO(store.export_csv(run_id)))
-    assert list(frame.columns) == ["step", "acc", "loss"]
-    assert frame["step"].tolist() == [0, 1, 2]
-    assert frame["loss"].tolist()[:2] == [1.0, 0.5] and pd.isna(frame["loss"].iloc[2])
-    doc = json.loads(store.export_json(run_id))
-    assert doc["run"]["summary"] == {"final": 0.7}
-    assert doc["metrics"]["acc"] == {"step": [0, 2], "value": [0.1, 0.7]}
-    assert doc["artifacts"]["hist"] == {"counts": [1, 2]}
-    assert doc["logs"][0]["text"] == "hello"
+@pytest.fixture
+def live_pid():
+    """The pid of a process that lives through the test (not this one): what a reused pid reads as."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
 
 
-def test_exported_epsilon_columns_name_their_delta_and_accountant(store):
-    """Issue 24, item 6: an epsilon column says at which delta and by which accountant it was computed."""
-    claim = PrivacyClaim("data-independent (a priori)", 2.5, 1e-5, "RDP of GNMax (Papernot et al. 2018)", "replace one",
-                         5.0, (), headline=True)
-    run_id = store.create_run("pate", {"delta": 1e-5})
-    store.add_metrics(run_id, [(1, "eps_data_dependent", 0.3), (1, "eps_realised", 0.2), (1, "teacher_loss_mean", 1.0),
-                               (1, "epochs_done", 3.0)])
-    store.mark_ended(run_id, "finished", summary={"privacy": [claim.to_dict()]})
-    columns = list(pd.read_csv(io.StringIO(store.export_csv(run_id))).columns)
-    tag = " [delta = 1e-05; accountant: RDP of GNMax (Papernot et al. 2018) (the run's headline claim)]"
-    assert columns == ["step", "epochs_done", "eps_data_dependent" + tag, "eps_realised" + tag, "teacher_loss_mean"]
-    # a run that states each curve's own basis (EPSILON_BASIS_ARTIFACT) is exported with it
-    store.put_artifact(run_id, EPSILON_BASIS_ARTIFACT, {"eps_realised": {"delta": 1e-5, "accountant": "Thm 6; realised"}})
-    columns = list(pd.read_csv(io.StringIO(store.export_csv(run_id))).columns)
-    assert columns[2:4] == ["eps_data_dependent" + tag, "eps_realised [delta = 1e-05; accountant: Thm 6; realised]"]
-    no_claim = store.create_run("dpsgd", {"delta": 1e-6, "accountant": "prv"})
-    store.add_metrics(no_claim, [(5, "epsilon_each_model", 0.9)])
-    store.mark_ended(no_claim, "failed", error="boom")
-    assert store.export_csv(no_claim).splitlines()[0] == "step,epsilon_each_model [delta = 1e-06; accountant: prv]"
+def _own(store: RunStore, run_id: str, *, host: str, pid: int, silent_s: float) -> None:
+    """Leave ``run_id`` owned by ``pid`` on ``host``, its last heartbeat ``silent_s`` seconds ago."""
+    with store._tx() as conn:
+        conn.execute("UPDATE runs SET owner_host=?, owner_pid=?, heartbeat_at=? WHERE id=?",
+                     (host, pid, time.time() - silent_s, run_id))
+
+
+def _charged_running_run(store: RunStore) -> str:
+    """A running run that stored a planned charge and a curve, as a run of a mechanism that states a claim does."""
+    run_id = store.create_run("toy", {})
+    store.mark_running(run_id, device="cpu")
+    claim = PrivacyClaim("toy", 2.0, 1e-5, "toy accountant", "add or remove one example", headline=True)
+    store.set_planned_charge(run_id, {"privacy": [claim.to_dict()]})
+    store.add_metrics(run_id, [(0, "loss", 1.0)])
+    return run_id
+
+
+def test_a_reused_pid_does_not_keep_a_silent_run_alive(store, live_pid):
+    """Issue 36, item 4: a run whose owner died and whose pid another process took read as running for ever. With no
+    heartbeat for longer than the limit it is interrupted (and charged), though its pid is alive; the same pid with a
+    fresh heartbeat is an owner at work."""
+    here = socket.gethostname()
+    reused, working = _charged_running_run(store), store.create_run("toy", {})
+    _own(store, reused, host=here, pid=live_pid, silent_s=liveness.HEARTBEAT_LIMIT_S + 5)
+    _own(store, working, host=here, pid=live_pid, silent_s=liveness.HEARTBEAT_S)
+    assert store.recover_interrupted() == [reused]
+    run = store.get_run(reused)
+    assert run.state == "interrupted" and f"pid {live_pid} on {here}" in run.error
+    assert "fell silent (no heartbeat for 65 s, over the 60 s limit) before the run did" in run.error
+    assert "charged its whole planned release" in run.error
+    assert run.summary["process_died"] and DEATH_CAVEAT in run.summary["privacy"][0]["caveats"]
+    assert store.get_run(working).state == "queued"
+
+
+def test_a_run_of_another_host_is_judged_by_its_heartbeat_alone(store):
+    """Issue 36, item 4: runs of another host were never checked. A stale heartbeat interrupts one; a fresh one
+    leaves it running, whatever its pid means here (none of this host's processes has it)."""
+    dead_pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                  text=True, check=True).stdout)
+    stale, fresh, queued = _charged_running_run(store), _charged_running_run(store), store.create_run("toy", {})
+    _own(store, stale, host="other-host", pid=os.getpid(), silent_s=liveness.HEARTBEAT_LIMIT_S + 1)
+    _own(store, fresh, host="other-host", pid=dead_pid, silent_s=liveness.HEARTBEAT_LIMIT_S - 10)
+    _own(store, queued, host="other-host", pid=dead_pid, silent_s=liveness.HEARTBEAT_LIMIT_S + 1)
+    listed = {r.id: r for r in store.list_runs()}
+    assert listed[fresh].state == "running"
+    assert listed[stale].state == "interrupted" and f"pid {os.getpid()} on other-host" in listed[stale].error
+    assert listed[stale].summary["process_died"]
+    assert listed[queued].state == "interrupted"
+    assert listed[queued].error.startswith("never started: the process (pid ") and "fell silent" in listed[queued].error
+
+
+def test_a_heartbeat_after_the_read_keeps_the_run(store):
+    """A reader that judged a run silent leaves it alone if its owner touches it before the reader writes."""
+    run_id = store.create_run("toy", {})
+    _own(store, run_id, host="other-host", pid=1, silent_s=liveness.HEARTBEAT_LIMIT_S + 1)
+    (row,) = store._conn().execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchall()
+    store.touch([run_id])
+    assert store._interrupt_orphans([row]) == []
+    assert store.get_run(run_id).state == "queued"
+
+
+def test_a_live_owner_keeps_its_runs_alive_past_the_limit(store, monkeypatch):
+    """The job manager touches its queued and running runs: with a limit shorter than either run lasts, no read ever
+    finds one silent, and both finish."""
+    from privengine.jobs import JobManager
+
+    monkeypatch.setattr(liveness, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(liveness, "HEARTBEAT_LIMIT_S", 2.5)
+    manager = JobManager(store)
+    try:
+        ids = [manager.submit("toy", {"steps": 70, "delay": 0.05}) for _ in range(2)]  # the second queued ~3.5 s
+        states = set()
+        while any(r.active for r in (store.get_run(i) for i in ids)):
+            states |= {r.state for r in store.list_runs()}
+            time.sleep(0.05)
+        assert "interrupted" not in states and {r.state for r in store.list_runs()} == {"finished"}
+        deadline = time.monotonic() + 5
+        while manager._heartbeat is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert manager._heartbeat is None  # the thread lives only while the queue owns runs
+    finally:
+        manager.shutdown()
+
+
+def test_migration_from_version_6_gives_active_runs_a_heartbeat(tmp_path):
+    """Schema 7 adds ``heartbeat_at``: an active run stored before gets the migration's time, so a live owner still
+    has the whole limit; an ended one none (it needs none)."""
+    path = tmp_path / "v6.sqlite"
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:6]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    for run_id, state in (("live", "running"), ("done", "finished")):
+        conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, owner_host, owner_pid) "
+                     "VALUES (?, 'toy', '{}', ?, 1.0, ?, ?)", (run_id, state, socket.gethostname(), os.getpid()))
+    conn.commit()
+    conn.close()
+    before = time.time()
+    s = RunStore(path)
+    assert s.schema_version() == SCHEMA_VERSION == 7
+    live = s.get_run("live")
+    assert live.state == "running" and before - 1 <= live.heartbeat_at <= time.time() + 1
+    assert s.get_run("done").heartbeat_at is None
 
 
 def test_delete_refuses_active_runs_and_cascades(store):

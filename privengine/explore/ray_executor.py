@@ -13,6 +13,10 @@ forwards a stop (from :meth:`RayExecutor.stop`, or a store stop flag set by anot
 to the hub, which the worker polls every half second. At most ``workers`` runs are in flight;
 the others wait in a FIFO queue on the driver, so cancelling a queued run costs nothing.
 
+The driver owns the runs (host and pid in the store) and keeps them alive there: the queue it shares with the job
+manager touches them while they are queued or in flight (:class:`~privengine.jobs.RunQueue`, the heartbeat of
+:mod:`privengine.store.liveness`); a worker, which cannot reach the store, never does.
+
 On an existing cluster (``address`` or ``$RAY_ADDRESS``) privengine must be importable on the
 workers (installed there, or shipped with a Ray ``runtime_env``).
 
@@ -39,10 +43,9 @@ from typing import Any
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError, PrivengineError
 from privengine.jobs import RunQueue, run_ids
-from privengine.reporter import outcome_record
 from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
-from .ray_worker import Hub, execute_group, execute_run, ray_module
+from .ray_worker import STOP_POLL_S, Hub, execute_group, execute_run, ray_module
 
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
 LOST_AFTER_S = 10.0     # the driver gives the cluster up after failing to reach it this long (or at once, see below)
