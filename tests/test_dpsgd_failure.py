@@ -187,7 +187,7 @@ def test_a_sweep_composes_the_run_that_failed_after_its_first_model(store, monke
     failed = next(r for r in store.sweep_runs(sweep_id) if r.state == "failed")
     q, steps = failed.summary["sample_rate"], failed.summary["steps_per_model"]
     # four models were trained and reported (two per run): all four are composed, the failed one at its plan
-    assert res.claim.label == "selecting among all 2 runs of the sweep (4 models composed)"
+    assert res.claim.label == "selecting among the 2 runs of the sweep that state a claim (4 models composed)"
     assert res.claim.epsilon == pytest.approx(_rdp(q, 4 * steps), rel=1e-12)
     assert "Composes the claims of 2 run(s): 1 finished, 1 failed" in " ".join(res.claim.caveats)
     assert not any("stated no claim" in c for c in res.claim.caveats)

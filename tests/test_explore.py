@@ -118,7 +118,7 @@ def test_sweep_of_every_mechanism_on_its_smoke_config(name, store, local):
     if name == "split_label":
         assert res.claim is None and res.privacy_axis.name == "leak_auc"
     else:
-        assert res.claim.headline and "selecting among all 2 runs" in res.claim.label
+        assert res.claim.headline and "selecting among the 2 runs of the sweep that state a claim" in res.claim.label
 
 
 def test_dpsgd_sweep_claim_composes_every_model_with_the_accountant(store, local):

@@ -80,8 +80,8 @@ def test_a_failed_drawn_run_gives_the_composition_of_what_ran_not_the_best_only_
     best_only = res.selection
     assert isinstance(best_only, PrivacyClaim) and not best_only.headline
     assert "covered only by the composition" in best_run_text(res.best, best_only)
-    assert best_only.label == ("publishing only the best run: selecting among all 3 runs of the sweep "
-                               "(3 models composed)")
+    assert best_only.label == ("publishing only the best run: selecting among the 3 runs of the sweep that state a "
+                               "claim (3 models composed)")
     assert best_only.caveats[0].startswith("2 of 3 drawn runs finished (the sweep's other stored runs: 1 failed): "
                                            "the random-repetition (best-only) bound needs every drawn run to complete")
     # the failed run's charged model counts too: 100 + 100 + 40 steps, all composed

@@ -70,7 +70,7 @@ def test_finished_sweep_by_url_shows_points_frontier_and_claim(store):
     points = chart["data"][0]
     assert sorted(c[0] for c in points["customdata"]) == [0, 1, 2]
     assert "seeds 0, 1 (2 finished)" in points["hovertext"][0]
-    assert any("ε = 6, δ = 6e-05" in m.value and "selecting among all 6 runs" in m.value for m in at.markdown)
+    assert any("ε = 6, δ = 6e-05" in m.value and "selecting among the 6 runs of the sweep that state a claim" in m.value for m in at.markdown)
     assert any("6 of 6 runs ended" in p.proto.text for p in at.get("progress"))
 
     at = _page()

@@ -212,8 +212,8 @@ def test_a_resumed_sweep_composes_the_interrupted_attempt_and_counts_every_store
     claim = res.claim
     assert claim.epsilon == pytest.approx(epsilon_of([(SIGMA, Q, 4 * STEPS)], accountant="rdp", delta=1e-5)[0],
                                           rel=1e-12)  # the dead attempt's planned steps too
-    assert claim.label == ("selecting among all 4 runs of the sweep (4 models composed), composing 4 of the 6 runs "
-                           "the sweep stored (the caveats say why not the others)")
+    assert claim.label == ("selecting among the 4 runs of the sweep that state a claim (4 models composed), "
+                           "composing 4 of the 6 runs the sweep stored (the caveats say why not the others)")
     caveats = " ".join(claim.caveats)
     assert "Composes the claims of 4 run(s): 3 finished, 1 interrupted" in caveats
     assert "of the 6 runs the sweep stored (each attempt, a resumed run's earlier ones included)" in caveats

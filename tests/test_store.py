@@ -279,7 +279,7 @@ def test_migration_from_version_6_gives_active_runs_a_heartbeat(tmp_path):
     conn.close()
     before = time.time()
     s = RunStore(path)
-    assert s.schema_version() == SCHEMA_VERSION == 7
+    assert s.schema_version() == SCHEMA_VERSION
     live = s.get_run("live")
     assert live.state == "running" and before - 1 <= live.heartbeat_at <= time.time() + 1
     assert s.get_run("done").heartbeat_at is None
@@ -304,3 +304,38 @@ def test_list_runs_filters(store):
     assert [r.id for r in store.list_runs(mechanism="toy")] == [a]
     assert [r.id for r in store.list_runs(states=["failed"])] == [b]
     assert [r.id for r in store.list_runs()] == [b, a]
+
+
+def test_migration_says_old_mnist_sanitized_figures_are_not_covered(tmp_path):
+    """Issue 35, item 4 (review of 06ce2cd): the sanitizer's settings were tuned on MNIST votes, so new MNIST runs
+    say their sanitized figure is not covered; runs stored before said "publishable". Migration 7 -> 8 gives them the
+    label, condition and caveats a new MNIST run states (the texts PATE writes now), and leaves other data alone."""
+    from privengine.pate import privacy as P
+
+    path = tmp_path / "v7.sqlite"
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:7]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 7")
+    fixed = "Fixed before the votes were seen, so the choices release nothing: lam (rule), beta = 0.3/lam."
+    common = [P.UNPROTECTED_CAVEAT, "noise caveat"]
+    summary = json.dumps({"privacy": [
+        {"label": "data-independent (a priori)", "epsilon": 7.35, "caveats": common, "headline": True},
+        {"label": "data-dependent (not publishable)", "epsilon": 1.9, "caveats": [P.DATA_DEPENDENT_CAVEAT, *common]},
+        {"label": P.SANITIZED_LABEL, "epsilon": 3.4, "caveats": [P.SANITIZED_CAVEAT, "how", fixed, *common],
+         "condition": "≥ the exact figure with probability 0.95"}]})
+    for run_id, dataset in (("mnist", "mnist"), ("fmnist", "fashion_mnist")):
+        conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, summary) VALUES (?, 'pate', ?, "
+                     "'finished', 1.0, ?)", (run_id, json.dumps({"aggregator": "confident_gnmax",
+                                                                 "dataset": dataset}), summary))
+    conn.commit()
+    conn.close()
+    s = RunStore(path)
+    a_priori, dependent, sanitized = s.get_run("mnist").summary["privacy"]
+    assert sanitized["label"] == P.SANITIZED_TUNED_LABEL and sanitized["condition"] == P.TUNED_CONDITION
+    assert sanitized["caveats"][0] == P.TUNED_CAVEAT and sanitized["caveats"][2].startswith("Not fixed before")
+    assert dependent["caveats"][0] == P.DATA_DEPENDENT_TUNED_CAVEAT
+    assert a_priori["caveats"][0] == P.UNPROTECTED_TUNED_CAVEAT and a_priori["epsilon"] == 7.35
+    assert "may be published" not in json.dumps(s.get_run("mnist").summary)
+    assert s.get_run("fmnist").summary == json.loads(summary)  # not tuned on Fashion-MNIST: untouched

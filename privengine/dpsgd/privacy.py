@@ -36,7 +36,7 @@ def compose_runs(runs) -> PrivacyClaim:
         accountant, fallback = "rdp", " (PRV would need too much memory for this composition; RDP bounds it)"
         eps, order = epsilon_of(released, accountant=accountant, delta=delta)
     return PrivacyClaim(
-        label=f"selecting among all {len(runs)} runs of the sweep ({len(histories)} models composed)",
+        label=f"selecting among the {len(runs)} runs of the sweep that state a claim ({len(histories)} models composed)",
         epsilon=eps, delta=delta,
         accountant=f"{ACCOUNTANT_NAMES[accountant]}{fallback}, composing every step of the {len(histories)} "
                    "independently sampled and noised models of the runs", neighbouring=NEIGHBOURING, order=order,

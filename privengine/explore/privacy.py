@@ -158,7 +158,7 @@ def basic_composition(runs: list[RunRecord]) -> PrivacyClaim:
     accountants = sorted({h.accountant for h in headlines})
     conditions = list(dict.fromkeys(h.condition for h in headlines if h.condition))
     return PrivacyClaim(
-        label=f"selecting among all {len(runs)} runs of the sweep (basic composition)",
+        label=f"selecting among the {len(runs)} runs of the sweep that state a claim (basic composition)",
         epsilon=sum(h.epsilon for h in headlines), delta=sum(h.delta for h in headlines),
         accountant="basic composition (Dwork et al. 2006) of the runs' headline claims, each from: "
                    + "; ".join(accountants),

@@ -43,7 +43,8 @@ NO_CLAIM_AFTER_DEATH = "the claim it was charged with lived in the process that 
 DEATH_CAVEAT = ("Its process (or its Ray worker or node) died before the run ended, so what it released before that "
                 "is not known: it is charged its whole planned release (every model, query or draw it would have "
                 "released had it finished; the planned charge it stored before its first output), which covers "
-                "whatever it stored. Do not publish the moment it died.")
+                "every output its claims cover whenever it died; the diagnostics its caveats name are covered by no "
+                "claim. Do not publish the moment it died.")
 _ACTIVE = f"state IN ({', '.join(repr(state) for state in ACTIVE_STATES)})"  # SQL: the run is queued or running
 
 
@@ -294,8 +295,8 @@ class RunStore:
             return (f"; the curves and tables it stored before that are covered by no privacy claim ({why}): do not "
                     "publish them"), None
         return ("; it is charged its whole planned release (the planned charge it stored before its first output), "
-                "which covers the curves and tables it stored before that: what it released before it died is not "
-                "known", with_caveat(planned, DEATH_CAVEAT, failed=True, process_died=True))
+                "which covers every output its claims cover (not the diagnostics their caveats name): what it released "
+                "before it died is not known", with_caveat(planned, DEATH_CAVEAT, failed=True, process_died=True))
 
     def has_outputs(self, run_id: str) -> bool:
         """Whether the run stored any metric point or artifact (outputs a claim must cover)."""
