@@ -339,3 +339,12 @@ def test_migration_says_old_mnist_sanitized_figures_are_not_covered(tmp_path):
     assert a_priori["caveats"][0] == P.UNPROTECTED_TUNED_CAVEAT and a_priori["epsilon"] == 7.35
     assert "may be published" not in json.dumps(s.get_run("mnist").summary)
     assert s.get_run("fmnist").summary == json.loads(summary)  # not tuned on Fashion-MNIST: untouched
+
+
+def test_runs_created_in_one_clock_tick_list_in_a_fixed_order(store, monkeypatch):
+    """Issue 36, item 6: list_runs ordered by creation time only, so runs created within one tick of the clock came
+    back in an order SQLite was free to change; the id breaks the tie."""
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)
+    ids = [store.create_run("toy", {"steps": k}) for k in range(5)]
+    assert [r.id for r in store.list_runs()] == sorted(ids, reverse=True)
+    assert [r.id for r in store.list_runs(limit=2)] == sorted(ids, reverse=True)[:2]

@@ -327,7 +327,7 @@ class RunStore:
         sql, args = "SELECT * FROM sweeps", []
         if mechanism is not None:
             sql, args = sql + " WHERE mechanism=?", [mechanism]
-        sql += " ORDER BY created_at DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        sql += " ORDER BY created_at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
         return [sweep_record(r) for r in self._conn().execute(sql, args).fetchall()]
 
     def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
@@ -363,7 +363,7 @@ class RunStore:
             where.append(f"state IN ({','.join('?' * len(states))})")
             args += states
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY created_at DESC"
+        sql += " ORDER BY created_at DESC, id DESC"  # the id breaks ties of runs created in one clock tick
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [run_record(r) for r in self._conn().execute(sql, args).fetchall()]
