@@ -14,6 +14,7 @@ from privengine.dp_bayes.data import synthetic_records
 from privengine.dp_bayes.laplace import StopRequested, laplace_approximation
 from privengine.dp_bayes.models import build_model
 from privengine.dp_bayes.run import run
+from privengine.reporter import ReleaseCharge
 
 
 def _logistic(n: int):
@@ -48,8 +49,9 @@ def test_a_stop_asked_mid_optimisation_ends_it_at_the_next_evaluation():
     assert len(calls) == 3 and time.perf_counter() - asked_at[0] < 1.0  # no evaluation after the request
 
 
-class _StopAtOnce:
-    """A reporter asked to stop before the run starts (a double of privengine.reporter.Reporter)."""
+class _StopAtOnce(ReleaseCharge):
+    """A reporter asked to stop before the run starts (a double of privengine.reporter.Reporter; its charges, the
+    planned one included, kept in memory by ReleaseCharge)."""
 
     device = "cpu"
 
