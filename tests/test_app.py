@@ -136,6 +136,7 @@ def test_launch_runs_in_background_and_reattaches_by_url(store):
     assert any("toy run of 3 steps" in c.value for c in fresh.code)  # the run's log
 
 
+@pytest.mark.slow
 def test_the_run_status_sits_under_launch_and_a_queued_run_names_the_run_it_waits_for(store):
     """After Launch the state and Stop show right under the button (the form is taller than a screen)."""
     at = _toy_app().run()

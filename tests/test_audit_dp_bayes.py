@@ -86,6 +86,7 @@ def test_bad_input_names_the_field():
     assert DpBayesAuditConfig().release_count == 1000 and DpBayesAuditConfig(method="ssp").release_count == 10**6
 
 
+@pytest.mark.slow
 def test_python_m_privengine_audit_dp_bayes_release_json():
     done = subprocess.run([sys.executable, "-m", "privengine", "audit", "dp-bayes-release", "--method", "ssp",
                            "--releases", "20000", "--json"], cwd=ROOT, env=subprocess_env(),

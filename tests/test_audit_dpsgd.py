@@ -39,6 +39,7 @@ def results() -> dict[str, list[AuditResult]]:
     return {name: [audit(seed=s, **kw) for s in SEEDS] for name, kw in SETTINGS.items()}
 
 
+@pytest.mark.slow
 def test_sound_over_seeds_for_every_mechanism(results):
     flat = [r for rs in results.values() for r in rs]
     claim = flat[0].claimed_epsilon

@@ -101,6 +101,7 @@ def test_cli_prints_the_bound_beside_the_claim_stores_the_run_and_names_bad_fiel
         assert err.startswith(f"privengine: error: `{field}` "), err
 
 
+@pytest.mark.slow
 def test_python_m_privengine_audit_json():
     done = subprocess.run([sys.executable, "-m", "privengine", "audit", "pate-gnmax", "--sigma", "2", "--votes",
                            "100,95,5", "--trials", "50000", "--json"], cwd=ROOT, env=subprocess_env(),

@@ -29,6 +29,8 @@ from privengine import registry
 from privengine.store import RunStore
 from tests.conftest import ROOT, run_from_published_preset, subprocess_env
 
+pytestmark = pytest.mark.browser  # a real Chromium against a served app
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 CHROMIUM = os.environ.get("PRIVENGINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():

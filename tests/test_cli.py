@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -14,6 +16,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_good_run_lands_in_the_store_and_can_be_shown_and_exported(private_home):
     done = cli("run", "toy", "--steps", "3", "--scales", "0.5,1", "--json")
     assert done.returncode == 0, done.stderr
@@ -62,6 +65,7 @@ def test_cross_field_rule_and_missing_run():
     assert missing.returncode == 2 and "no run with id 'deadbeef'" in missing.stderr
 
 
+@pytest.mark.slow
 def test_failed_run_exits_1_and_is_stored():
     done = cli("run", "toy", "--steps", "3", "--fail-at", "1")
     assert done.returncode == 1
@@ -82,6 +86,7 @@ def test_presets_are_listed_and_a_bad_preset_names_the_known_ones(private_home):
     assert bad.returncode == 2 and "`preset` must be one of toy's presets" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_run_from_a_preset_records_it_and_that_flags_changed_it(private_home):
     done = cli("run", "dp_bayes", "--preset", "quick-demo", "--n-records", "100", "--vi-steps", "20",
                "--warmup-steps", "10", "--burn-in", "10", "--steps", "30", "--json", timeout=300)
@@ -120,6 +125,7 @@ def test_runs_and_show_word_claim_counts_as_the_pages_do(store):
     assert "all 2" not in shown.stdout
 
 
+@pytest.mark.slow
 def test_a_run_is_named_and_annotated_and_shows_it_everywhere(store):
     """Issue 29 (run names and notes): set from the CLI, listed by runs (text and --json), shown by show and in the
     report; a name that does not fit a table cell is refused naming the field and its limit, and changes nothing."""

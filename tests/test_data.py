@@ -86,6 +86,7 @@ def test_a_malformed_idx_file_is_named_in_a_clear_error(tmp_path, damage, expect
     assert str(images) in str(caught.value)
 
 
+@pytest.mark.slow
 def test_loading_mnist_does_not_import_torchvision(tmp_path):
     _write_split(tmp_path, "MNIST/raw", "train")
     code = ("import sys; from privengine.data import load_image_dataset; "

@@ -24,6 +24,7 @@ def _finish(manager, **overrides):
     return run_id, run
 
 
+@pytest.mark.slow
 def test_ssp_noise_aware_coverage_is_close_to_nominal(manager):
     """Cheap configuration: N = 500, eps = 1, 60 releases on fresh data sets."""
     _, run = _finish(manager, method="ssp", mode="sweep", sweep_epsilons=[1.0], sweep_repeats=60,
@@ -51,6 +52,7 @@ def test_ssp_release_states_its_claim_domain_and_coverage(manager):
     assert all(r["lower_90"] < r["mean"] < r["upper_90"] for r in s["released"].values())
 
 
+@pytest.mark.slow
 def test_all_methods_sweep_charts_error_and_coverage_per_method():
     """The presenter's chart: one line per method, non-private reference, exactly one headline claim."""
     from ui import services

@@ -108,6 +108,7 @@ def _brute_force_log_density(u, z, sd, n, centre, prior_sd):
     return np.where(ok, prior + ll_s + ll_xx, -np.inf)
 
 
+@pytest.mark.slow
 def test_noise_aware_posterior_matches_brute_force_importance_sampling():
     """Tiny problem (d = 1, N = 200, eps = 3): the sampler's moments and quantiles against 400k importance draws."""
     n, d, prior_sd = 200, 1, 10.0

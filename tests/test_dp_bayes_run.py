@@ -102,6 +102,7 @@ def test_help_texts_say_what_the_sampler_does():
     assert "fixed" in burn_in and "re-estimated" not in burn_in
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ssp", "dpvi"])
 def test_a_method_without_a_vi_fit_draws_its_tables_and_its_report(manager, store, method):
     """Issue 40, item 3: the ssp-eps1 and dpvi-eps1 presets' pages and reports raised KeyError: 'vi' in the scores

@@ -221,6 +221,7 @@ def test_prv_memory_grows_with_the_distinct_entries_of_a_history():
     assert prv_memory_bytes([(2.48, 0.069, 0)], 1e-5) == 0.0
 
 
+@pytest.mark.slow
 def test_calibration_is_opacus_search_and_steps_around_what_prv_cannot_account(monkeypatch):
     """Without a prefix the sigma is exactly Opacus' get_noise_multiplier's. With a memory limit that the search's
     probe at sigma = 0.625 exceeds (lowered here, at a delta no other test caches, so that a small case shows what

@@ -56,6 +56,7 @@ def test_only_scatter_mlp_takes_a_projection():
         build_model("scatter_mlp", input_shape=(81, 2, 2), n_outputs=10, generator=torch.Generator())
 
 
+@pytest.mark.slow
 def test_scatter_mlp_trains_privately_and_leaves_the_projection_fixed(private_home, monkeypatch):
     """On the digits' scattering at eps 3 it beats chance, and the projection it was built with (buffers, not
     parameters: DP-SGD neither clips nor noises them) is exactly the public one after training."""

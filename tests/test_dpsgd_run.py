@@ -74,6 +74,7 @@ def test_private_linear_regression_beats_the_zero_predictor(linreg_sweep):
     assert reporter.artifacts["comparison"] == summary["comparison"]
 
 
+@pytest.mark.slow
 def test_prv_epsilon_and_calibration_to_a_target():
     summary, _ = _run(epochs=1.0, alphas=(0.5,), accountant="prv", target_epsilon=2.0)
     q, steps, sigma = summary["sample_rate"], summary["steps_per_model"], summary["noise_multiplier"]
@@ -82,6 +83,7 @@ def test_prv_epsilon_and_calibration_to_a_target():
     assert 1.98 <= claim.epsilon <= 2.0
 
 
+@pytest.mark.slow
 def test_projected_variant_beats_isotropic_on_the_low_rank_regression():
     summary, _ = _run(epochs=6.0, n_seeds=2, variant="projected", noise_mode="sigma")
     rows = {r["setting"]: r for r in summary["comparison"]}
@@ -107,6 +109,7 @@ def test_ghost_clipping_and_physical_batches_match_per_example_hooks(monkeypatch
         assert a[M.EXCESS_RISK] == pytest.approx(c[M.EXCESS_RISK], rel=1e-3)
 
 
+@pytest.mark.slow
 def test_private_cnn_on_digits_beats_chance():
     summary, _ = _run(dataset="digits", epochs=4.0, batch_size=64, lr=2.0, alphas=(0.0, 2.0), noise_mode="sigma",
                       noise_multiplier=1.0, subspace_rank=16)
@@ -168,6 +171,7 @@ def test_inputs_found_wrong_at_run_time_raise_config_errors(changes, field):
     assert err.value.field == field
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_DATA / "MNIST").exists(), reason="MNIST files are not in ../shared/data")
 def test_mnist_cnn_trains_privately():
     summary, _ = _run(dataset="mnist", data_root=str(SHARED_DATA), train_limit=3000, epochs=1.0, batch_size=100,
@@ -204,6 +208,7 @@ def test_stop_during_sigma_calibration_returns_promptly(monkeypatch):
     assert summary["stopped_during"] == "calibrating sigma"
 
 
+@pytest.mark.slow
 def test_scattering_models_train_privately_on_digits(private_home):
     """scatter_linear on the digits' scattering (cached under $PRIVENGINE_HOME/cache) beats chance at eps 3."""
     summary, reporter = _run(dataset="digits", model="scatter_linear", epochs=3.0, batch_size=64, lr=2.0,

@@ -157,6 +157,7 @@ def test_a_failed_run_is_shown_with_its_error_and_the_sweep_goes_on(store, local
     assert res.claim is not None and "2 run(s) of the sweep stated no claim" in " ".join(res.claim.caveats)
 
 
+@pytest.mark.slow
 def test_stop_cancels_and_resume_runs_only_what_is_missing(store, local):
     spec = SweepSpec("toy", base={"steps": 200, "delay": 0.01}, axes={"rate": [0.1, 0.2, 0.3]}, seeds=1)
     sweep_id = runner.launch(store, local, spec)
@@ -221,6 +222,7 @@ def ray_executor_has_gpu() -> bool:
     return ray.cluster_resources().get("GPU", 0) >= 1
 
 
+@pytest.mark.slow
 def test_ray_executor_gives_the_same_numbers_as_local(store, local, monkeypatch):
     pytest.importorskip("ray", reason="the Ray executor needs the ray package (installed by the test requirements)")
     from privengine.explore.ray_executor import RayExecutor
@@ -264,6 +266,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_sweep_json_and_exit_status(private_home):
     done = _cli("sweep", "toy", "--vary", "rate=0.1,0.5", "--seeds", "2", "--steps", "2", "--json")
     assert done.returncode == 0, done.stderr

@@ -43,6 +43,7 @@ def test_a_sweep_over_epsilon_charts_each_audited_bound_against_its_claim(store)
     assert list(diagonal.x) == list(diagonal.y) == [0.5, 2.0]
 
 
+@pytest.mark.slow
 def test_cli_sweeps_an_audit():
     done = subprocess.run([sys.executable, "-m", "privengine", "sweep", "dp-bayes-release", "--method", "ssp",
                            "--releases", "20000", "--vary", "epsilon=1,3", "--json"], cwd=ROOT,

@@ -67,6 +67,7 @@ def _assert_same_runs(store, grouped, alone):
     assert grouped.claim.epsilon == alone.claim.epsilon  # the sweep's composed claim too
 
 
+@pytest.mark.slow
 def test_grouped_and_one_at_a_time_sweeps_agree_for_the_same_keys(store, local):
     """Points differing in target epsilon (so sigma), learning rate, clip norm and EMA, two seeds each: 8 runs in
     one model batch against the same 8 runs one at a time."""
@@ -137,6 +138,7 @@ def test_a_run_stopped_while_its_group_is_queued_never_starts_and_the_group_runs
         manager.shutdown()
 
 
+@pytest.mark.slow
 def test_a_group_on_ray_is_one_task_with_the_same_runs(store, local):
     pytest.importorskip("ray", reason="the Ray executor needs the ray package (installed by the test requirements)")
     from privengine.explore.ray_executor import RayExecutor

@@ -59,6 +59,7 @@ def test_a_pate_run_failing_after_its_answers_keeps_the_claim_over_them(fails_on
         assert headline.epsilon >= reporter.metrics["eps_data_independent"][-1][1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,fails_on", [("exponential", "scores"), ("ssp", "intervals")])
 def test_a_dp_bayes_run_failing_after_its_release_keeps_its_claim(method, fails_on):
     class _Reporter(MemoryReporter):

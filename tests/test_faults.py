@@ -26,6 +26,8 @@ import pytest
 from bench.bench_soak import descendants
 from tests.conftest import ROOT, subprocess_env
 
+pytestmark = pytest.mark.slow  # processes killed, Ray clusters started and lost
+
 
 def _cli(*args: str, plugins: str = "tests.toy_mechanism", timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "privengine", *args], cwd=ROOT,

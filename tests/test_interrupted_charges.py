@@ -62,6 +62,7 @@ def _pld_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
 
 # ---- (a) the run's own claim --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_killed_dpsgd_run_is_charged_every_model_at_its_planned_history(private_home):
     """Regression: a DP-SGD run killed (kill -9) after storing curves read "covered by no privacy claim", and
     resuming its sweep trained it again with new noise, a second release charged nowhere."""
@@ -146,6 +147,7 @@ def test_a_dpsgd_run_whose_ray_worker_died_is_charged_its_planned_release(store,
     ("dp_bayes", {"method": "exponential"}),
     ("dp_bayes", {"method": "dpvi", "coverage_repeats": 0}),
 ])
+@pytest.mark.slow
 def test_every_mechanism_declares_its_whole_release_before_its_first_output(mechanism, changes):
     """The planned charge comes before any curve or table, and its headline is the one the finished run states
     (what the run would have released had it not died)."""

@@ -61,6 +61,7 @@ def test_dpsgd_classification_summary_has_its_declared_utility(manager):
     assert run.summary["selected_on"].startswith("validation (") and run.summary["reported_on"].startswith("test (")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [m for m in MECHANISMS if m != "toy"])
 def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store):
     """Issue 10, item 5: with secure noise the noise comes from OS entropy: two runs of one seed differ,
@@ -80,6 +81,7 @@ def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store
     assert results(True) != results(True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_stop_mid_run_within_two_seconds(name, manager, store):
     run_id = manager.submit(name, _long_config(name))
@@ -110,6 +112,7 @@ def _without_clock_readings(value):
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_two_concurrent_smoke_runs_each_equal_the_run_alone(name, store, monkeypatch):
     """Issue 36, item 5: a sweep executes runs of one process in threads, so every random draw of a run must come

@@ -12,6 +12,8 @@ from privengine.store import RunStore
 from tests.test_browser import _errors, _settle, app_home, app_url, browser, chromium, page  # noqa: F401
 from tests.test_membership import RECIPE
 
+pytestmark = pytest.mark.browser  # a real Chromium against a served app
+
 
 def _ended_run(store: RunStore, mechanism: str) -> str:
     """A stored, ended run of ``mechanism`` with the recipe its attack tests use."""

@@ -274,6 +274,7 @@ def test_models_are_torchs_default_initialisation_drawn_from_their_generator(arc
 
 # ---- end to end ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregator", ["lnmax", "gnmax", "confident_gnmax"])
 def test_tiny_run_through_the_job_manager(store, aggregator):
     manager = JobManager(store)
@@ -312,6 +313,7 @@ def test_tiny_run_on_cuda(store):
     assert run.state == "finished", run.traceback and "CUDA" in run.device
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_DATA / "MNIST" / "raw").exists(), reason=f"MNIST is not under {SHARED_DATA}")
 def test_tiny_run_on_real_mnist(store):
     manager = JobManager(store)

@@ -143,6 +143,7 @@ def test_self_training_knobs_are_checked_with_the_field_named():
     PateConfig(student="self_training").validate()  # tabular data is fine: mixup needs no image
 
 
+@pytest.mark.slow
 def test_a_self_training_run_records_the_student_and_its_rounds(store):
     manager = JobManager(store)
     try:
@@ -164,6 +165,7 @@ def test_a_self_training_run_records_the_student_and_its_rounds(store):
     assert run.summary["baseline_accuracy"] > 0.5
 
 
+@pytest.mark.slow
 def test_the_scatter_student_learns_from_the_answered_rows_of_the_pool_features(monkeypatch):
     """Data flow of a run with ScatterNet teachers and the self-training student (fake MNIST): the student
     gets the pool's scattering features, exactly the submitted rows that were answered and exactly their

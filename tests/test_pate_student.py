@@ -82,6 +82,7 @@ def _small_cnn() -> nn.Module:
     return build_model("convnet", (1, 12, 12), 2, width=8, depth=1, generator=_gen(0))
 
 
+@pytest.mark.slow
 def test_fixmatch_learns_from_unlabelled_images_what_one_label_per_class_cannot_teach():
     """One labelled image per class places the bar at one spot only; FixMatch's pseudo-labels on 600
     unlabelled images carry the student to bars elsewhere, where the same training without the

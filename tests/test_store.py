@@ -240,6 +240,7 @@ def test_a_heartbeat_after_the_read_keeps_the_run(store):
     assert store.get_run(run_id).state == "queued"
 
 
+@pytest.mark.slow
 def test_a_live_owner_keeps_its_runs_alive_past_the_limit(store, monkeypatch):
     """The job manager touches its queued and running runs: with a limit shorter than either run lasts, no read ever
     finds one silent, and both finish."""
