@@ -10,6 +10,10 @@ three labels, as header cells or, for a table laid out by rows, as first cells o
 
 A table whose ε is not the privacy figure of a published result (accountant check values, audits, attacks,
 synthetic data) says why on the line directly above it: ``<!-- exempt: the reason -->``.
+
+A document that names a preset of a scattering split (``fmnist-scatter-*``, ``mnist-scatter-*``) states what covers
+everything published on that split, labelled ``Covered by (Fashion-MNIST's scattering split)`` or ``Covered by
+(MNIST's scattering split)`` (issue 35, item 3): the composition that ``docs/results/tuning_cost.py`` prints.
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ NAMES_AN_EPSILON = re.compile(r"ε|\beps\b|\bepsilon\b", re.IGNORECASE)
 SEPARATOR = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 EXEMPTION = re.compile(r"^<!--\s*exempt:\s*(?P<reason>.*?)\s*-->$")
 MIN_REASON_WORDS = 4
+# A preset of a scattering split, and the label of that split's covered-by figure (it may wrap across lines)
+SCATTERING_PRESET = re.compile(r"(?<![\w-])(?P<dataset>f?mnist)-scatter(?:-[a-z0-9]+)+")
+SPLITS = {"fmnist": "Fashion-MNIST", "mnist": "MNIST"}
+
+
+def covered_by_label(split: str) -> re.Pattern[str]:
+    """The label of a split's covered-by figure, e.g. ``Covered by (MNIST's scattering split)``."""
+    return re.compile(r"covered\s+by\s+\(" + re.escape(split) + r"'s\s+scattering\s+split\)", re.IGNORECASE)
 
 
 def cells(line: str) -> list[str]:
@@ -73,6 +85,36 @@ def test_every_results_table_with_an_epsilon_states_its_headline_per_model_figur
         problems += [f"{path.name}:{line}: table {header!r} states an ε but has no {name!r} column"
                      for name in missing_labels(rows)]
     assert not problems, "\n".join(problems)
+
+
+def missing_covered_by(text: str) -> list[tuple[int, int, str, str]]:
+    """``(line, column, preset, split)`` of the first preset named of each scattering split whose covered-by label
+    the text lacks (1-based line and column)."""
+    first: dict[str, tuple[int, int, str]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in SCATTERING_PRESET.finditer(line):
+            first.setdefault(SPLITS[match["dataset"]], (number, match.start() + 1, match[0]))
+    return [(line, column, preset, split) for split, (line, column, preset) in first.items()
+            if not covered_by_label(split).search(text)]
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_document_naming_a_scattering_preset_states_what_covers_its_split(path):
+    problems = [f"{path.name}:{line}:{column}: names {preset!r}, on {split}'s scattering split, but states no "
+                f"'Covered by ({split}'s scattering split)' figure (PYTHONPATH=. python docs/results/tuning_cost.py)"
+                for line, column, preset, split in missing_covered_by(path.read_text(encoding="utf-8"))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_covered_by_check_finds_each_split_and_its_label():
+    """Each split's presets need that split's label (which may wrap); a Fashion-MNIST preset is not an MNIST one;
+    the label of one split does not stand for the other's."""
+    text = "\n".join(["Ran `mnist-scatter-mlp-eps3` and", "then fmnist-scatter-eps3 and fmnist-scatter-shaped.",
+                      "**Covered by (Fashion-MNIST's", "scattering split)**: ε 41.92."])
+    assert missing_covered_by(text) == [(1, 6, "mnist-scatter-mlp-eps3", "MNIST")]
+    assert missing_covered_by(text + "\nCovered by (MNIST's scattering split): none meaningful.") == []
+    assert missing_covered_by("the presets `fmnist-scatter-*` and mnist-scatter.py") == []
+    assert missing_covered_by("x fmnist-scatter-eps3") == [(1, 3, "fmnist-scatter-eps3", "Fashion-MNIST")]
 
 
 def test_the_check_reads_tables_as_the_convention_says():

@@ -1,45 +1,69 @@
-"""Tuning cost of the DP-SGD recipes published in docs/results/, and the ε of results of one recipe published together.
+"""Tuning cost of the DP-SGD recipes published in docs/results/, and what covers everything published on each split.
 
-A run's headline covers the models it released. Publishing a recipe chosen by comparing candidates trained on the
-same private split, judged on its test images, is covered only by composing every candidate (dpsgd.md, "Published
-figures and every ε behind them"); results of one recipe on one split published side by side (the same sweep on the
-GPU and on the CPU: the noise keys include the device, so they are independent releases) are covered only by
-composing them too. This script lists, for each published recipe, the runs the documents record and composes them:
+A run's headline covers the models it released. Publishing a recipe chosen by comparing runs trained on the same
+private split, judged on its test images, is covered only by composing every run seen while choosing it
+(dpsgd.md, "Published figures and every ε behind them"); and everything these documents publish about one private
+split (every run whose results they show, the candidates included, on any device: the noise keys include the
+device, so the same sweep on the GPU and on the CPU is two releases) is covered only by composing all of it, the
+split's **covered by** figure. This script lists, per private split, every release the documents record, in their
+order, and composes:
 
-- each run's models are the Poisson-subsampled Gaussian histories ``(sigma, q, steps)`` it trained with, ``q`` =
-  batch / 59 400 (the 60 000 training images of MNIST or Fashion-MNIST minus the 1 % declared public, as the runs
-  had it) and ``steps = int(epochs / q)`` (Opacus' convention);
+- the **tuning cost** of a recipe: every run on its split recorded before the recipe was last chosen. Where the
+  documents do not say whether a run came before a choice or informed it (the order of runs within one pass, a run
+  that compared another knob, a diagnostic that the next section builds on), it is counted, as
+  ``pate_tuning_cost.py`` counts ambiguous runs high; each such run says so in its label;
+- the **covered by** figure of a split: every release on it.
+
+The private splits are the scattering presets' (``fmnist-scatter-*``, ``mnist-scatter-*``): the 60 000 training
+images of Fashion-MNIST or MNIST minus the 1 % declared public, 59 400 private, data seed 0. Runs on other draws
+of the same images (dpsgd.md's small CNNs and explore.md's runs on 19 000 of Fashion-MNIST's, membership.md's
+targets, PATE's teachers on all 60 000 of MNIST's) are not in these figures; the documents say so where they state
+them. PATE's runs on MNIST's training images are composed a priori at the end.
+
+Each release is a :class:`Run`:
+
+- its models are the Poisson-subsampled Gaussian histories ``(sigma, q, steps)`` they trained with, ``q`` =
+  batch / 59 400 (as the runs had it) and ``steps = int(epochs / q)`` (Opacus' convention);
 - ``sigma`` is calibrated to the run's per-model target as the runs calibrated it
   (:func:`privengine.accounting.subsampled_gaussian.calibrate_noise_multiplier`, PRV, δ = 1e-5; private
-  normalisation first charges its Gaussian release of the channel statistics, noise multiplier 8);
-- the composition is :func:`~privengine.accounting.subsampled_gaussian.merge` of every model's history, converted by
+  normalisation first charges its Gaussian release of the channel statistics, noise multiplier 8), or is the
+  run's own where it fixed one (the σ 0.05 diagnostic);
+- a composition is :func:`~privengine.accounting.subsampled_gaussian.merge` of every model's history, converted by
   :func:`~privengine.accounting.subsampled_gaussian.epsilon_of` with the runs' accountant (Opacus PRV, δ = 1e-5,
-  add/remove one private example).
+  add/remove one private example). The engine refuses PRV above 1 GB of grid (a guard for a running dashboard);
+  this one-off computation allows ``PRV_MAX_BYTES_HERE`` and, beyond it, falls back to the RDP accountant, as the
+  engine's sweeps do, and says so.
 
-PATE's figures are composed a priori by ``pate_tuning_cost.py`` (its functions, imported here for the PATE preset
-that docs/results/gpu.md publishes on the GPU and on the CPU).
+A repeat of one configuration on one device in reproducible mode drew the same noise (noise keyed by the whole
+configuration since commit 0941f84, 2026-11-23 13:50, before every run below; by the private data and the device
+since 27801ee) and is one release; runs of different configurations, seeds or devices are independent ones.
 
 Run from the repository root: PYTHONPATH=. python docs/results/tuning_cost.py
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 
 import pate_tuning_cost as pate
-from privengine.accounting.subsampled_gaussian import History, calibrate_noise_multiplier, epsilon_of, merge
+from privengine.accounting import subsampled_gaussian
+from privengine.accounting.subsampled_gaussian import (History, IntractableAccounting, calibrate_noise_multiplier,
+                                                       epsilon_of, merge)
 
 DELTA = 1e-5
 ACCOUNTANT = "prv"
 N_PRIVATE = 59_400  # 60 000 training images minus the 1 % declared public: the scattering runs' private split
 N_LINREG = 9_500  # the embedded regression's private examples
 PRIVATE_NORMALISATION = ((8.0, 1.0, 1),)  # one Gaussian release of the channel statistics, noise multiplier 8
+PRV_MAX_BYTES_HERE = 4e9  # Fashion-MNIST's covered-by figure needs about 1.5 GB of PRV grid (measured peak 2.9 GB)
 
 
 @dataclass(frozen=True)
 class Run:
-    """Models trained on the private split with one recipe: ``models`` of them, each at ``target`` ε per model."""
+    """Models trained on the private split with one recipe: ``models`` of them, each at ``target`` ε per model
+    (or, where the run fixed it, at noise multiplier ``sigma``)."""
 
     label: str
     where: str  # the document and section that record it
@@ -49,68 +73,84 @@ class Run:
     models: int = 1
     prefix: tuple[tuple[float, float, int], ...] = ()
     n_private: int = N_PRIVATE
+    sigma: float | None = None
 
     def history(self) -> History:
         """Every model's history: the prefix, then ``steps`` steps at ``(sigma, q)``, ``models`` times over."""
         q = self.batch / self.n_private
         steps = int(self.epochs / q)
-        sigma = calibrate_noise_multiplier(target_epsilon=self.target, delta=DELTA, sample_rate=q, steps=steps,
-                                           accountant=ACCOUNTANT, prefix=list(self.prefix))
+        sigma = self.sigma if self.sigma is not None else calibrate_noise_multiplier(
+            target_epsilon=self.target, delta=DELTA, sample_rate=q, steps=steps, accountant=ACCOUNTANT,
+            prefix=list(self.prefix))
         return merge([list(self.prefix) + [(sigma, q, steps)]] * self.models)
+
+    def per_model(self) -> str:
+        return f"σ {self.sigma:g} (fixed)" if self.sigma is not None else f"ε {self.target:g} per model"
+
+
+def composition(runs: list[Run]) -> tuple[float, str]:
+    """``(ε, accountant)`` of releasing every model of ``runs`` together (δ = 1e-5): PRV, or RDP where PRV's grid
+    would exceed PRV_MAX_BYTES_HERE."""
+    history = merge([run.history() for run in runs])
+    engine_cap = subsampled_gaussian.PRV_MAX_BYTES
+    subsampled_gaussian.PRV_MAX_BYTES = PRV_MAX_BYTES_HERE
+    try:
+        return epsilon_of(history, accountant=ACCOUNTANT, delta=DELTA)[0], "PRV"
+    except IntractableAccounting:
+        return epsilon_of(history, accountant="rdp", delta=DELTA)[0], "RDP: PRV would need more than " \
+            f"{PRV_MAX_BYTES_HERE / 1e9:g} GB"
+    finally:
+        subsampled_gaussian.PRV_MAX_BYTES = engine_cap
 
 
 def composed(runs: list[Run]) -> float:
-    """ε (PRV, δ = 1e-5) of releasing every model of ``runs`` together."""
-    return epsilon_of(merge([run.history() for run in runs]), accountant=ACCOUNTANT, delta=DELTA)[0]
+    """ε of releasing every model of ``runs`` together (see :func:`composition`)."""
+    return composition(runs)[0]
 
 
 DPSGD = "dpsgd.md"
-FMNIST_CANDIDATES = [
-    Run("lr 2", f"{DPSGD}, ScatterNet + linear at ε = 3, first pass", 8192, 40),
-    Run("lr 4", f"{DPSGD}, ScatterNet + linear at ε = 3, first pass", 8192, 40),
-    Run("lr 8", f"{DPSGD}, ScatterNet + linear at ε = 3, first pass", 8192, 40),
-    Run("lr 16, no EMA", f"{DPSGD}, second pass, how the recipes were chosen", 8192, 40),
-    Run("lr 16, EMA 0.97", f"{DPSGD}, second pass, how the recipes were chosen", 8192, 40),
-    Run("lr 16, EMA 0.9 (the preset)", f"{DPSGD}, second pass, how the recipes were chosen", 8192, 40),
-    Run("scatter_mlp, 60 epochs, lr 4", f"{DPSGD}, fourth pass, scatter_mlp on Fashion-MNIST", 8192, 60),
-    Run("scatter_mlp, 60 epochs, lr 8", f"{DPSGD}, fourth pass, scatter_mlp on Fashion-MNIST", 8192, 60),
-    Run("scatter_mlp, 60 epochs, lr 16", f"{DPSGD}, fourth pass, scatter_mlp on Fashion-MNIST", 8192, 60),
+GPU = "gpu.md"
+SHAPED = f"{DPSGD}, second pass, shaped noise on real data"
+# dpsgd.md, shaped noise on real data: each command is one run, its models released together (its headline)
+SHAPED_NOISE_RUNS = [
+    Run("linreg, elliptical α 0 and -0.9, 5 seeds", SHAPED, 100, 5, models=10, n_private=N_LINREG),
+    Run("linreg, projected α 0 and 1, 5 seeds", SHAPED, 100, 5, models=10, n_private=N_LINREG),
+    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 3", SHAPED, 8192, 10, models=3),
+    Run("Fashion-MNIST, k 128, α 0, -0.5, ε 3", SHAPED, 8192, 10, models=2),
+    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 1", SHAPED, 8192, 10, target=1.0, models=3),
+    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 0.5", SHAPED, 8192, 10, target=0.5, models=3),
+    Run("Fashion-MNIST, k 32, α 0, -0.5, ε 0.5, seeds 1-3", SHAPED, 8192, 10, target=0.5, models=6),
 ]
-# The ε 1 recipe (the earlier preset's lr 8, no EMA) was published after the six linear candidates, with its own run
-FMNIST_EPS1 = Run("lr 8, no EMA, ε 1, seeds 0-2", f"{DPSGD}, second pass, the table of the issue", 8192, 40,
-                  target=1.0, models=3)
-MNIST_SECOND_PASS = [
-    Run("batch 8192, lr 4 (the first preset)", f"{DPSGD}, second pass, how the recipes were chosen", 8192, 40),
-    Run("batch 4096, lr 8 (T&B's recipe)", f"{DPSGD}, second pass, how the recipes were chosen", 4096, 40),
-    Run("T&B's, private normalisation", f"{DPSGD}, second pass, how the recipes were chosen", 4096, 40,
-        prefix=PRIVATE_NORMALISATION),
-    Run("T&B's, EMA 0.9", f"{DPSGD}, second pass, how the recipes were chosen", 4096, 40),
+
+# ---- Fashion-MNIST's scattering split, every release in the documents' order ----
+FIRST = f"{DPSGD}, ScatterNet + linear at ε = 3 (first pass)"
+SECOND = f"{DPSGD}, second pass"
+FMNIST_FIRST_PASS = [Run("lr 4, seed 0", FIRST, 8192, 40),
+                     Run("lr 2, seed 0", FIRST, 8192, 40),
+                     Run("lr 8, seed 0 (the first pass's choice)", FIRST, 8192, 40)]
+FMNIST_FIRST_PASS_SEEDS = [Run("lr 8, seeds 1-2 (run after lr 8 was chosen; seen before the second pass)", FIRST,
+                               8192, 40, models=2)]
+FMNIST_SECOND_PASS_CANDIDATES = [
+    Run("physical batch 2048, 2 epochs ('same accuracy'; its timing repeat drew the same noise)",
+        f"{SECOND}, physical batch size", 8192, 2),
+    Run("physical batch 128, 2 epochs (the same; counted: the pass's order is not recorded)",
+        f"{SECOND}, physical batch size", 8192, 2),
+    Run("lr 16, no EMA", f"{SECOND}, how the recipes were chosen", 8192, 40),
+    Run("lr 16, EMA 0.97", f"{SECOND}, how the recipes were chosen", 8192, 40),
+    Run("lr 16, EMA 0.9 (the preset), seed 0", f"{SECOND}, how the recipes were chosen", 8192, 40),
 ]
-MNIST_THIRD_PASS = [
-    Run("ghost clipping, no change", f"{DPSGD}, third pass, six more candidates", 4096, 40),
-    Run("public warm start, 5 epochs", f"{DPSGD}, third pass, six more candidates", 4096, 40),
-    Run("60 epochs", f"{DPSGD}, third pass, six more candidates", 4096, 60),
-    Run("batch 2048, lr 4", f"{DPSGD}, third pass, six more candidates", 2048, 40),
-    Run("lr 4", f"{DPSGD}, third pass, six more candidates", 4096, 40),
-    Run("lr 16", f"{DPSGD}, third pass, six more candidates", 4096, 40),
+FMNIST_SECOND_PASS_AFTER = [
+    Run("the preset, seeds 1-2", f"{SECOND}, the table of the issue", 8192, 40, models=2),
+    Run("lr 8, no EMA, ε 1, seeds 0-2 (the ε 1 recipe)", f"{SECOND}, the table of the issue", 8192, 40,
+        target=1.0, models=3),
+] + SHAPED_NOISE_RUNS[2:]
+FMNIST_THIRD_PASS = [
+    Run("ghost clipping, seed 0 (89.76 %)", f"{DPSGD}, third pass, speed at the presets' batch sizes", 8192, 40),
+    Run("fmnist-scatter-shaped from the page, seeds 1-3 (run 831bf63fe2)", f"{DPSGD}, shaped noise on the dashboard",
+        8192, 10, target=0.5, models=6),
 ]
-MNIST_FOURTH_PASS = [
-    Run("cosine schedule", f"{DPSGD}, fourth pass", 4096, 40),
-    Run("cosine schedule, lr 16", f"{DPSGD}, fourth pass", 4096, 40),
-    Run("batch 8192, lr 16", f"{DPSGD}, fourth pass", 8192, 40),
-    Run("public normalisation, seeds 0-2", f"{DPSGD}, fourth pass", 4096, 40, models=3),
-    Run("scatter_cnn, lr 4 (stopped at step 58, counted in full)", f"{DPSGD}, fourth pass", 4096, 40),
-    Run("public-PCA projection (scratch script)", f"{DPSGD}, fourth pass", 4096, 40),
-    Run("public-PCA projection, batch 1024, lr 2", f"{DPSGD}, fourth pass", 1024, 40),
-]
-MNIST_FIFTH_PASS = [
-    Run("scatter_mlp prototype, lr 4, seeds 0-2", f"{DPSGD}, scatter_mlp prototypes", 4096, 40, models=3),
-    Run("scatter_mlp prototype, lr 8", f"{DPSGD}, scatter_mlp prototypes", 4096, 40),
-    Run("scatter_mlp prototype, lr 4, 60 epochs", f"{DPSGD}, scatter_mlp prototypes", 4096, 60),
-    Run("scatter_mlp, lr 4, 60 epochs, seeds 0-2 (the preset's recipe)", f"{DPSGD}, scatter_mlp, three seeds",
-        4096, 60, models=3),
-]
-MNIST_CANDIDATES = MNIST_SECOND_PASS + MNIST_THIRD_PASS + MNIST_FOURTH_PASS + MNIST_FIFTH_PASS
+FMNIST_FOURTH_PASS = [Run(f"scatter_mlp, 60 epochs, lr {lr} (the linear head kept: the last choice)",
+                          f"{DPSGD}, fourth pass, scatter_mlp on Fashion-MNIST", 8192, 60) for lr in (4, 8, 16)]
 
 
 def sweep(where: str) -> list[Run]:
@@ -119,45 +159,84 @@ def sweep(where: str) -> list[Run]:
             for target in (0.5, 1.0, 2.0, 4.0, 8.0) for seed in range(3)]
 
 
-GPU_SWEEP = sweep("gpu.md, the goals of issue 26 on an H200 (call 2)")
-CPU_SWEEP = sweep("gpu.md, sweeps: compatible points in one model batch (2-core CPU)")
-# Results of one preset published in gpu.md: the H200 run, the 2-core CPU run of bench_presets.py and the CPU
-# `--n-seeds 3` run its last sections cite. On each device a repeat with the same configuration, seed and data
-# drew the same noise (one release); runs on different devices, or with different configurations, drew their own.
-FMNIST_PRESET_IN_GPU_MD = [Run("H200, seed 0", "gpu.md, first section", 8192, 40),
-                           Run("2-core CPU, bench_presets.py, seed 0", "gpu.md, where a preset's time goes", 8192, 40),
-                           Run("2-core CPU, --n-seeds 3 (run 8929596543)",
-                               "gpu.md, the Fashion-MNIST preset end to end", 8192, 40, models=3)]
-MNIST_MLP_PRESET_IN_GPU_MD = [Run("H200, seed 0", "gpu.md, first section", 4096, 60),
-                              Run("2-core CPU, bench_presets.py, seed 0", "gpu.md, where a preset's time goes", 4096,
-                                  60)]
+GPU_SWEEP = sweep(f"{GPU}, the goals of issue 26 on an H200 (call 2)")
+CPU_SWEEP = sweep(f"{GPU}, sweeps: compatible points in one model batch (2-core CPU; its --no-group reruns drew "
+                  "the same noise and are not published)")
+FMNIST_AFTER_CHOICE = [
+    Run("the preset, --n-seeds 3, batch path (run 8929596543; also in gpu.md)",
+        f"{DPSGD}, preset rerun on the batch path", 8192, 40, models=3),
+    Run("the preset, seed 0 alone (run eb3efad01f)", f"{DPSGD}, preset rerun on the batch path", 8192, 40),
+    Run("the preset on the H200, seed 0 (7 runs of one configuration: one release)", f"{GPU}, first section",
+        8192, 40),
+    Run("the preset on the 2-core CPU, bench_presets.py, seed 0 (90.08 %)", f"{GPU}, where a preset's time goes",
+        8192, 40),
+] + GPU_SWEEP + CPU_SWEEP
+FMNIST_SPLIT = (FMNIST_FIRST_PASS + FMNIST_FIRST_PASS_SEEDS + FMNIST_SECOND_PASS_CANDIDATES
+                + FMNIST_SECOND_PASS_AFTER + FMNIST_THIRD_PASS + FMNIST_FOURTH_PASS + FMNIST_AFTER_CHOICE)
 
-
-# dpsgd.md, the Fashion-MNIST preset rerun (2026-11-27): the same recipe on the same split, published side by side
-FMNIST_PRESET_IN_DPSGD_MD = [Run("before: seed 0", f"{DPSGD}, second pass, the table of the issue", 8192, 40),
-                             Run("before: seeds 1-2", f"{DPSGD}, second pass, the table of the issue", 8192, 40,
-                                 models=2),
-                             Run("now: seeds 0-2 (run 8929596543)", f"{DPSGD}, preset rerun on the batch path", 8192,
-                                 40, models=3),
-                             Run("now: seed 0 alone (run eb3efad01f)", f"{DPSGD}, preset rerun on the batch path",
-                                 8192, 40)]
-# dpsgd.md, shaped noise on real data: each command is one run, its models released together (its headline)
-SHAPED_NOISE_RUNS = [
-    Run("linreg, elliptical α 0 and -0.9, 5 seeds", f"{DPSGD}, shaped noise on real data", 100, 5, models=10,
-        n_private=N_LINREG),
-    Run("linreg, projected α 0 and 1, 5 seeds", f"{DPSGD}, shaped noise on real data", 100, 5, models=10,
-        n_private=N_LINREG),
-    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 3", f"{DPSGD}, shaped noise on real data", 8192, 10, models=3),
-    Run("Fashion-MNIST, k 128, α 0, -0.5, ε 3", f"{DPSGD}, shaped noise on real data", 8192, 10, models=2),
-    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 1", f"{DPSGD}, shaped noise on real data", 8192, 10, target=1.0,
-        models=3),
-    Run("Fashion-MNIST, k 32, α 0, -0.5, -0.8, ε 0.5", f"{DPSGD}, shaped noise on real data", 8192, 10, target=0.5,
-        models=3),
-    Run("Fashion-MNIST, k 32, α 0, -0.5, ε 0.5, seeds 1-3", f"{DPSGD}, shaped noise on real data", 8192, 10,
-        target=0.5, models=6),
+# ---- MNIST's scattering split, every release in the documents' order ----
+MNIST_FIRST_PASS = [Run("batch 8192, lr 4 (the first preset), seed 0", FIRST, 8192, 40)]
+MNIST_SECOND_PASS = [
+    Run("the first preset, seeds 1-2 (98.48 / 98.49 %)", f"{SECOND}, the table of the issue", 8192, 40, models=2),
+    Run("batch 4096, lr 8 (T&B's recipe), seed 0", f"{SECOND}, how the recipes were chosen", 4096, 40),
+    Run("T&B's recipe, seeds 1-2 (the three-seed mean later passes compare with)", f"{SECOND}, the table of the issue",
+        4096, 40, models=2),
+    Run("T&B's, private normalisation", f"{SECOND}, how the recipes were chosen", 4096, 40,
+        prefix=PRIVATE_NORMALISATION),
+    Run("T&B's, EMA 0.9", f"{SECOND}, how the recipes were chosen", 4096, 40),
 ]
+THIRD = f"{DPSGD}, third pass, six more candidates"
+MNIST_THIRD_PASS = [
+    Run("ghost clipping, no change", THIRD, 4096, 40),
+    Run("public warm start, 5 epochs", THIRD, 4096, 40),
+    Run("60 epochs", THIRD, 4096, 60),
+    Run("batch 2048, lr 4", THIRD, 2048, 40),
+    Run("lr 4", THIRD, 4096, 40),
+    Run("lr 16", THIRD, 4096, 40),
+]
+FOURTH = f"{DPSGD}, fourth pass"
+MNIST_FOURTH_PASS = [
+    Run("cosine schedule", FOURTH, 4096, 40),
+    Run("cosine schedule, lr 16", FOURTH, 4096, 40),
+    Run("batch 8192, lr 16", FOURTH, 8192, 40),
+    Run("public normalisation, seeds 0-2", FOURTH, 4096, 40, models=3),
+    Run("scatter_cnn, lr 4 (stopped at step 58, counted in full)", FOURTH, 4096, 40),
+    Run("public-PCA projection (scratch script)", FOURTH, 4096, 40),
+    Run("public-PCA projection, batch 1024, lr 2", FOURTH, 1024, 40),
+]
+# Not a candidate of the fourth pass's comparison (no private recipe can have its σ); the scatter_mlp section
+# opens with it
+MNIST_DIAGNOSTIC = [Run("diagnostic, σ 0.05 (98.89 %; the scatter_mlp section builds on it)", FOURTH, 4096, 40,
+                        sigma=0.05)]
+MNIST_FIFTH_PASS = [
+    Run("scatter_mlp prototype, lr 4, seeds 0-2", f"{DPSGD}, scatter_mlp prototypes", 4096, 40, models=3),
+    Run("scatter_mlp prototype, lr 8", f"{DPSGD}, scatter_mlp prototypes", 4096, 40),
+    Run("scatter_mlp prototype, lr 4, 60 epochs", f"{DPSGD}, scatter_mlp prototypes", 4096, 60),
+    Run("scatter_mlp, lr 4, 60 epochs, seeds 0-2 (the preset's recipe)", f"{DPSGD}, scatter_mlp, three seeds",
+        4096, 60, models=3),
+]
+MNIST_AFTER_CHOICE = [
+    Run("mnist-scatter-mlp-eps3, seed 0 (run bffe94cb72)", f"{DPSGD}, scatter_mlp, three seeds", 4096, 60),
+    Run("mnist-scatter-mlp-eps3 on the H200, seed 0 (6 runs of one configuration: one release)",
+        f"{GPU}, first section", 4096, 60),
+    Run("mnist-scatter-mlp-eps3 on the 2-core CPU, bench_presets.py, seed 0 (98.66 %)",
+        f"{GPU}, where a preset's time goes", 4096, 60),
+]
+MNIST_TO_FOURTH_PASS = MNIST_FIRST_PASS + MNIST_SECOND_PASS + MNIST_THIRD_PASS + MNIST_FOURTH_PASS
+MNIST_SPLIT = MNIST_TO_FOURTH_PASS + MNIST_DIAGNOSTIC + MNIST_FIFTH_PASS + MNIST_AFTER_CHOICE
+
+
+def without(runs: list[Run], left_out: list[Run]) -> list[Run]:
+    return [run for run in runs if run not in left_out]
+
+
 PATE_PRESETS = {"mnist-confident-gnmax": (pate.cgn(1300), True), "mnist-lnmax": (pate.lnm(), False),
                 "mnist-confident-gnmax-eps1": (pate.cgn(400), True)}
+# PATE's runs on MNIST's 60 000 training images published outside pate.md (pate_tuning_cost.RUNS lists pate.md's)
+PATE_ELSEWHERE = [("gpu.md: mnist-confident-gnmax on the H200 and on the 2-core CPU", "gpu.md", "cgn", pate.cgn(1300),
+                   2, True, "T"),
+                  ("membership.md: mnist-confident-gnmax-eps1, run 0e0bcc9fb6", "membership.md", "eps1",
+                   pate.cgn(400), 1, True, "T")]
 
 
 def pate_runs_together(preset: str, runs: int) -> float:
@@ -169,32 +248,51 @@ def pate_runs_together(preset: str, runs: int) -> float:
 def main() -> None:
     """Print every composition the documents cite, with the runs it counts."""
     warnings.filterwarnings("ignore", "Optimal order is the largest alpha")  # Opacus' RDP inside the PRV domain
+    warnings.filterwarnings("ignore", "Optimal order is the smallest alpha")  # RDP of the σ 0.05 diagnostic
+    started = time.perf_counter()
+    fmnist_to_second = FMNIST_FIRST_PASS + FMNIST_FIRST_PASS_SEEDS + FMNIST_SECOND_PASS_CANDIDATES
+    fmnist_to_fourth = FMNIST_SPLIT[:len(FMNIST_SPLIT) - len(FMNIST_AFTER_CHOICE)]
+    mnist_to_fifth = MNIST_SPLIT[:len(MNIST_SPLIT) - len(MNIST_AFTER_CHOICE)]
     sections = [
-        ("Fashion-MNIST: lr 2, 4 and 8, the first pass's candidates", FMNIST_CANDIDATES[:3]),
-        ("Fashion-MNIST: the six linear candidates of the second pass", FMNIST_CANDIDATES[:6]),
-        ("tuning cost of fmnist-scatter-eps3 (the nine Fashion-MNIST candidates)", FMNIST_CANDIDATES),
-        ("tuning cost of the ε 1 Fashion-MNIST recipe (the six linear candidates, then its run)",
-         FMNIST_CANDIDATES[:6] + [FMNIST_EPS1]),
-        ("MNIST: the four candidates of the second pass", MNIST_SECOND_PASS),
-        ("MNIST: ten candidates, to the third pass", MNIST_SECOND_PASS + MNIST_THIRD_PASS),
-        ("MNIST: seventeen candidates, to the fourth pass", MNIST_SECOND_PASS + MNIST_THIRD_PASS + MNIST_FOURTH_PASS),
-        ("tuning cost of mnist-scatter-mlp-eps3 (twenty MNIST candidates)", MNIST_CANDIDATES),
+        ("Fashion-MNIST, first pass: tuning cost of lr 8 (lr 2, 4 and 8 on seed 0)", FMNIST_FIRST_PASS),
+        ("Fashion-MNIST, second pass: tuning cost of lr 16 and EMA 0.9 (every run on the split to that choice)",
+         fmnist_to_second),
+        ("Fashion-MNIST: tuning cost of the ε 1 recipe (the runs above, then the table of the issue's, its own "
+         "included)", fmnist_to_second + FMNIST_SECOND_PASS_AFTER[:2]),
+        ("Fashion-MNIST: tuning cost of fmnist-scatter-eps3 (every run on the split to the fourth pass, where the "
+         "linear head was kept)", fmnist_to_fourth),
+        ("COVERED BY, Fashion-MNIST's scattering split: everything published on it", FMNIST_SPLIT),
+        ("MNIST, second pass: every run on the split to it", MNIST_FIRST_PASS + MNIST_SECOND_PASS),
+        ("MNIST, third pass: every run on the split to it", MNIST_FIRST_PASS + MNIST_SECOND_PASS + MNIST_THIRD_PASS),
+        ("MNIST, fourth pass: every run on the split to its comparison (nothing beat T&B's recipe; the tuning cost "
+         "of mnist-scatter-eps3 if published as our choice)", MNIST_TO_FOURTH_PASS),
+        ("MNIST: tuning cost of mnist-scatter-mlp-eps3 (every run on the split to its three seeds)", mnist_to_fifth),
+        ("MNIST: the same without the σ 0.05 diagnostic (the private candidates alone)",
+         without(mnist_to_fifth, MNIST_DIAGNOSTIC)),
+        ("the diagnostic alone", MNIST_DIAGNOSTIC),
+        ("COVERED BY, MNIST's scattering split: everything published on it", MNIST_SPLIT),
+        ("MNIST's scattering split: everything published on it but the σ 0.05 diagnostic",
+         without(MNIST_SPLIT, MNIST_DIAGNOSTIC)),
         ("the 15-run sweep on the H200", GPU_SWEEP),
         ("the 15-run sweep on the H200 and on the 2-core CPU, together", GPU_SWEEP + CPU_SWEEP),
-        ("fmnist-scatter-eps3 results published in gpu.md, together", FMNIST_PRESET_IN_GPU_MD),
-        ("mnist-scatter-mlp-eps3 results published in gpu.md, together", MNIST_MLP_PRESET_IN_GPU_MD),
-        ("fmnist-scatter-eps3 results published in dpsgd.md's rerun table, together", FMNIST_PRESET_IN_DPSGD_MD),
     ] + [(f"headline of one run: {run.label}", [run]) for run in SHAPED_NOISE_RUNS]
     for title, runs in sections:
-        print(f"{title}: {sum(run.models for run in runs)} models, ε = {composed(runs):.2f}")
+        epsilon, accountant = composition(runs)
+        print(f"{title}: {sum(run.models for run in runs)} models, ε = {epsilon:.2f} ({accountant})")
         for run in runs:
-            print(f"    {run.label} [{run.where}]: batch {run.batch}, {run.epochs} epochs, ε {run.target:g} per model"
+            print(f"    {run.label} [{run.where}]: batch {run.batch}, {run.epochs} epochs, {run.per_model()}"
                   f"{', x' + str(run.models) if run.models > 1 else ''}")
     for preset in PATE_PRESETS:
         print(f"{preset}, a priori: one run ε = {pate_runs_together(preset, 1):.2f}, three seeds together "
               f"ε = {pate_runs_together(preset, 3):.2f}")
     print(f"mnist-confident-gnmax results published in gpu.md (H200 and 2-core CPU), together, a priori: "
           f"ε = {pate_runs_together('mnist-confident-gnmax', 2):.2f}")
+    everywhere = pate.RUNS + PATE_ELSEWHERE
+    print(f"PATE's runs on MNIST's training images published across docs/results, a priori (pate.md's "
+          f"{sum(run[4] for run in pate.RUNS)} as pate_tuning_cost.py counts them, and "
+          f"{', '.join(run[0] for run in PATE_ELSEWHERE)}): {sum(run[4] for run in everywhere)} runs, "
+          f"ε = {pate.compose(everywhere)[0]:.2f}")
+    print(f"wall time: {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
