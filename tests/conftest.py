@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -103,3 +104,16 @@ def run_sweep(store, spec, *, timeout: float, **manager_options) -> str:
     finally:
         manager.shutdown()
     return sweep_id
+
+
+def store_at_version(path: Path, version: int) -> sqlite3.Connection:
+    """A connection to a new database at ``path`` with the schema of store version ``version`` (the migrations up
+    to it), as a store written by an older privengine left it: rows go in, then a RunStore opens and migrates it."""
+    from privengine.store.schema import MIGRATIONS
+
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:version]:
+        for statement in step:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    return conn

@@ -29,7 +29,8 @@ from privengine.dpsgd.config import DPSGDConfig
 from privengine.explore import SweepSpec, run_configs, runner
 from privengine.explore.privacy import sweep_claim
 from privengine.reporter import Reporter
-from privengine.store import DEATH_CAVEAT, MIGRATIONS, NO_CLAIM_AFTER_DEATH, SCHEMA_VERSION, RunStore
+from privengine.store import DEATH_CAVEAT, NO_CLAIM_AFTER_DEATH, SCHEMA_VERSION, RunStore
+from tests.conftest import store_at_version
 from tests.memory_reporter import MemoryReporter
 from tests.test_explore_batching import _clusterless_driver, _WorkerRay
 from tests.test_explore_failures import Q, SIGMA, STEPS, _summary
@@ -230,11 +231,7 @@ def test_a_dead_run_of_an_old_store_still_says_that_no_claim_covers_it(tmp_path)
     """A run stored before planned charges (schema 5) whose process died with curves stored: no claim is made up;
     its error says that none covers them, and a sweep leaves it out, saying so."""
     path = tmp_path / "v5.sqlite"
-    conn = sqlite3.connect(path)
-    for step in MIGRATIONS[:5]:
-        for statement in step:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 5")
+    conn = store_at_version(path, 5)
     claim = PrivacyClaim("toy", 1.0, 1e-5, "toy accountant", "add or remove one example", headline=True)
     conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, summary) VALUES "
                  "('done', 'toy', '{}', 'finished', 1.0, ?)", (json.dumps({"privacy": [claim.to_dict()]}),))

@@ -17,6 +17,7 @@ import pytest
 from privengine.claims import PrivacyClaim
 from privengine.errors import RunNotFoundError
 from privengine.store import DEATH_CAVEAT, MIGRATIONS, SCHEMA_VERSION, RunStore, StoreError, liveness
+from tests.conftest import store_at_version
 
 
 def test_concurrent_writers_and_a_reader(store):
@@ -112,11 +113,7 @@ def test_migration_names_old_confident_gnmax_figures_for_what_they_are(tmp_path)
     keep their curves, renamed (realised figure, odometer), and their sanitized claim loses "publishable"."""
     from privengine.pate.privacy import SANITIZED_LABEL
     path = tmp_path / "v3.sqlite"
-    conn = sqlite3.connect(path)
-    for step in MIGRATIONS[:3]:
-        for statement in step:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 3")
+    conn = store_at_version(path, 3)
     label = "data-dependent, sanitized through smooth sensitivity (publishable)"
     assert label == SANITIZED_LABEL  # the label PATE runs store
     from privengine.pate.privacy import SANITIZED_CAVEAT
@@ -268,11 +265,7 @@ def test_migration_from_version_6_gives_active_runs_a_heartbeat(tmp_path):
     """Schema 7 adds ``heartbeat_at``: an active run stored before gets the migration's time, so a live owner still
     has the whole limit; an ended one none (it needs none)."""
     path = tmp_path / "v6.sqlite"
-    conn = sqlite3.connect(path)
-    for step in MIGRATIONS[:6]:
-        for statement in step:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
+    conn = store_at_version(path, 6)
     for run_id, state in (("live", "running"), ("done", "finished")):
         conn.execute("INSERT INTO runs (id, mechanism, config, state, created_at, owner_host, owner_pid) "
                      "VALUES (?, 'toy', '{}', ?, 1.0, ?, ?)", (run_id, state, socket.gethostname(), os.getpid()))
@@ -314,11 +307,7 @@ def test_migration_says_old_mnist_sanitized_figures_are_not_covered(tmp_path):
     from privengine.pate import privacy as P
 
     path = tmp_path / "v7.sqlite"
-    conn = sqlite3.connect(path)
-    for step in MIGRATIONS[:7]:
-        for statement in step:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 7")
+    conn = store_at_version(path, 7)
     fixed = "Fixed before the votes were seen, so the choices release nothing: lam (rule), beta = 0.3/lam."
     common = [P.UNPROTECTED_CAVEAT, "noise caveat"]
     summary = json.dumps({"privacy": [
