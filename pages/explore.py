@@ -245,9 +245,13 @@ with right:
         first = runner.result(store, sweep_id)
         frontier = registry.get(first.mechanism).frontier
         utility = None
-        if first.utility_axis is not None:  # the sweep's own utility selected, the mechanism's others offered
-            options = [a.name for a in frontier.utility]
-            utility = st.selectbox("Utility metric", options, index=options.index(first.utility_axis.name),
+        if first.utility_axis is not None:  # the mechanism's utilities offered
+            # nothing preselected: a value picked before any run finished (DP-SGD: test accuracy) stayed the widget's
+            # after a regression's runs finished without it; left empty, the sweep's own or the runs' is drawn
+            own = first.spec.utility
+            utility = st.selectbox("Utility metric", [a.name for a in frontier.utility], index=None,
+                                   placeholder=f"the sweep's own: {sweep_view.short_label(frontier.utility_axis(own))}"
+                                   if own else "the first one the finished runs report",
                                    format_func=lambda n: sweep_view.axis_title(frontier.utility_axis(n)),
                                    key=f"explore.utility.{sweep_id}")
         sweep_view.live_sweep(sweep_id, utility=utility, active=first.state == "running",

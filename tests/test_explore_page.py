@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from privengine import registry
 from privengine.claims import PrivacyClaim
-from privengine.explore import SweepSpec, runner
+from privengine.explore import SweepSpec, run_configs, runner
 from privengine.registry import EPSILON_AXIS
 from privengine.jobs import JobManager
 from tests.conftest import ROOT
@@ -222,3 +222,54 @@ def test_the_choice_to_train_runs_together_reaches_the_launch(store, monkeypatch
     at.button(key="explore.launch").click().run()
     _assert_clean(at)
     assert seen == [None, False]
+
+
+def _regression_sweep(store) -> tuple[str, list[str]]:
+    """A stored DP-SGD sweep of the quick demo (a regression: its runs report an excess risk, no test accuracy)
+    over two learning rates and three seeds, its six runs queued: nothing is trained."""
+    mech = registry.get("dpsgd")
+    spec = SweepSpec("dpsgd", base=dict(mech.preset("quick-demo").overrides), axes={"lr": [0.1, 0.5]}, seeds=3)
+    sweep_id = store.create_sweep("dpsgd", spec.to_dict())
+    runs = [store.create_run("dpsgd", config.to_dict(), sweep_id=sweep_id, sweep_point=point.index)
+            for point, config in run_configs(spec)]
+    return sweep_id, runs
+
+
+def _finish_regression_runs(store, runs: list[str]) -> None:
+    claim = PrivacyClaim("all models of this run", 3.0, 1e-5, "none (test only)", "add/remove one", headline=True)
+    for i, run_id in enumerate(runs):
+        store.mark_ended(run_id, "finished", summary={"metric": "excess_risk", "best_excess_risk": 0.001 * (i + 1),
+                                                      "privacy": [claim.to_dict()]})
+
+
+def _chart_notes(at: AppTest) -> list[str]:
+    return [a["text"] for a in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("annotations", [])]
+
+
+def test_a_regression_sweep_that_finishes_while_shown_plots_a_utility_its_runs_report(store):
+    sweep_id, runs = _regression_sweep(store)
+    at = _page(sweep=sweep_id)  # launched: the page first draws it with no run finished
+    _assert_clean(at)
+    assert _chart_notes(at) == ["no finished run yet"]
+    _finish_regression_runs(store, runs)
+    at.run()
+    _assert_clean(at)
+    assert any("6 of 6 runs ended" in p.proto.text for p in at.get("progress"))
+    assert at.selectbox(key=f"explore.utility.{sweep_id}").value is None  # the runs pick it
+    assert any(c.value.startswith("Utility: **excess risk**, the first of Anisotropic DP-SGD's utility metrics")
+               for c in at.caption)
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert not any("no finished run" in note for note in _chart_notes(at))
+    assert sorted(c[0] for t in chart["data"] if t.get("customdata") for c in t["customdata"]) == [0, 1]
+
+
+def test_a_utility_the_finished_runs_lack_is_named_and_the_ones_they_have_offered(store):
+    sweep_id, runs = _regression_sweep(store)
+    _finish_regression_runs(store, runs)
+    at = _page(sweep=sweep_id)
+    at.selectbox(key=f"explore.utility.{sweep_id}").set_value("best_test_acc").run()
+    _assert_clean(at)
+    [note] = _chart_notes(at)
+    assert note == "the finished runs report no test accuracy"
+    assert any(w.value.startswith("None of the 6 finished runs reports test accuracy; they report excess risk. "
+                                  "Choose it under Utility metric.") for w in at.warning)

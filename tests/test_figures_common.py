@@ -248,3 +248,26 @@ def test_a_report_chart_spreads_its_detail_over_its_full_width_and_finishing_aga
     fresh = finish(go.Figure(go.Scatter(y=[1, 2]), layout=dict(title=title, height=300)), detail_width=130)
     assert fresh.to_plotly_json() == report.to_plotly_json()  # finished once for the report, or page then report
     assert finish(report).layout.height == 300 + 2 * 16
+
+
+def test_on_a_dark_background_the_frontiers_points_and_error_bars_are_light(store):
+    """A sweep's points (coloured by a numeric knob on Viridis, whose dark purple end sits on a dark background) get
+    a light outline, and their error bars, plotly's dark grey by default, turn light."""
+    from privengine.claims import PrivacyClaim
+    from privengine.explore import SweepSpec, run_configs, runner
+    from privengine.figures.common import DARK_COLOURS, INK, for_dark_background
+    from privengine.figures.sweep import frontier_figure, point_seeds
+
+    spec = SweepSpec("toy", axes={"rate": [0.1, 0.3]}, seeds=2)
+    sweep_id = store.create_sweep("toy", spec.to_dict())
+    for i, (point, config) in enumerate(run_configs(spec)):
+        claim = PrivacyClaim("toy", 1.0 + point.index, 1e-5, "none (test only)", "add/remove one", headline=True)
+        run_id = store.create_run("toy", config.to_dict(), sweep_id=sweep_id, sweep_point=point.index)
+        store.mark_ended(run_id, "finished", summary={"score": 0.5 + 0.1 * i, "privacy": [claim.to_dict()]})
+    res = runner.result(store, sweep_id)
+    dark = for_dark_background(frontier_figure(res, point_seeds(store, res)))
+    [points] = [t for t in dark.data if t.customdata is not None]
+    assert points.marker.colorscale is not None  # the colour scale: its dark end needs the outline
+    light = DARK_COLOURS[INK]
+    assert (points.marker.line.color, points.error_x.color, points.error_y.color) == (light, light, light)
+    assert points.error_y.thickness >= 1.5

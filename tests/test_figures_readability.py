@@ -143,7 +143,8 @@ def test_the_trade_off_plots_each_setting_once_at_its_stronger_attack_mean_on_au
 @pytest.mark.parametrize("xs, kind", [([0.3, 1.0, 3.0], "log"), ([0.5, 8.0], "log"), ([1.0, 2.0, 4.0], None)])
 def test_the_frontier_epsilon_axis_is_logarithmic_from_one_decade(xs, kind):
     fig = go.Figure(go.Scatter(x=xs, y=[0.9] * len(xs)))
-    fig = finish(with_axes(fig, [Axis("eps", "ε", "lower")], [Axis("acc", "accuracy", "higher")], xs, "Frontier"))
+    fig = finish(with_axes(fig, [Axis("eps", "ε", "lower")], [Axis("acc", "accuracy", "higher")], xs, "Frontier",
+                           empty="no finished run yet"))
     assert fig.layout.xaxis.type == kind
     if kind == "log":
         assert len(fig.layout.xaxis.tickvals) >= 3

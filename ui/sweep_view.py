@@ -22,7 +22,8 @@ from privengine.errors import ConfigError
 from privengine.explore import runner
 from privengine.explore.export import points_csv
 from privengine.figures.sweep import (axis_title, best_run_text, drawn, frontier_figure, headline_accountants,
-                                      pareto_trace, point_seeds, points_frame, points_trace, sweep_label, with_axes)
+                                      missing_utility, nothing_drawn, pareto_trace, point_seeds, points_frame,
+                                      points_trace, short_label, sweep_label, with_axes)
 from privengine.figures.text import settings_text
 
 from . import charts, services
@@ -48,6 +49,7 @@ def live_sweep(sweep_id: str, *, utility: str | None, active: bool, stop_executo
         store = services.store()
         res = runner.result(store, sweep_id, utility=utility)
         _header(res, stop_executor, resume_executor)
+        _utility_note(res, chosen=utility is not None)
         selected = _frontier_chart(res)
         table = st.dataframe(points_frame(res), hide_index=True, width="stretch", on_select="rerun",
                              selection_mode="multi-row", key=f"explore.points.{sweep_id}", placeholder=charts.MISSING)
@@ -61,6 +63,18 @@ def live_sweep(sweep_id: str, *, utility: str | None, active: bool, stop_executo
             st.rerun()  # the sweep ended: redraw the whole page once, without the timer
 
     _live()
+
+
+def _utility_note(res: runner.SweepResult, *, chosen: bool) -> None:
+    """Which utility the chart plots when neither the user nor the sweep chose one, or, when the finished runs do not
+    report the one shown, that they do not and which ones they do."""
+    why = missing_utility(res)
+    if why:
+        offer = f" Choose {'it' if len(res.reported) == 1 else 'one'} under Utility metric." if res.reported else ""
+        st.warning(why + offer, icon=":material/warning:")
+    elif not (chosen or res.spec.utility) and res.reported:
+        st.caption(f"Utility: **{short_label(res.utility_axis)}**, the first of "
+                   f"{registry.get(res.mechanism).title}'s utility metrics that the finished runs report.")
 
 
 def _claims(res: runner.SweepResult) -> None:
@@ -188,5 +202,5 @@ def overlay(results: list[runner.SweepResult], *, key: str) -> None:
     xs = [p.privacy for r in same for p in drawn(r)]
     accountants = list(dict.fromkeys(a for r in same for a in headline_accountants(services.store(), r)))
     fig = with_axes(fig, [r.privacy_axis for r in same], [r.utility_axis for r in same], xs,
-                    "Frontiers of the selected sweeps", accountants=accountants)
+                    "Frontiers of the selected sweeps", empty=nothing_drawn(same), accountants=accountants)
     charts.show(fig, key=key)

@@ -227,6 +227,7 @@ class SweepResult:
     selection: PrivacyClaim | str | None = None  # random repetition: the best-only claim, or why there is none
     attempts: int = 0  # runs stored, resumed attempts included (runs_total counts the latest attempt of each)
     best: dict[str, Any] | None = None  # random repetition: the run it publishes (:func:`best_run`)
+    reported: tuple[str, ...] = ()  # the declared utility axes some finished run has a value for, in declared order
 
     @property
     def failed(self) -> bool:
@@ -244,15 +245,15 @@ class SweepResult:
             "runs_total": self.runs_total, "runs_by_state": self.runs_by_state, "attempts": self.attempts,
             "privacy_best_only": self.selection.to_dict() if isinstance(self.selection, PrivacyClaim) else None,
             "privacy_best_only_note": self.selection if isinstance(self.selection, str) else None,
-            "best_run": self.best,
+            "best_run": self.best, "utility_metrics_reported": list(self.reported),
         }
 
 
 def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> SweepResult:
     """The sweep's points, Pareto frontier and composed claim, from the store (live while it runs).
 
-    ``utility`` picks another declared utility axis (default: the spec's, else the mechanism's first
-    one found in the runs). Points use the latest attempt of each (point, seed); the claim charges all.
+    ``utility`` picks another declared utility axis (default: the spec's, else the first of the mechanism's that a
+    finished run reports, else its first). Points use the latest attempt of each (point, seed); the claim charges all.
     """
     record = store.get_sweep(sweep_id)
     spec = SweepSpec.from_dict(record.spec)
@@ -261,7 +262,8 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
     latest = latest_attempts(runs)
     values = {r.id: run_values(r.summary) for r in latest if r.state == "finished"}
     privacy_axis = frontier.privacy
-    utility_axis = _pick_utility(frontier, utility or spec.utility, values)
+    reported = tuple(a.name for a in frontier.utility if any(a.name in v for v in values.values()))
+    utility_axis = _pick_utility(frontier, utility or spec.utility, reported)
     points = []
     by_point: dict[int, list[RunRecord]] = {}
     for run in latest:
@@ -287,7 +289,7 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
                        len(latest), by_state,
                        selection_claim(spec, finished, utility_axis, attempts=runs) if spec.repeat else None,
                        len(runs),
-                       best_run(finished, values, utility_axis) if spec.repeat else None)
+                       best_run(finished, values, utility_axis) if spec.repeat else None, reported)
 
 
 def _privacy_basis(axis: Axis, runs: list[RunRecord]) -> str:
@@ -331,13 +333,11 @@ def _run_key(run: RunRecord) -> tuple:
     return run.sweep_point, run.config.get("seed")
 
 
-def _pick_utility(frontier, wanted: str | None, values: dict[str, dict[str, float]]) -> Axis | None:
+def _pick_utility(frontier, wanted: str | None, reported: tuple[str, ...]) -> Axis | None:
     if wanted:
         return frontier.utility_axis(wanted)
-    present = {k for v in values.values() for k in v}
-    for axis in frontier.utility:
-        if axis.name in present:
-            return axis
+    if reported:
+        return frontier.utility_axis(reported[0])
     return frontier.utility[0] if frontier.utility else None
 
 

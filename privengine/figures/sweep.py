@@ -15,7 +15,7 @@ from privengine.explore import runner
 from privengine.registry import Axis
 from privengine.store import RunStore
 
-from .common import LAYOUT, waiting_if_empty
+from .common import INK, LAYOUT, waiting_if_empty
 from .text import accountant_name, knob_label, mean_sd, number, settings_text, value_text
 
 CHART_LAYOUT = {**LAYOUT, "height": 440}
@@ -47,6 +47,34 @@ def stacked(title: str) -> str:
 def sweep_label(mechanism: str, sweep_id: str) -> str:
     """``Mechanism title · sweep id``: how a sweep is named in pickers and legends."""
     return f"{registry.get(mechanism).title} · {sweep_id}"
+
+
+def short_label(axis: Axis) -> str:
+    """An axis' label without its parenthesised detail ("test accuracy (test half of ...)" -> "test accuracy")."""
+    return axis.label.split(" (")[0]
+
+
+def missing_utility(res: runner.SweepResult) -> str | None:
+    """Why runs finished but none can be drawn because of the utility shown: none reports it (naming the declared
+    utilities they do report); None when no run finished, or when they report it."""
+    finished = res.runs_by_state.get("finished", 0)
+    if not finished or res.utility_axis is None or res.utility_axis.name in res.reported:
+        return None
+    frontier = registry.get(res.mechanism).frontier
+    have = [short_label(frontier.utility_axis(name)) for name in res.reported]
+    return (f"None of the {finished} finished run{'s' if finished > 1 else ''} reports "
+            f"{short_label(res.utility_axis)}; " + (f"they report {' and '.join(have)}." if have else
+                                                     "they report none of the mechanism's utility metrics."))
+
+
+def nothing_drawn(results: list[runner.SweepResult]) -> str:
+    """What an empty frontier chart of ``results`` says: no run finished yet, or why the finished ones are not
+    drawn."""
+    if not any(r.runs_by_state.get("finished", 0) for r in results):
+        return "no finished run yet"
+    if len(results) == 1 and missing_utility(results[0]):
+        return f"the finished runs report no {short_label(results[0].utility_axis)}"
+    return "no finished run reports both axes"
 
 
 def drawn(res: runner.SweepResult) -> list[runner.PointResult]:
@@ -98,13 +126,17 @@ def best_run_text(best: dict, selection: object = None) -> str:
 
 def points_trace(res: runner.SweepResult, points: list[runner.PointResult], seeds: dict[int, list],
                  **style) -> go.Scatter:
-    """Markers with sd error bars on both axes; ``customdata`` carries each point's index."""
-    return go.Scatter(
+    """Markers with sd error bars on both axes; ``customdata`` carries each point's index. The bars and the markers'
+    outlines are drawn in :data:`INK`, which turns light on a dark background (plotly's default bars, dark grey, and
+    the dark end of a colour scale were near-invisible there)."""
+    bars = dict(type="data", thickness=1.5, color=INK)
+    trace = go.Scatter(
         x=[p.privacy for p in points], y=[p.utility for p in points], mode="markers",
-        error_x=dict(type="data", array=[p.privacy_sd for p in points], thickness=1),
-        error_y=dict(type="data", array=[p.utility_sd for p in points], thickness=1),
+        error_x=dict(array=[p.privacy_sd for p in points], **bars),
+        error_y=dict(array=[p.utility_sd for p in points], **bars),
         customdata=[[p.index] for p in points], hovertext=[_hover(res, p, seeds[p.index]) for p in points],
         hoverinfo="text", **style)
+    return trace.update(marker_line=dict(color=INK, width=1))
 
 
 def pareto_trace(res: runner.SweepResult, name: str, colour: str, **style) -> go.Scatter:
@@ -139,15 +171,16 @@ def _colour_traces(res: runner.SweepResult, points: list[runner.PointResult], se
 
 
 def with_axes(fig: go.Figure, privacy: list[Axis], utility: list[Axis | None], xs: list[float], title: str,
-              *, accountants: list[str] | None = None) -> go.Figure:
+              *, empty: str, accountants: list[str] | None = None) -> go.Figure:
     """Axis titles (the labels of comparable axes joined by "/"), the accountants of the runs' ε in the title, and
-    a log x axis when the epsilons span a decade or more (on a linear one the smaller ones crowd at its left)."""
+    a log x axis when the epsilons span a decade or more (on a linear one the smaller ones crowd at its left);
+    ``empty``: what the chart says when it has nothing to draw (:func:`nothing_drawn`)."""
     x_title = axes_title(privacy)
     title = f"{title} (ε: {', '.join(accountants)})" if accountants else title
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=stacked(axes_title(utility)), **CHART_LAYOUT)
     if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
         fig.update_xaxes(type="log", title_text=f"{x_title}, log scale")
-    return waiting_if_empty(fig, "no finished run yet")
+    return waiting_if_empty(fig, empty)
 
 
 def frontier_figure(res: runner.SweepResult, seeds: dict[int, list], *, accountants: list[str] | None = None
@@ -162,7 +195,7 @@ def frontier_figure(res: runner.SweepResult, seeds: dict[int, list], *, accounta
     if points and registry.get(res.mechanism).audits and res.utility_axis.name == AUDITED_AXIS:
         fig.add_trace(claim_line([p.privacy for p in points]))  # on an audited-ε axis only (not on leakage axes)
     return with_axes(fig, [res.privacy_axis], [res.utility_axis], [p.privacy for p in points],
-                     "Privacy-utility frontier", accountants=accountants)
+                     "Privacy-utility frontier", empty=nothing_drawn([res]), accountants=accountants)
 
 
 AUDITED_AXIS = AUDIT_FRONTIER.utility[0].name  # the audited epsilon, the axis the claim line bounds
