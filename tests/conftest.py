@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import io
 import os
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,6 +47,64 @@ def manager(store):
     m = JobManager(store)
     yield m
     m.shutdown()
+
+
+class StopPolls:
+    """Every answer of ``Reporter.should_stop()``, per run id, in order (the ``stop_polls`` fixture)."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, list[bool]] = collections.defaultdict(list)
+
+    def assert_stopped_promptly(self, run_id: str, *, most_after_stop: int = 3) -> None:
+        """The run polled while it ran, and ended at most ``most_after_stop`` polls after should_stop() first said
+        True: promptness counted in polls, not seconds, so a busy machine cannot break it (the reporter's contract
+        is that a run polls at least once a second)."""
+        answers = list(self.answers[run_id])
+        assert answers and not answers[0], f"run {run_id} never polled should_stop() before the stop: {answers}"
+        assert True in answers, f"run {run_id} never saw should_stop() say True ({len(answers)} polls)"
+        after = len(answers) - answers.index(True)
+        assert after <= most_after_stop, f"run {run_id} went on for {after} polls after should_stop() said True"
+
+
+@pytest.fixture
+def stop_polls(monkeypatch) -> StopPolls:
+    """Count each run's ``should_stop()`` polls (every reporter of a job is a :class:`Reporter`)."""
+    from privengine.reporter import Reporter
+
+    polls = StopPolls()
+    original = Reporter.should_stop
+
+    def counted(self) -> bool:
+        answer = original(self)
+        polls.answers[self.run_id].append(answer)
+        return answer
+
+    monkeypatch.setattr(Reporter, "should_stop", counted)
+    return polls
+
+
+@dataclass
+class CliResult:
+    """What a shell sees of one ``python -m privengine`` command run in-process by :func:`run_cli`."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    """``python -m privengine ARGS`` in this process, through ``cli.main``: argparse's own errors (SystemExit 2) are
+    caught as the shell sees them, and everything written to stderr (argparse writes to ``sys.stderr``) is captured.
+    The store is this test's (PRIVENGINE_HOME, the ``private_home`` fixture)."""
+    from privengine.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args), stdout=out, stderr=err)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

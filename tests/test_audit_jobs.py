@@ -54,7 +54,7 @@ def test_smoke_audit_is_a_stored_run_with_its_result_and_curves(name, manager, s
 
 
 @pytest.mark.parametrize("name", AUDITS)
-def test_stop_mid_audit_within_two_seconds(name, manager, store):
+def test_stop_mid_audit_within_a_few_polls(name, manager, store, stop_polls):
     config = registry.get(name).default_config().to_dict()
     if name == "pate-gnmax":
         config["trials"] = 100_000_000  # long enough to be stopped while running
@@ -63,8 +63,7 @@ def test_stop_mid_audit_within_two_seconds(name, manager, store):
     while (store.get_run(run_id).progress or 0) <= 0 and store.get_run(run_id).active and time.monotonic() < deadline:
         time.sleep(0.05)
     assert store.get_run(run_id).active, "the audit ended before it could be stopped"
-    t0 = time.monotonic()
     manager.stop(run_id)
-    run = manager.wait(run_id, timeout=10)
-    assert time.monotonic() - t0 < 2.0, f"stop took {time.monotonic() - t0:.1f} s"
+    run = manager.wait(run_id, timeout=120)  # a hang guard only: promptness is counted in polls below
+    stop_polls.assert_stopped_promptly(run_id)
     assert run.state == "stopped" and result_of(run.summary) is not None  # a partial result, still sound

@@ -1,4 +1,7 @@
-"""The CLI, driven as a user would: through a subprocess, with the toy mechanism as a plugin."""
+"""The CLI, driven as a user would, with the toy mechanism as a plugin: in-process through ``cli.main`` (argv,
+stdout, stderr and the exit status, as a shell sees them), and once through a ``python -m privengine`` subprocess.
+The ``--json`` guard against anything else reaching the process's stdout is tested by a subprocess in
+``test_faults.py``."""
 
 from __future__ import annotations
 
@@ -8,15 +11,19 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, run_cli, subprocess_env
+
+cli = run_cli  # in-process through cli.main (see tests/conftest.py)
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "privengine", *args], cwd=ROOT, env=subprocess_env(),
-                          capture_output=True, text=True, timeout=timeout)
+def test_python_m_privengine_exits_with_the_commands_status_and_one_error_line():
+    """The real entry point, once: a bad value exits 2 with one line on stderr and nothing on stdout."""
+    done = subprocess.run([sys.executable, "-m", "privengine", "run", "toy", "--delay", "9"], cwd=ROOT,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["privengine: error: `delay` must be in [0, 5]; got 9.0"]
 
 
-@pytest.mark.slow
 def test_good_run_lands_in_the_store_and_can_be_shown_and_exported(private_home):
     done = cli("run", "toy", "--steps", "3", "--scales", "0.5,1", "--json")
     assert done.returncode == 0, done.stderr
@@ -65,7 +72,6 @@ def test_cross_field_rule_and_missing_run():
     assert missing.returncode == 2 and "no run with id 'deadbeef'" in missing.stderr
 
 
-@pytest.mark.slow
 def test_failed_run_exits_1_and_is_stored():
     done = cli("run", "toy", "--steps", "3", "--fail-at", "1")
     assert done.returncode == 1
@@ -89,7 +95,7 @@ def test_presets_are_listed_and_a_bad_preset_names_the_known_ones(private_home):
 @pytest.mark.slow
 def test_a_run_from_a_preset_records_it_and_that_flags_changed_it(private_home):
     done = cli("run", "dp_bayes", "--preset", "quick-demo", "--n-records", "100", "--vi-steps", "20",
-               "--warmup-steps", "10", "--burn-in", "10", "--steps", "30", "--json", timeout=300)
+               "--warmup-steps", "10", "--burn-in", "10", "--steps", "30", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["source"] == "cli (preset quick-demo, modified)"  # the page draws its figure
 
@@ -125,7 +131,6 @@ def test_runs_and_show_word_claim_counts_as_the_pages_do(store):
     assert "all 2" not in shown.stdout
 
 
-@pytest.mark.slow
 def test_a_run_is_named_and_annotated_and_shows_it_everywhere(store):
     """Issue 29 (run names and notes): set from the CLI, listed by runs (text and --json), shown by show and in the
     report; a name that does not fit a table cell is refused naming the field and its limit, and changes nothing."""

@@ -6,8 +6,6 @@ import csv
 import io
 import json
 import math
-import subprocess
-import sys
 import time
 
 import pytest
@@ -20,7 +18,7 @@ from privengine.explore import SweepSpec, expand, pareto, run_configs, suggest_v
 from privengine.explore import runner
 from privengine.explore.export import points_csv
 from privengine.jobs import JobManager
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import run_cli
 
 SWEEPABLE = [m.name for m in registry.all_mechanisms() if m.frontier is not None and m.name != "toy"]
 
@@ -261,12 +259,9 @@ def test_ray_executor_gives_the_same_numbers_as_local(store, local, monkeypatch)
 
 # ---- the CLI ----------------------------------------------------------------------------------
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "privengine", *args], cwd=ROOT, env=subprocess_env(),
-                          capture_output=True, text=True, timeout=300)
+_cli = run_cli  # in-process through cli.main; test_cli.py runs `python -m privengine` itself once
 
 
-@pytest.mark.slow
 def test_cli_sweep_json_and_exit_status(private_home):
     done = _cli("sweep", "toy", "--vary", "rate=0.1,0.5", "--seeds", "2", "--steps", "2", "--json")
     assert done.returncode == 0, done.stderr

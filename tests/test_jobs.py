@@ -40,14 +40,13 @@ def test_run_finishes_with_metrics_artifacts_and_summary(manager, store):
     assert store.artifacts(run_id)["hist"]["counts"] == [3, 4]
 
 
-def test_stop_is_honoured_within_two_seconds(manager, store):
+def test_stop_is_honoured_within_a_poll(manager, store, stop_polls):
     run_id = manager.submit("toy", {"steps": 10_000, "delay": 0.05})
     _wait_for_state(store, run_id, {"running"})
-    t0 = time.monotonic()
     manager.stop(run_id)
-    run = manager.wait(run_id, timeout=5)
-    assert time.monotonic() - t0 < 2.0
+    run = manager.wait(run_id, timeout=60)  # a hang guard only: promptness is counted in polls below
     assert run.state == "stopped" and run.summary["steps_done"] < 10_000
+    stop_polls.assert_stopped_promptly(run_id, most_after_stop=1)
 
 
 def test_failure_records_message_and_traceback_and_manager_lives_on(manager, store):

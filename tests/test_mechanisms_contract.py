@@ -83,17 +83,16 @@ def test_secure_noise_is_never_recorded_and_does_not_replay(name, manager, store
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MECHANISMS)
-def test_stop_mid_run_within_two_seconds(name, manager, store):
+def test_stop_mid_run_within_a_few_polls(name, manager, store, stop_polls):
     run_id = manager.submit(name, _long_config(name))
     deadline = time.monotonic() + 120
     while store.metrics(run_id).empty and store.get_run(run_id).active and time.monotonic() < deadline:
         time.sleep(0.05)
     assert store.get_run(run_id).active, "the run ended before it could be stopped: make its default longer"
-    t0 = time.monotonic()
     manager.stop(run_id)
-    run = manager.wait(run_id, timeout=10)
-    assert time.monotonic() - t0 < 2.0, f"stop took {time.monotonic() - t0:.1f} s"
+    run = manager.wait(run_id, timeout=120)  # a hang guard only: promptness is counted in polls below
     assert run.state == "stopped"
+    stop_polls.assert_stopped_promptly(run_id)
 
 
 def _long_config(name: str) -> dict:
