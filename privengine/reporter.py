@@ -74,10 +74,7 @@ class ReleaseCharge:
         summary = charge() if callable(charge) else charge
         if summary is None:
             return None
-        if not isinstance(summary, dict):
-            raise ValueError(f"a charged summary must be a dict; got {type(summary).__name__}")
-        headline_of(summary)  # ValueError on several headlines: such a summary would mislead every view
-        return with_caveat(summary, FAILURE_CAVEAT, failed=True)
+        return with_caveat(_checked_charge(summary, "charged"), FAILURE_CAVEAT, failed=True)
 
     def charge_plan(self, summary: dict) -> None:
         """Declare, before the run's first output, the summary whose claims cover its whole planned release: every
@@ -88,10 +85,7 @@ class ReleaseCharge:
         It replaces the previous declaration: a run that releases in stages may widen it before the outputs of a
         later stage, as long as each declaration covers everything stored up to the next one. Raises ValueError if
         ``summary`` is not a dict marking at most one headline claim."""
-        if not isinstance(summary, dict):
-            raise ValueError(f"a planned charge must be a dict; got {type(summary).__name__}")
-        headline_of(summary)  # ValueError on several headlines
-        self._plan = summary
+        self._plan = _checked_charge(summary, "planned")
         self._persist_plan(summary)
 
     def planned_summary(self) -> dict | None:
@@ -101,6 +95,15 @@ class ReleaseCharge:
     def _persist_plan(self, summary: dict) -> None:
         """Store the planned charge where a death of the run's process leaves it (the run store, or the Ray driver's
         hub); a test double keeps it in memory only (:meth:`planned_summary`)."""
+
+
+def _checked_charge(summary: Any, kind: str) -> dict:
+    """``summary``, a declared charge (``kind``: "charged" or "planned"), if it is a dict marking at most one
+    headline claim; ValueError otherwise (such a summary would mislead every view)."""
+    if not isinstance(summary, dict):
+        raise ValueError(f"a {kind} summary must be a dict; got {type(summary).__name__}")
+    headline_of(summary)  # ValueError on several headlines
+    return summary
 
 
 def outcome_record(reporter, outcome: Any) -> dict[str, Any]:
