@@ -47,6 +47,13 @@ class PrivacyClaim:
         headline: whether this is the run's headline claim (exactly one per run).
         condition: what the (epsilon, delta) holds for when it does not hold for the release as made, printed
             with it, e.g. "exact draw only" for a sampler that only approximates the mechanism.
+        events: the releases the claim covers, as privacy events in their JSON form
+            (:func:`privengine.accounting.events.to_json`: dp-accounting's class and attribute names), from which
+            ``accounting.events.epsilon_of_json(events, delta=delta, relation=relation)`` recomputes epsilon;
+            empty for a figure that is not a composition of events (a data-dependent PATE bound, a group-privacy
+            conversion), which is then never composed by a ledger or a sweep from events.
+        relation: the neighbouring relation the events are stated under, a key of
+            ``accounting.events.RELATIONS`` (``"add_or_remove_one"`` or ``"replace_one"``); None with no events.
     """
 
     label: str
@@ -58,6 +65,8 @@ class PrivacyClaim:
     caveats: tuple[str, ...] = ()
     headline: bool = False
     condition: str | None = None
+    events: tuple[dict[str, Any], ...] = ()
+    relation: str | None = None
 
     def statement(self) -> str:
         """``ε = 2.04, δ = 1e-05`` (epsilon to 3 significant digits), then the condition if there is one."""
@@ -80,7 +89,7 @@ class PrivacyClaim:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PrivacyClaim":
-        return cls(**{**data, "caveats": tuple(data.get("caveats", ()))})
+        return cls(**{**data, "caveats": tuple(data.get("caveats", ())), "events": tuple(data.get("events", ()))})
 
 
 def claims_of(summary: dict[str, Any] | None) -> list[PrivacyClaim]:
