@@ -45,7 +45,7 @@ RELATION_TEXT = {"add_or_remove_one": "add or remove one record", "replace_one":
 
 #: accountant names, in the order :func:`compose` tries them
 PLD = "dp-accounting PLD (privacy loss distributions; pure-ε events as PLDs of their privacy parameters)"
-RDP = "dp-accounting RDP (Rényi DP, orders 1.25-256; pure-ε events by basic composition)"
+RDP = "dp-accounting RDP (Rényi DP, its default orders 1.1-1024; pure-ε events added by basic composition)"
 BASIC = "basic composition (ε and δ added)"
 
 #: PLD discretisation (dp-accounting's default); a pessimistic estimate, so ε is an upper bound
