@@ -1,9 +1,11 @@
 """Privacy events (accounting/events.py): the JSON form round-trips, and compose() agrees with dp-accounting's
 own accountants and with the exact composition of pure-ε mechanisms derived from the math."""
 
+import json
 import math
 
 import dp_accounting as dpa
+from dp_accounting import dp_event
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.optimize import brentq
@@ -31,6 +33,12 @@ def test_json_form_round_trips_and_names_dp_accounting_classes(event):
     assert data["type"] == type(event).__name__
     if not isinstance(event, ev.PureDpEvent):
         assert getattr(dpa, data["type"]) is type(event)
+
+
+def test_json_form_writes_an_infinite_parameter_as_a_string_json_can_hold():
+    event = dp_event.RepeatAndSelectDpEvent(dpa.GaussianDpEvent(2.0), 3.0, math.inf)  # a Poisson law of repetitions
+    data = json.loads(json.dumps(ev.to_json(event), allow_nan=False))
+    assert data["shape"] == "inf" and ev.from_json(data) == event
 
 
 def test_json_form_of_the_issue_example():
@@ -95,13 +103,23 @@ def test_rdp_fallback_adds_pure_events_by_basic_composition():
     assert ours.epsilon == pytest.approx(accountant.get_epsilon(1e-5) + 0.5, rel=1e-12)
 
 
-def test_laplace_under_replace_one_goes_to_rdp_which_covers_it():
-    ours = ev.compose([dpa.LaplaceDpEvent(2.0)], delta=1e-5, relation=REPLACE)
+@pytest.mark.parametrize("event", [dpa.LaplaceDpEvent(2.0), dpa.GaussianDpEvent(3.0)])
+def test_an_unsampled_event_under_replace_one_reads_its_multiplier_against_the_replace_distance(event):
+    """A shift of one noise multiplier under either relation (the module's convention): equal to add/remove, and
+    never above dp-accounting's RDP accountant under REPLACE_ONE, which reads it the same way."""
+    replace = ev.compose([event], delta=1e-5, relation=REPLACE)
+    assert replace.epsilon == pytest.approx(ev.compose([event], delta=1e-5, relation=ADD_REMOVE).epsilon)
     accountant = dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
-    accountant.compose(dpa.LaplaceDpEvent(2.0))
-    assert ours.accountant == ev.RDP
-    assert ours.epsilon == pytest.approx(accountant.get_epsilon(1e-5))
-    assert ours.epsilon <= 0.5 + 0.01  # a Laplace of noise multiplier 2 is 1/2-DP; RDP's conversion adds little
+    accountant.compose(event)
+    assert replace.accountant == ev.PLD and replace.epsilon <= accountant.get_epsilon(1e-5) + 1e-3
+    if isinstance(event, dpa.LaplaceDpEvent):  # Laplace of multiplier 2 is exactly 1/2-DP
+        assert replace.epsilon == pytest.approx(0.5, abs=1e-3)
+
+
+def test_a_sampled_event_under_replace_one_is_refused_by_name():
+    with pytest.raises(ValueError) as info:
+        ev.compose([dpa.PoissonSampledDpEvent(0.1, dpa.GaussianDpEvent(1.0))], delta=1e-5, relation=REPLACE)
+    assert "PoissonSampledDpEvent" in str(info.value)
 
 
 def test_a_non_private_event_composes_to_infinity():

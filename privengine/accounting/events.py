@@ -3,16 +3,23 @@
 A claim's ε is the composition of its *events*, dp-accounting ``DpEvent`` values (Gaussian, Laplace,
 Poisson-sampled, self-composed, composed, zCDP, repeat-and-select), under a *neighbouring relation*
 (:data:`RELATIONS`: dp-accounting's ``NeighboringRelation`` names). Their JSON form (:func:`to_json`)
-uses the class names and attribute names of dp-accounting, so anyone can rebuild the events with
+uses the class names and attribute names of dp-accounting (a non-finite number, which JSON cannot hold,
+is written as the string ``"inf"``), so anyone can rebuild the events with
 dp-accounting alone (:func:`from_json`) and recompute the ε:
 
     {"type": "SelfComposedDpEvent", "count": 950,
      "event": {"type": "PoissonSampledDpEvent", "sampling_probability": 0.0105,
                "event": {"type": "GaussianDpEvent", "noise_multiplier": 0.82}}}
 
-Conventions (dp-accounting's): a Gaussian or Laplace event's ``noise_multiplier`` is the noise's
-standard deviation (Laplace: its scale) divided by the mechanism's sensitivity *under the stated
-relation* (L2 for Gaussian, L1 for Laplace).
+Conventions: a Gaussian or Laplace event's ``noise_multiplier`` is the noise's standard deviation
+(Laplace: its scale) divided by the mechanism's sensitivity *under the stated relation*: the largest
+distance (L2 for Gaussian, L1 for Laplace) between the outputs' means on two neighbouring data sets
+(PATE's GNMax under replace-one: moving one vote, sqrt(2)). dp-accounting's RDP accountant reads them so
+under either relation; its PLD constructions under ``REPLACE_ONE`` double that distance (they read the
+multiplier against an add/remove sensitivity), so to recompute a replace-one claim with dp-accounting
+alone use ``RdpAccountant`` or the PLD at ``ADD_OR_REMOVE_ONE`` (equal for an additive mechanism without
+sampling). A Poisson-sampled event is only recorded under add/remove (the noise multiplier is then
+against one record's contribution, dp-accounting's reading); none is accounted under replace-one here.
 
 dp-accounting 0.6 has no pure-ε event. :class:`PureDpEvent` is privengine's own (the exponential
 mechanism, ε-DP for every δ); :func:`compose` composes it through dp-accounting's PLD built from
@@ -78,8 +85,8 @@ def to_json(event: dp_event.DpEvent) -> dict[str, Any]:
             value = to_json(value)
         elif isinstance(value, (list, tuple)) and value and isinstance(value[0], dp_event.DpEvent):
             value = [to_json(v) for v in value]
-        elif isinstance(value, float) or isinstance(value, int):
-            value = type(value)(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            value = str(value)  # JSON has no infinity: "inf" (e.g. a Poisson law's RepeatAndSelect shape)
         data[field.name] = value
     return data
 
@@ -101,6 +108,8 @@ def from_json(data: dict[str, Any]) -> dp_event.DpEvent:
             value = from_json(value)
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             value = [from_json(v) for v in value]
+        elif value in ("inf", "-inf", "nan"):
+            value = float(value)
         args[name] = value
     return cls(**args)
 
@@ -166,16 +175,25 @@ def _pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLo
         for part in parts:
             total = total.compose(part)
         return total
-    sampling, inner = 1.0, event
     if isinstance(event, dp_event.PoissonSampledDpEvent):
-        sampling, inner = event.sampling_probability, event.event
-    if isinstance(inner, dp_event.GaussianDpEvent) and inner.noise_multiplier > 0:
-        return pld_lib.from_gaussian_mechanism(standard_deviation=inner.noise_multiplier, sampling_prob=sampling,
-                                               value_discretization_interval=d, neighboring_relation=relation)
-    if (isinstance(inner, dp_event.LaplaceDpEvent) and inner.noise_multiplier > 0
-            and relation is NeighborRel.ADD_OR_REMOVE_ONE):
-        return pld_lib.from_laplace_mechanism(parameter=inner.noise_multiplier, sampling_prob=sampling,
-                                              value_discretization_interval=d)
+        inner = event.event
+        if relation is not NeighborRel.ADD_OR_REMOVE_ONE or getattr(inner, "noise_multiplier", 0) <= 0:
+            return None
+        if isinstance(inner, dp_event.GaussianDpEvent):
+            return pld_lib.from_gaussian_mechanism(standard_deviation=inner.noise_multiplier, value_discretization_interval=d,
+                                                   sampling_prob=event.sampling_probability)
+        if isinstance(inner, dp_event.LaplaceDpEvent):
+            return pld_lib.from_laplace_mechanism(parameter=inner.noise_multiplier, value_discretization_interval=d,
+                                                  sampling_prob=event.sampling_probability)
+        return None
+    # An additive mechanism without sampling: its PLD depends only on the shift between the neighbours' outputs, one
+    # noise_multiplier under the claim's own relation (the convention above), which is dp-accounting's
+    # ADD_OR_REMOVE_ONE construction. (Its REPLACE_ONE construction shifts by two units: it reads the noise
+    # multiplier against the add/remove sensitivity, where its RDP accountant, like this module, does not.)
+    if isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+        return pld_lib.from_gaussian_mechanism(standard_deviation=event.noise_multiplier, value_discretization_interval=d)
+    if isinstance(event, dp_event.LaplaceDpEvent) and event.noise_multiplier > 0:
+        return pld_lib.from_laplace_mechanism(parameter=event.noise_multiplier, value_discretization_interval=d)
     return None
 
 
