@@ -16,10 +16,12 @@ and turn it into epsilon at a given delta:
   a run may show it beside the sound one, labelled as an approximation.
 
 Independent mechanisms on the same data compose adaptively: :func:`merge` adds up their
-histories. :func:`calibrate_noise_multiplier` finds the sigma that meets a target epsilon
-after a prefix, and :func:`check_prv_tractable` refuses a history before PRV would run out
-of memory. Every mechanism, sweep and audit that accounts such histories imports them from
-here; the claims a DP-SGD run states are :mod:`privengine.dpsgd.privacy`'s.
+histories. :func:`history_events` states a history as dp-accounting privacy events (what a claim
+records, :mod:`privengine.accounting.events`), from which dp-accounting alone recomputes its
+epsilon. :func:`calibrate_noise_multiplier` finds the sigma that meets a target epsilon after a
+prefix, and :func:`check_prv_tractable` refuses a history before PRV would run out of memory.
+Every mechanism, sweep and audit that accounts such histories imports them from here; the
+claims a DP-SGD run states are :mod:`privengine.dpsgd.privacy`'s.
 
 >>> round(epsilon_of([(1.1, 256 / 60000, 14062)], accountant="rdp", delta=1e-5)[0], 3)
 2.597
@@ -32,6 +34,7 @@ import math
 import warnings
 
 import numpy as np
+from dp_accounting import dp_event
 from opacus.accountants import PRVAccountant, create_accountant
 from opacus.accountants.accountant import IAccountant
 from opacus.accountants.analysis.prv import Domain, PoissonSubsampledGaussianPRV, compute_safe_domain_size
@@ -78,6 +81,39 @@ def merge(histories: list[History]) -> History:
         for sigma, q, n in history:
             steps[(sigma, q)] = steps.get((sigma, q), 0) + n
     return [(sigma, q, n) for (sigma, q), n in steps.items() if n > 0]
+
+
+def history_events(history: History) -> dp_event.DpEvent:
+    """The dp-accounting event of a history of ``(sigma, q, steps)`` segments, in order.
+
+    A segment is ``steps`` compositions of the Poisson-subsampled Gaussian mechanism,
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``; at q = 1 (a release
+    computed on the whole data set, e.g. DP-SGD's private normalisation statistics) the Gaussian itself,
+    ``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)`` (Poisson sampling with probability 1 is no sampling).
+    Several segments: their ``ComposedDpEvent``; one: its event alone; none with steps: ``NoOpDpEvent``. sigma is
+    Opacus' noise multiplier, the noise's standard deviation over the clipping norm C, which is the L2 sensitivity
+    of a clipped sum under adding or removing one record: dp-accounting's ``noise_multiplier`` under
+    ``ADD_OR_REMOVE_ONE``.
+
+    >>> event = history_events([(8.0, 1.0, 1), (0.82, 0.0105, 950)])
+    >>> [(type(part.event).__name__, part.count) for part in event.events]
+    [('GaussianDpEvent', 1), ('PoissonSampledDpEvent', 950)]
+    """
+    segments = []
+    for sigma, q, steps in history:
+        if not 0 < q <= 1:
+            raise ValueError(f"a history's sample rate q must be in (0, 1]; got {q}")
+        if steps < 0 or steps != int(steps):
+            raise ValueError(f"a history's steps must be a whole number >= 0; got {steps}")
+        if sigma < 0:
+            raise ValueError(f"a history's noise multiplier sigma must be >= 0; got {sigma}")
+        if steps:
+            step = dp_event.GaussianDpEvent(sigma)
+            step = step if q == 1 else dp_event.PoissonSampledDpEvent(q, step)
+            segments.append(dp_event.SelfComposedDpEvent(step, int(steps)))
+    if not segments:
+        return dp_event.NoOpDpEvent()
+    return segments[0] if len(segments) == 1 else dp_event.ComposedDpEvent(segments)
 
 
 def epsilon_of(history: History, *, accountant: str, delta: float) -> tuple[float, float | None]:

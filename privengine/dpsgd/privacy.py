@@ -4,17 +4,51 @@ Every model a run trains is a history of Poisson-subsampled Gaussian steps, acco
 :mod:`privengine.accounting.subsampled_gaussian` (Opacus' PRV and RDP accountants); this module
 states what a run or a sweep releases in those terms: which histories compose, at which delta,
 with which caveats, and which claim is the headline.
+
+Every claim that is a bound on Poisson-sampled training records its releases as privacy events
+(:func:`released_events`: each model's history by
+:func:`~privengine.accounting.subsampled_gaussian.history_events`, in the JSON form of
+:mod:`privengine.accounting.events`) under the relation :data:`RELATION`, so dp-accounting alone
+recomputes its epsilon. Two kinds of claim record none: the GDP approximation (not a bound) and the
+claims of fixed-size shuffled batches, whose epsilon is the Poisson accountant's estimate of a
+mechanism that did not sample by Poisson (no dp-accounting event describes shuffling).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
+from dp_accounting import dp_event, rdp
+
+from privengine.accounting.events import to_json
+from privengine.accounting.repetition import SHAPES
 from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, GDP_CAVEAT, SOUND_ACCOUNTANTS, History,
-                                                       IntractableAccounting, epsilon_of, merge)
+                                                       IntractableAccounting, epsilon_of, history_events, merge)
 from privengine.claims import PrivacyClaim, claims_of, delta_caveat, headline_of, union_caveats
 
 NEIGHBOURING = ("add or remove one private training example (Poisson-subsampled batches; q = B / N and the step "
                 "count come from the declared private size N, public and fixed by the config, never from the data, "
                 "so a data set and its neighbour get the same q, steps and published fields)")
+RELATION = "add_or_remove_one"  # NEIGHBOURING's relation, as a key of accounting.events.RELATIONS
+
+
+def released_events(histories: list[History]) -> tuple[dict, ...]:
+    """The JSON events of releasing one model per history, the models independent mechanisms (their own Poisson
+    batches and noise): the composition of every model's event (:func:`history_events`), the k models of one same
+    history as ``SelfComposedDpEvent(its event, k)``, in the order the histories first appear."""
+    counts = Counter(tuple(map(tuple, history)) for history in histories)
+    events = []
+    for history, k in counts.items():
+        event = history_events(list(history))
+        events.append(to_json(event if k == 1 else dp_event.SelfComposedDpEvent(event, k)))
+    return tuple(events)
+
+
+def _run_histories(summary: dict) -> list[History]:
+    """The accountant history of each model a run's summary lists: its private-normalisation step if any, then the
+    steps it took (or was charged) at the run's (sigma, q)."""
+    return [_norm_steps(summary) + [(summary["noise_multiplier"], summary["sample_rate"], m["steps"])]
+            for m in summary.get("models", [])]
 
 
 def compose_runs(runs) -> PrivacyClaim:
@@ -23,10 +57,11 @@ def compose_runs(runs) -> PrivacyClaim:
     Each run's models are independent subsampled Gaussian mechanisms with the run's (sigma, q) for
     the steps each took (``summary["models"]``), so all of them compose as one history, accounted
     with the strictest accountant and the smallest delta the runs used (PRV if any run used it, RDP where
-    PRV would need too much memory for the composition: a valid, looser bound, named in the claim).
+    PRV would need too much memory for the composition: a valid, looser bound, named in the claim). The claim
+    carries every model's events (:func:`released_events`), from which dp-accounting recomputes its epsilon; none
+    if a run used shuffled batches (its epsilon is then an estimate, see the module's docstring).
     """
-    histories = [_norm_steps(r.summary) + [(r.summary["noise_multiplier"], r.summary["sample_rate"], m["steps"])]
-                 for r in runs for m in r.summary.get("models", [])]
+    histories = [h for r in runs for h in _run_histories(r.summary)]
     accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
     delta = _smallest_delta(runs)
     released, fallback = merge(histories), ""
@@ -36,11 +71,24 @@ def compose_runs(runs) -> PrivacyClaim:
         accountant, fallback = "rdp", " (PRV would need too much memory for this composition; RDP bounds it)"
         eps, order = epsilon_of(released, accountant=accountant, delta=delta)
     return PrivacyClaim(
-        label=f"selecting among the {len(runs)} runs of the sweep that state a claim ({len(histories)} models composed)",
+        label=f"selecting among the {len(runs)} runs of the sweep that state a claim "
+              f"({len(histories)} models composed)",
         epsilon=eps, delta=delta,
         accountant=f"{ACCOUNTANT_NAMES[accountant]}{fallback}, composing every step of the {len(histories)} "
                    "independently sampled and noised models of the runs", neighbouring=NEIGHBOURING, order=order,
-        caveats=_headline_caveats(runs), headline=True)
+        caveats=_headline_caveats(runs), headline=True,
+        **_recorded(released_events(histories), poisson=_poisson(runs)))
+
+
+def _recorded(events: tuple[dict, ...], *, poisson: bool) -> dict:
+    """A claim's ``events`` and ``relation`` fields: none unless the batches were Poisson samples (the events
+    state Poisson sampling)."""
+    return {"events": events, "relation": RELATION} if poisson else {}
+
+
+def _poisson(runs) -> bool:
+    """Whether every run drew its batches by Poisson sampling (the default of runs stored before the choice)."""
+    return all(r.config.get("sampling", "poisson") == "poisson" for r in runs)
 
 
 def _norm_steps(summary: dict) -> History:
@@ -72,26 +120,19 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     steps of every model). One run is then ``steps_total`` compositions of the Poisson-subsampled
     Gaussian; returns the claim, or why there is none.
     """
-    import dp_accounting
-    from dp_accounting import dp_event, rdp
-
-    from privengine.accounting.repetition import SHAPES
-
-    events = {(r.summary["noise_multiplier"], r.summary["sample_rate"],
-               sum(m["steps"] for m in r.summary.get("models", [])), r.summary.get("norm_noise_multiplier"),
-               len(r.summary.get("models", []))) for r in runs}
-    if len(events) != 1:
-        return (f"the runs differ in (sigma, q, steps, normalisation sigma, models): {sorted(events, key=str)}; "
+    settings = {(r.summary["noise_multiplier"], r.summary["sample_rate"],
+                 sum(m["steps"] for m in r.summary.get("models", [])), r.summary.get("norm_noise_multiplier"),
+                 len(r.summary.get("models", []))) for r in runs}
+    if len(settings) != 1:
+        return (f"the runs differ in (sigma, q, steps, normalisation sigma, models): {sorted(settings, key=str)}; "
                 "the random-repetition bound needs one")
-    (sigma, q, steps, norm_sigma, n_models), = events
+    (sigma, q, steps, _, _), = settings
     delta = _smallest_delta(runs)
-    one_run = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
-    if norm_sigma:  # every model first released its private channel statistics
-        one_run = dp_accounting.ComposedDpEvent([
-            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(norm_sigma), n_models), one_run])
+    # one run: every step of its models (each first releasing its private channel statistics, if any), composed
+    released = dp_event.RepeatAndSelectDpEvent(history_events(merge(_run_histories(runs[0].summary))), mean,
+                                               SHAPES[shape])
     accountant = rdp.RdpAccountant()
-    accountant.compose(dp_event.RepeatAndSelectDpEvent(one_run, mean, SHAPES[shape]))
+    accountant.compose(released)
     eps, order = accountant.get_epsilon_and_optimal_order(delta)
     # Only the caveats every run states: one that some runs state and others do not (a public-data note naming a
     # warm start some drawn settings used) would tell the reader about runs that were not published, and bound K.
@@ -106,7 +147,7 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
         accountant=("Papernot & Steinke (ICLR 2022) random-repetition bound on the RDP of one run (sigma = "
                     f"{sigma:.4g}, q = {q:.4g}, {steps} steps), Google's dp-accounting RdpAccountant "
                     "(RepeatAndSelectDpEvent)"), neighbouring=NEIGHBOURING, order=float(order),
-        caveats=shared + dropped)
+        caveats=shared + dropped, **_recorded((to_json(released),), poisson=_poisson(runs)))
 
 
 def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, private_size: int,
@@ -120,7 +161,9 @@ def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, pri
     (the largest epsilon of them, all equal unless the run was stopped), and, with more
     than one model, all models together. The headline is what the run publishes: its
     summary reports every model's results, so the composition when there are several.
-    ``show_gdp`` adds Opacus' GDP figure for the same release, never as the headline.
+    ``show_gdp`` adds Opacus' GDP figure for the same release, never as the headline, and without events (not
+    a bound). With Poisson ``sampling`` each other claim carries the events it covers (:func:`released_events`):
+    the model of the largest epsilon alone, or every model.
     """
     if accountant not in SOUND_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {SOUND_ACCOUNTANTS} (GDP is shown only beside one); "
@@ -135,11 +178,15 @@ def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, pri
     caveats.extend(extra_caveats)
     name = ACCOUNTANT_NAMES[accountant]
     several = len(histories) > 1
+    poisson = sampling == "poisson"
     per_model = [epsilon_of(h, accountant=accountant, delta=delta) for h in histories]
-    eps, order = max(per_model, key=lambda eo: eo[0]) if per_model else (0.0, None)
+    largest = max(range(len(histories)), key=lambda i: per_model[i][0], default=None)
+    eps, order = per_model[largest] if largest is not None else (0.0, None)
+    alone = histories[largest] if largest is not None else []  # no model: no step, nothing spent
     claims = [PrivacyClaim(label="each trained model alone" if several else "the trained model", epsilon=eps,
                            delta=delta, accountant=name, neighbouring=NEIGHBOURING, order=order,
-                           caveats=tuple(caveats), headline=not several)]
+                           caveats=tuple(caveats), headline=not several,
+                           **_recorded(released_events([alone]), poisson=poisson))]
     released = merge(histories)
     if several:
         eps_all, order_all = epsilon_of(released, accountant=accountant, delta=delta)
@@ -147,7 +194,7 @@ def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, pri
             label=f"all {len(histories)} models of this run released together", epsilon=eps_all, delta=delta,
             accountant=f"{name}, composing every step of the {len(histories)} independently sampled and "
                        "noised models", neighbouring=NEIGHBOURING, order=order_all, caveats=tuple(caveats),
-            headline=True))
+            headline=True, **_recorded(released_events(histories), poisson=poisson)))
     if show_gdp and released:
         eps_gdp, _ = epsilon_of(released, accountant="gdp", delta=delta)
         claims.append(PrivacyClaim(label="GDP approximation of the released models (comparison only)",

@@ -3,8 +3,11 @@
 Choosing the best of N trained models by their results releases information from all N,
 so a sweep states, beside each run's own claim, the composition of every run that stated
 one: with the mechanism's own accountant where it composes (``Frontier.compose``, e.g.
-Opacus over every DP-SGD step of every model), basic composition of the headline claims
-otherwise (eps = sum eps_i, delta = sum delta_i; Dwork et al. 2006).
+Opacus over every DP-SGD step of every model), otherwise by :func:`composition`: the tight
+composition of the privacy events the headline claims record (dp-accounting's PLD or RDP,
+:func:`privengine.accounting.events.compose`) where every one records events under one neighbouring
+relation, else basic composition of the headline claims (eps = sum eps_i, delta = sum delta_i;
+Dwork et al. 2006), saying why.
 
 Every run that stated a claim is composed, whatever its state: finished, stopped (its claim
 covers the steps it took), failed (a run that fails after storing outputs stores the claim it
@@ -19,6 +22,7 @@ nothing released, or stored before runs declared a planned charge and lost with 
 from __future__ import annotations
 
 from privengine import registry
+from privengine.accounting.events import compose, from_json
 from privengine.claims import PrivacyClaim, headline_of, union_caveats
 from privengine.store import STATES, RunRecord
 
@@ -58,7 +62,7 @@ def sweep_claim(mechanism: str, runs: list[RunRecord], utility=None) -> PrivacyC
     if frontier is not None and frontier.compose:
         claim = registry.load_callable(frontier.compose)(claimed)
     else:
-        claim = basic_composition(claimed)
+        claim = composition(claimed)
     composed = {r.id for r in claimed}
     unclaimed = [r for r in runs if r.id not in composed]
     active = [r for r in unclaimed if r.active]
@@ -151,16 +155,69 @@ def _composed_instead(spec, finished: list[RunRecord], attempts: list[RunRecord]
                            "caveats": (caveat,) + composed.caveats, "headline": False})
 
 
-def basic_composition(runs: list[RunRecord]) -> PrivacyClaim:
-    """Basic composition of the runs' headline claims: (sum eps_i, sum delta_i)."""
+def composition(runs: list[RunRecord]) -> PrivacyClaim:
+    """The claim of releasing every run's output: the tight composition of the events of the runs' headline
+    claims, or, where that cannot be computed, :func:`basic_composition` with the reason among its caveats.
+
+    Composed tightly when every headline claim records events and all state them under one relation: all their
+    events compose by :func:`~privengine.accounting.events.compose` (PLD where it covers every event, else RDP; the
+    claim names which), at delta = the smallest positive delta of the claims. Any delta is valid there: the epsilon
+    is computed from the events, not from the claims' (eps_i, delta_i), so (eps(delta), delta) holds for the whole
+    release at every delta; the smallest is the strictest any run was held to (DP-SGD's ``compose_runs`` states
+    its composition at it too), where basic composition would state the sum of the deltas (which grows with the
+    number of runs). So when the deltas differ, the epsilon here may exceed the sum of the claims' epsilons, each
+    stated at a larger delta. Claims that are all pure (delta = 0) are added: basic composition is then exact at
+    delta = 0.
+    """
     headlines = [headline_of(r.summary) for r in runs]
-    relations = sorted({h.neighbouring for h in headlines})
+    relations = {h.relation for h in headlines}
+    deltas = [h.delta for h in headlines if h.delta > 0]
+    if missing := sum(not h.events for h in headlines):
+        return basic_composition(runs, f"the headline claims of {missing} of the {len(runs)} runs record no privacy "
+                                       "events (a figure that is not a composition of events, or a run stored "
+                                       "before claims recorded them)")
+    if len(relations) > 1:
+        return basic_composition(runs, "the headline claims state their events under different neighbouring "
+                                       f"relations ({', '.join(sorted(map(str, relations)))})")
+    if not deltas:
+        return basic_composition(runs, "every headline claim is pure (delta = 0), where adding the epsilons is "
+                                       "exact")
+    (relation,) = relations
+    events = tuple(e for h in headlines for e in h.events)
+    try:
+        composed = compose([from_json(e) for e in events], delta=min(deltas), relation=relation)
+    except ValueError as exc:  # an event no accountant here covers under the relation
+        return basic_composition(runs, str(exc))
+    return PrivacyClaim(
+        label=f"selecting among the {len(runs)} runs of the sweep that state a claim (their privacy events "
+              "composed)",
+        epsilon=composed.epsilon, delta=composed.delta,
+        accountant=f"{composed.accountant}, composing the privacy events of the {len(runs)} runs' headline claims",
+        neighbouring=_neighbouring(headlines), caveats=union_caveats(headlines), headline=True,
+        condition=_condition(headlines), events=events, relation=relation)
+
+
+def basic_composition(runs: list[RunRecord], why: str) -> PrivacyClaim:
+    """Basic composition of the runs' headline claims: (sum eps_i, sum delta_i); ``why``: why not tighter, stated
+    as its last caveat."""
+    headlines = [headline_of(r.summary) for r in runs]
     accountants = sorted({h.accountant for h in headlines})
-    conditions = list(dict.fromkeys(h.condition for h in headlines if h.condition))
     return PrivacyClaim(
         label=f"selecting among the {len(runs)} runs of the sweep that state a claim (basic composition)",
         epsilon=sum(h.epsilon for h in headlines), delta=sum(h.delta for h in headlines),
         accountant="basic composition (Dwork et al. 2006) of the runs' headline claims, each from: "
                    + "; ".join(accountants),
-        neighbouring=relations[0] if len(relations) == 1 else "the strictest of: " + " | ".join(relations),
-        caveats=union_caveats(headlines), headline=True, condition="; ".join(conditions) or None)
+        neighbouring=_neighbouring(headlines),
+        caveats=union_caveats(headlines) + (f"Composed by adding the claims' epsilons and deltas: {why}.",),
+        headline=True, condition=_condition(headlines))
+
+
+def _neighbouring(headlines: list[PrivacyClaim]) -> str:
+    """The claims' neighbouring relation, or every one they state."""
+    relations = sorted({h.neighbouring for h in headlines})
+    return relations[0] if len(relations) == 1 else "the strictest of: " + " | ".join(relations)
+
+
+def _condition(headlines: list[PrivacyClaim]) -> str | None:
+    """Every condition the claims state, each once (None if none does)."""
+    return "; ".join(dict.fromkeys(h.condition for h in headlines if h.condition)) or None
