@@ -15,6 +15,7 @@ from opacus.accountants.utils import get_noise_multiplier
 from scipy import stats
 from scipy.special import logsumexp
 
+from privengine.accounting.events import from_json
 from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.dp_bayes import ssp
 from privengine.dp_bayes.config import DpBayesConfig
@@ -185,10 +186,12 @@ def test_dpvi_noise_multiplier_and_claim_follow_opacus(neighbouring):
 
 @pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
 def test_sweep_headline_composes_claims_under_one_relation(neighbouring):
-    """Every method's claim is under the config's relation before epsilons and deltas add.
+    """Every method's claim is under the config's relation before they compose.
 
-    Under replace-one DPVI's claim is already the group-privacy restatement of its add/remove accounting
-    (2 eps, (1 + e^eps) delta') at the calibrated target, so the headline adds like budgets; an add/remove
+    Under add/remove every part carries privacy events, and the headline composes them tightly at the configured
+    delta: dp-accounting's PLD accountant on the same events gives the same epsilon, below the parts' sum. Under
+    replace-one DPVI's claim is the group-privacy restatement of its add/remove accounting (2 eps, (1 + e^eps)
+    delta') at the calibrated target, which carries no events, so the headline adds like budgets; an add/remove
     DPVI claim that still reached the composition would be restated there.
     """
     from privengine.dp_bayes.comparison import _claims, sweep_headline
@@ -203,24 +206,30 @@ def test_sweep_headline_composes_claims_under_one_relation(neighbouring):
     dpvi = _claims(config, "dpvi", DpviInfo(sigmas, {1.0: 300, 3.0: 300}), [1.0, 3.0], headline=False, sweep=True)
     claims, head = sweep_headline(config, [ssp_claim, dpvi])
     assert head.headline and not any(c.headline for c in claims) and claims[1] == dpvi
-    assert head.epsilon == pytest.approx(ssp_claim.epsilon + dpvi.epsilon) == pytest.approx(
-        sum(c.epsilon for c in claims))
-    assert head.delta == pytest.approx(2 * config.delta) and dpvi.delta == config.delta
-    assert dpvi.epsilon <= 4.0  # the two releases' RDP composition, within the requested 1 + 3
+    assert dpvi.delta == config.delta and dpvi.epsilon <= 4.0  # the two releases' RDP composition, within 1 + 3
     relation = "replace one record" if neighbouring == "replace-one" else "add or remove"
     assert all(c.neighbouring.startswith(relation) for c in claims)
-    if neighbouring == "replace-one":
-        acc = RDPAccountant()
-        acc.history = [(sigmas[1.0], 0.1, 300), (sigmas[3.0], 0.1, 300)]
-        delta_ar = config.delta / (1 + math.exp(2.0))
-        eps_ar, _ = acc.get_privacy_spent(delta=delta_ar)
-        assert dpvi.epsilon == pytest.approx(2 * eps_ar) and (1 + math.exp(eps_ar)) * delta_ar <= config.delta
-        raw = dpvi_claim(epsilon=eps_ar, delta=delta_ar, order=None, noise_multipliers=(1.0,), sample_rate=0.1,
-                         steps=(300,), clip=1.0, n_records=10, neighbouring="add-remove", requested=(4.0, 1e-5),
-                         noise="")
-        (guarded, _), head2 = sweep_headline(config, [raw, ssp_claim])
-        assert guarded.epsilon == pytest.approx(2 * eps_ar) and guarded.neighbouring.startswith("replace one")
-        assert head2.delta == pytest.approx((1 + math.exp(eps_ar)) * delta_ar + config.delta)
+    if neighbouring == "add-remove":
+        pld = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        pld.compose(dp_accounting.ComposedDpEvent([from_json(e) for e in ssp_claim.events + dpvi.events]))
+        assert head.events == ssp_claim.events + dpvi.events and head.relation == "add_or_remove_one"
+        assert head.epsilon == pytest.approx(pld.get_epsilon(config.delta), rel=1e-6)
+        assert head.delta == config.delta and head.epsilon < ssp_claim.epsilon + dpvi.epsilon
+        return
+    assert head.epsilon == pytest.approx(ssp_claim.epsilon + dpvi.epsilon) == pytest.approx(
+        sum(c.epsilon for c in claims))
+    assert head.delta == pytest.approx(2 * config.delta) and not head.events
+    acc = RDPAccountant()
+    acc.history = [(sigmas[1.0], 0.1, 300), (sigmas[3.0], 0.1, 300)]
+    delta_ar = config.delta / (1 + math.exp(2.0))
+    eps_ar, _ = acc.get_privacy_spent(delta=delta_ar)
+    assert dpvi.epsilon == pytest.approx(2 * eps_ar) and (1 + math.exp(eps_ar)) * delta_ar <= config.delta
+    raw = dpvi_claim(epsilon=eps_ar, delta=delta_ar, order=None, noise_multipliers=(1.0,), sample_rate=0.1,
+                     steps=(300,), clip=1.0, n_records=10, neighbouring="add-remove", requested=(4.0, 1e-5),
+                     noise="")
+    (guarded, _), head2 = sweep_headline(config, [raw, ssp_claim])
+    assert guarded.epsilon == pytest.approx(2 * eps_ar) and guarded.neighbouring.startswith("replace one")
+    assert head2.delta == pytest.approx((1 + math.exp(eps_ar)) * delta_ar + config.delta)
 
 
 def test_dpvi_normalises_by_the_configured_record_count():

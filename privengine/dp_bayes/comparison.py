@@ -29,7 +29,7 @@ from .config import DpBayesConfig
 from .coverage import Released, coverage_90, evaluate, reference_release
 from .data import Records, synthetic_records, true_parameters
 from .models import build_model
-from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, basic_composition, dpvi_claim,
+from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, composition, dpvi_claim,
                       replace_one_by_group_privacy, ssp_claim)
 from .reference import ReferencePosterior, StopRequested, reference_posterior
 
@@ -103,10 +103,9 @@ def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, 
     noise = noise_caveat(secure=config.secure_noise)
     label = (f"{method} sweep (evaluation only): every release of data set 0 composed" if sweep else None)
     if method == "ssp":
-        eps, mu = R.composed_ssp_epsilon([info.mu[e] for e in epsilons], config.delta)
-        return ssp_claim(epsilon=eps, delta=config.delta, mu=mu, neighbouring=config.neighbouring,
-                         d=len(config.coefficients), x_bound=config.x_bound, y_low=config.y_low,
-                         y_high=config.y_high, releases=len(epsilons), noise=noise, headline=headline, label=label)
+        return ssp_claim(release_mus=tuple(info.mu[e] for e in epsilons), delta=config.delta,
+                         neighbouring=config.neighbouring, d=len(config.coefficients), x_bound=config.x_bound,
+                         y_low=config.y_low, y_high=config.y_high, noise=noise, headline=headline, label=label)
     history = merge([[(info.noise_multiplier[e], config.dpvi_sample_rate, info.steps[e])] for e in epsilons])
     requested = (sum(epsilons), config.delta)
     _, delta_ar = add_remove_target(*requested, config.neighbouring)
@@ -217,17 +216,19 @@ def run_sweep(config: DpBayesConfig, reporter, *, methods: tuple[str, ...], expo
 def sweep_headline(config: DpBayesConfig, claims: list[PrivacyClaim]) -> tuple[list[PrivacyClaim], PrivacyClaim]:
     """The per-method claims of a sweep, each under the config's relation, and the one headline over them.
 
-    Epsilons and deltas add only under one neighbouring relation. DPVI's claims come from :func:`_claims`
+    Claims compose only under one neighbouring relation. DPVI's claims come from :func:`_claims`
     already under the config's relation (replace-one: by group privacy from its add/remove accounting);
     an add/remove DPVI claim reaching a replace-one sweep (none does now) would be restated the same way
-    here before the basic composition. A single claim stays as it is.
+    here before the composition (:func:`~.privacy.composition`: tight over the parts' events at the configured
+    delta when every part has events, as under add/remove; else basic, as under replace-one, where DPVI's
+    restated claim has none). A single claim stays as it is.
     """
     if len(claims) == 1:
         return claims, replace(claims[0], headline=True)
     if config.neighbouring == "replace-one":
         claims = [replace_one_by_group_privacy(c) if c.neighbouring == DPVI_NEIGHBOURING else c for c in claims]
-    return claims, basic_composition(claims, label="all-methods sweep (evaluation only): every release of data "
-                                                   "set 0, composed across methods")
+    return claims, composition(claims, label="all-methods sweep (evaluation only): every release of data set 0, "
+                                             "composed across methods", delta=config.delta)
 
 
 def coverage_by(rows: list[dict]) -> list[dict]:

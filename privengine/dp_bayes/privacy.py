@@ -1,13 +1,30 @@
-"""The privacy claims of a ``dp_bayes`` run: what is released, under which relation, and how honestly."""
+"""The privacy claims of a ``dp_bayes`` run: what is released, under which relation, and how honestly.
+
+Every claim that composes releases carries them as privacy events (JSON, :mod:`privengine.accounting.events`)
+under the config's relation (:data:`RELATION`): an exponential-mechanism draw is a ``PureDpEvent(epsilon)``;
+an SSP release the Gaussian mechanism ``GaussianDpEvent(1 / mu)`` (noise sd over the L2 sensitivity
+Delta_2 under the stated relation, ``Delta_2 / mu`` over ``Delta_2``); DPVI's steps the Poisson-subsampled
+Gaussians of their history (:func:`~privengine.accounting.subsampled_gaussian.history_events`). DPVI's
+replace-one claim, a group-privacy conversion of its add/remove accounting, carries none
+(:func:`replace_one_by_group_privacy`).
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
+from dp_accounting import dp_event
+
+from privengine.accounting.events import PureDpEvent, compose, from_json, to_json
+from privengine.accounting.gaussian import gaussian_epsilon
+from privengine.accounting.subsampled_gaussian import history_events
 from privengine.claims import PrivacyClaim, union_caveats
 
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
+
+#: the config's neighbouring knob -> the events' relation (a key of ``accounting.events.RELATIONS``)
+RELATION = {"replace-one": "replace_one", "add-remove": "add_or_remove_one"}
 
 EXACT_ONLY = "ε-DP for an exact draw only; the SGLD release is approximate and its δ is not bounded"
 CONDITION = "exact draw only"  # the label and caveats say why: the SGLD release is approximate
@@ -46,7 +63,12 @@ def release_claim(*, epsilon: float, draws: int, tau: float, neighbouring: str, 
     return PrivacyClaim(label, draws * epsilon, 0.0, ACCOUNTANT, NEIGHBOURING_TEXT[neighbouring], None,
                         _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size,
                                  steps=steps, mc_samples=mc_samples, noise=noise), headline=True,
-                        condition=CONDITION)
+                        condition=CONDITION, events=(_draws(epsilon, draws),), relation=RELATION[neighbouring])
+
+
+def _draws(epsilon: float, count: int) -> dict:
+    """``count`` exact draws at ``epsilon`` each, as one JSON event."""
+    return to_json(dp_event.SelfComposedDpEvent(PureDpEvent(epsilon), count))
 
 
 def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighbouring: str,
@@ -60,7 +82,8 @@ def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighb
         (f"The sweep draws {repeats} release(s) at each ε in {', '.join(f'{e:g}' for e in epsilons)} from the "
          "same data to chart utility against ε; none is meant for publication. Each draw alone has its own ε.",)
         + _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size, steps=steps,
-                   mc_samples=mc_samples, noise=noise), headline=True, condition=CONDITION)
+                   mc_samples=mc_samples, noise=noise), headline=True, condition=CONDITION,
+        events=tuple(_draws(e, repeats) for e in epsilons), relation=RELATION[neighbouring])
 
 
 SSP_ACCOUNTANT = ("analytic Gaussian mechanism (Balle & Wang 2018; mu-GDP, Dong, Roth & Su 2019): noise sd s on "
@@ -81,11 +104,13 @@ def _diagnostics_caveat(what: str) -> str:
             "coverage figure are computed from the raw data to evaluate the mechanism and are not private.")
 
 
-def ssp_claim(*, epsilon: float, delta: float, mu: float, neighbouring: str, d: int, x_bound: float,
-              y_low: float, y_high: float, releases: int, noise: str, headline: bool = True,
-              label: str | None = None) -> PrivacyClaim:
-    """The claim of ``releases`` SSP releases of one data set (composed mu = sqrt(releases) mu each)."""
-    e = epsilon
+def ssp_claim(*, release_mus: tuple[float, ...], delta: float, neighbouring: str, d: int, x_bound: float,
+              y_low: float, y_high: float, noise: str, headline: bool = True, label: str | None = None) -> PrivacyClaim:
+    """The claim of SSP releases of one data set, the i-th ``release_mus[i]``-GDP: they compose to
+    ``mu = sqrt(sum_i mu_i^2)``-GDP exactly, i.e. (epsilon, delta)-DP with the analytic Gaussian mechanism's
+    epsilon at ``delta``; events ``GaussianDpEvent(1 / mu_i)``, one per release."""
+    releases = len(release_mus)
+    mu = math.sqrt(sum(m * m for m in release_mus))
     caveats = (
         f"Domain, fixed before seeing the data and part of the guarantee: each of the {d} features clipped to "
         f"[-{x_bound:g}, {x_bound:g}], the response to [{y_low:g}, {y_high:g}]; the statistics are those of the "
@@ -102,8 +127,10 @@ def ssp_claim(*, epsilon: float, delta: float, mu: float, neighbouring: str, d: 
                              "as the constant entry of X~^T X~ and is latent in the posterior.",)
     name = label or (f"{releases} SSP releases of the data set (composed)" if releases > 1
                      else "noisy sufficient statistics (SSP) and the posterior inferred from them")
-    return PrivacyClaim(name, e, delta, f"{SSP_ACCOUNTANT}; mu = {mu:.4g}", SSP_NEIGHBOURING[neighbouring], None,
-                        caveats, headline=headline)
+    return PrivacyClaim(name, gaussian_epsilon(mu, delta), delta, f"{SSP_ACCOUNTANT}; mu = {mu:.4g}",
+                        SSP_NEIGHBOURING[neighbouring], None, caveats, headline=headline,
+                        events=tuple(to_json(dp_event.GaussianDpEvent(1.0 / m)) for m in release_mus),
+                        relation=RELATION[neighbouring])
 
 
 def add_remove_target(epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
@@ -147,7 +174,8 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
     :func:`add_remove_target`); ``requested`` is the (epsilon, delta) asked for, summed over the runs.
     Under replace-one the claim is restated by :func:`replace_one_by_group_privacy` as
     (2 epsilon, (1 + e^epsilon) delta) and states the requested delta when that bounds it: within
-    calibration tolerance, the requested (epsilon, delta) itself.
+    calibration tolerance, the requested (epsilon, delta) itself. Under add/remove it carries the steps as
+    events (``history_events`` of ``(sigma_i, sample_rate, steps_i)``); the replace-one restatement carries none.
     """
     runs = len(noise_multipliers)
     want_eps, want_delta = requested
@@ -171,8 +199,10 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
                      else "the released variational posterior (DPVI)")
     accountant = ("Opacus RDP accountant (Mironov, Talwar & Zhang 2019) over the Poisson-subsampled Gaussian "
                   "steps" + (f" of {runs} runs composed" if runs > 1 else ""))
+    history = [(sigma, sample_rate, n) for sigma, n in zip(noise_multipliers, steps, strict=True)]
     claim = PrivacyClaim(name, epsilon, delta, accountant, DPVI_NEIGHBOURING, order, tuple(caveats),
-                         headline=headline)
+                         headline=headline, events=(to_json(history_events(history)),),
+                         relation=RELATION["add-remove"])
     return replace_one_by_group_privacy(claim, delta_bound=want_delta) if neighbouring == "replace-one" else claim
 
 
@@ -183,6 +213,10 @@ def replace_one_by_group_privacy(claim: PrivacyClaim, *, delta_bound: float | No
     P[M(D) in S] <= e^eps (e^eps P[M(D') in S] + delta) + delta (see :func:`add_remove_target`).
     ``delta_bound``: the delta stated instead when it is at least (1 + e^epsilon) delta (a larger delta
     is a weaker, still valid claim), so a run calibrated to a requested delta states that delta.
+
+    The restated claim carries no events: it is a conversion of one (epsilon, delta) pair, not a composition
+    of releases, and its add/remove events would recompute the add/remove epsilon, not this one. Ledgers and
+    sweeps compose it by its (epsilon, delta); a caveat says so.
 
     >>> c = replace_one_by_group_privacy(PrivacyClaim("x", 1.0, 1e-5, "acc", DPVI_NEIGHBOURING))
     >>> round(c.epsilon, 6), round(c.delta, 10), c.neighbouring.startswith("replace one record")
@@ -196,22 +230,40 @@ def replace_one_by_group_privacy(claim: PrivacyClaim, *, delta_bound: float | No
     note = (f"Restated for replace-one by group privacy: the accountant gives epsilon = {eps:.4g}, delta = {delta:.3g} "
             "under add/remove; replacing one record is a removal and an addition, so under replace-one the "
             f"guarantee is (2 epsilon, (1 + e^epsilon) delta) = ({2 * eps:.4g}, {group_delta:.3g})"
-            + (f", stated with delta = {stated:g} >= {group_delta:.3g}." if stated != group_delta else "."))
+            + (f", stated with delta = {stated:g} >= {group_delta:.3g}." if stated != group_delta else ".")
+            + " A conversion, not a composition of releases: this claim carries no privacy events, so a ledger or "
+              "a sweep composes it by its (epsilon, delta).")
     return replace(claim, epsilon=2 * eps, delta=stated,
                    accountant=claim.accountant + "; group privacy of size 2 (add/remove to replace-one)",
                    neighbouring="replace one record (group privacy of size 2 from add/remove)",
-                   caveats=claim.caveats + (note,))
+                   caveats=claim.caveats + (note,), events=(), relation=None)
 
 
-def basic_composition(claims: list[PrivacyClaim], *, label: str) -> PrivacyClaim:
-    """The headline over several methods' claims on the same data: epsilons and deltas add (basic composition).
+def composition(claims: list[PrivacyClaim], *, label: str, delta: float) -> PrivacyClaim:
+    """The headline over several methods' claims on the same data.
 
-    Inherits the condition "exact draw only" when any part has it.
+    When every part carries events under one relation: their union, composed tightly at ``delta``
+    (:func:`privengine.accounting.events.compose`: PLD, pure draws as PLDs of their privacy parameters, else RDP
+    with the pure draws' epsilons added), the accountant it names. Otherwise basic composition: epsilons and
+    deltas add, no events, and a caveat names the parts without events. Inherits the condition "exact draw only"
+    when any part has it.
     """
     condition = next((c.condition for c in claims if c.condition), None)
     caveats = union_caveats(claims)
+    neighbouring = "; ".join(dict.fromkeys(c.neighbouring for c in claims))
+    parts = "; ".join(f"{c.label}: {c.statement()}" for c in claims)
+    relations = {c.relation for c in claims}
+    if all(c.events for c in claims) and len(relations) == 1:
+        (relation,) = relations
+        events = tuple(e for c in claims for e in c.events)
+        tight = compose([from_json(e) for e in events], delta=delta, relation=relation)
+        return PrivacyClaim(label, tight.epsilon, delta, f"{tight.accountant}, over the privacy events of: {parts}",
+                            neighbouring, None, caveats, headline=True, condition=condition, events=events,
+                            relation=relation)
+    without = [c.label for c in claims if not c.events]
+    why = (f"Basic composition: {', '.join(without)} carr{'ies' if len(without) == 1 else 'y'} no privacy events"
+           if without else "Basic composition: the parts' events are stated under different relations")
     return PrivacyClaim(label, sum(c.epsilon for c in claims), sum(c.delta for c in claims),
-                        "basic composition (epsilons and deltas add) of: " + "; ".join(
-                            f"{c.label}: {c.statement()}" for c in claims),
-                        "; ".join(dict.fromkeys(c.neighbouring for c in claims)), None, caveats, headline=True,
-                        condition=condition)
+                        f"basic composition (epsilons and deltas add) of: {parts}", neighbouring, None,
+                        caveats + (why + ", so they are composed by their (epsilon, delta), not tightly.",),
+                        headline=True, condition=condition)

@@ -8,14 +8,12 @@ what the claims need per epsilon.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 
-from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier
 
 from . import dpvi, ssp
@@ -122,9 +120,3 @@ def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list
         if should_stop():
             break
     return [released[i] for i in sorted(released)], DpviInfo(sigmas, steps)
-
-
-def composed_ssp_epsilon(mu: list[float], delta: float) -> tuple[float, float]:
-    """(epsilon at delta, composed mu) of Gaussian releases with GDP parameters ``mu`` on one data set."""
-    total = math.sqrt(sum(m * m for m in mu))
-    return gaussian_epsilon(total, delta), total

@@ -5,7 +5,11 @@ Claims of a run, headline first:
 - **data-independent (a priori)**, the headline: a bound fixed before any vote is seen.
   LNMax and GNMax answer every submitted query, so it charges all of them. Confident-GNMax
   charges every submitted query as answered (threshold check + GNMax), since which ones are
-  answered is itself an output of the mechanism.
+  answered is itself an output of the mechanism. It carries those releases as privacy events
+  (:func:`a_priori_events`, under ``replace_one``), from which dp-accounting recomputes it
+  (its RDP at every order exactly; its ε, converted more tightly, at most the stated one); with a
+  sanitized release it carries none: that release (GNSS) is no dp-accounting event, so ledgers and
+  sweeps compose the claim by its (ε, δ). Every other claim is a figure, never events.
 - **data-dependent** (not publishable): a function of the private votes. For Confident-GNMax
   it charges every submitted query its threshold check *and* its GNMax step: an unanswered
   query still releases "no answer", whose probability depends on the votes through both steps
@@ -52,9 +56,11 @@ import torch
 from scipy.special import ndtri
 
 from ..accounting.pate import (GNMAX_ORDERS, PateAnalysis, confident_gnmax_a_priori_epsilon,
-                               confident_gnmax_analysis, confident_gnmax_summed_local_sensitivity_bounds,
-                               gnmax_analysis, gnmax_summed_local_sensitivity_bounds, gnss_rdp, gnss_rdp_at_orders,
-                               lnmax_analysis, sanitize_rdp, shifted_gnss_sigma, smooth_sensitivity)
+                               confident_gnmax_analysis, confident_gnmax_events,
+                               confident_gnmax_summed_local_sensitivity_bounds, gnmax_analysis, gnmax_events,
+                               gnmax_summed_local_sensitivity_bounds, gnss_rdp, gnss_rdp_at_orders, lnmax_analysis,
+                               lnmax_events, sanitize_rdp, shifted_gnss_sigma, smooth_sensitivity)
+from ..accounting.events import to_json
 from ..claims import PrivacyClaim, delta_caveat
 from ..randomness import noise_generator
 from .config import PateConfig
@@ -111,6 +117,11 @@ UNPROTECTED_CAVEAT = _UNPROTECTED + (" (A sanitized data-dependent epsilon, wher
                                      "its release is charged.)")
 UNPROTECTED_TUNED_CAVEAT = _UNPROTECTED + (" (The sanitized data-dependent epsilon is not covered on this data set "
                                            "either: its settings were tuned on these votes.)")
+RELATION = "replace_one"  # the a-priori claims' events' neighbouring relation (NEIGHBOURING, as data)
+NO_EVENTS_CAVEAT = ("This claim carries no privacy events: the sanitized release (GNSS, Gaussian noise scaled to a "
+                    "smooth sensitivity) has no dp-accounting event, so a ledger or a sweep composes this run by "
+                    "its (ε, δ) (basic composition); with sanitize off the a-priori claim carries its queries' "
+                    "events.")
 
 
 def sanitizer_tuned_on(config: PateConfig) -> bool:
@@ -185,6 +196,19 @@ def a_priori_rdp(config: PateConfig, n_queries: int, orders: np.ndarray) -> np.n
     if config.aggregator == "confident_gnmax":
         return n_queries * (orders / (2.0 * config.sigma1**2) + orders / config.sigma2**2)
     raise ValueError(f"no RDP a-priori bound for {config.aggregator!r}")
+
+
+def a_priori_events(config: PateConfig, n_queries: int) -> tuple[dict, ...]:
+    """The JSON privacy events (replace one) of the aggregator's answers to ``n_queries`` queries: GNMax and LNMax
+    the answered ones, Confident-GNMax every submitted one, charged both steps
+    (:mod:`privengine.accounting.pate.a_priori` states each event's sensitivity)."""
+    if config.aggregator == "gnmax":
+        event = gnmax_events(config.sigma, n_queries)
+    elif config.aggregator == "confident_gnmax":
+        event = confident_gnmax_events(config.sigma1, config.sigma2, n_queries)
+    else:
+        event = lnmax_events(config.gamma, n_queries)
+    return (to_json(event),)
 
 
 def _best_order(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, float, int]:
@@ -320,10 +344,11 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
         data_dependent = PrivacyClaim("data-dependent (not publishable)", a.eps, config.delta, accountant,
                                       NEIGHBOURING, a.order,
                                       (DATA_DEPENDENT_CAVEAT,) + extra + _warning(a.warning) + common)
-        a_priori = PrivacyClaim(f"data-independent (a priori), all {int(answered.sum())} queries answered",
+        n = int(answered.sum())
+        a_priori = PrivacyClaim(f"data-independent (a priori), all {n} queries answered",
                                 a.data_independent_eps, config.delta, accountant, NEIGHBOURING,
                                 a.data_independent_order, _warning(a.data_independent_warning) + common,
-                                headline=True)
+                                headline=True, events=a_priori_events(config, n), relation=RELATION)
         return PrivacyReport(a, (a_priori, data_dependent))
 
     realised = None
@@ -385,7 +410,8 @@ def _a_priori_claim(a: PateAnalysis, answered: np.ndarray, config: PateConfig, a
     Without a release this is exactly the aggregator's bound (GNMax: ``a.data_independent_eps``;
     Confident-GNMax: :func:`confident_gnmax_a_priori_epsilon`). With one, per order
     ``a_priori_rdp(lam') + c(lam')`` over the orders where the release's cost is finite
-    (``lam' < 1/(2 beta)``), the same delta.
+    (``lam' < 1/(2 beta)``), the same delta. It carries the aggregator's events (:func:`a_priori_events`) without
+    a release and none with one (:data:`NO_EVENTS_CAVEAT`: the release is no dp-accounting event).
     """
     n = len(answered) if config.aggregator == "confident_gnmax" else int(answered.sum())
     if config.aggregator == "gnmax":
@@ -399,7 +425,7 @@ def _a_priori_claim(a: PateAnalysis, answered: np.ndarray, config: PateConfig, a
         else:
             eps, order, warning = confident_gnmax_a_priori_epsilon(n, config.sigma1, config.sigma2, config.delta)
         return PrivacyClaim(label, eps, config.delta, accountant, NEIGHBOURING, order, _warning(warning) + common,
-                            headline=True)
+                            headline=True, events=a_priori_events(config, n), relation=RELATION)
     release = gnss_rdp_at_orders(sanitized.beta, sanitized.effective_sigma, GNMAX_ORDERS)
     eps, order, i = _best_order(a_priori_rdp(config, n, GNMAX_ORDERS) + release, GNMAX_ORDERS, config.delta)
     limit = 1.0 / (2.0 * sanitized.beta)
@@ -413,7 +439,7 @@ def _a_priori_claim(a: PateAnalysis, answered: np.ndarray, config: PateConfig, a
         f"{accountant}; plus the sanitized release (GNSS, beta = {sanitized.beta:.4g}, effective sigma = "
         f"{sanitized.effective_sigma:.4g}, Papernot et al. 2018 Thm 23 or the exact worst case if larger) composed "
         f"at each order below 1/(2 beta) = {limit:.4g}",
-        NEIGHBOURING, order, caveats + common, headline=True)
+        NEIGHBOURING, order, caveats + (NO_EVENTS_CAVEAT,) + common, headline=True)
 
 
 def _sanitized_claim(s: SanitizedEpsilon, config: PateConfig, what: str, headline: float,

@@ -130,7 +130,8 @@ def planned_charge(config: PateConfig, data: PateData, device: torch.device) -> 
     :func:`~.privacy.analyse` over every one of the ``config.queries`` queries the run will submit. That claim is
     a priori: it reads no vote, so it is computed here, before any teacher is trained, from stand-in votes (every
     teacher for the first class), and is the headline the finished run states (with the sanitized release's cost
-    where the run publishes one, whose order, beta and sigma come from the configuration). It covers every answer
+    where the run publishes one, whose order, beta and sigma come from the configuration), with the same privacy
+    events (every one of ``config.queries`` queries; none with a sanitized release). It covers every answer
     and what is computed from them; the teachers' diagnostics are covered by no claim in any run
     (:data:`~.privacy.UNPROTECTED_CAVEAT`)."""
     votes = np.zeros((config.queries, data.n_classes))

@@ -16,6 +16,8 @@ interface is the names below.
   2018, Thm 6), their data-independent figures and Confident-GNMax's a-priori bound.
 * :mod:`.sensitivity` -- local-sensitivity bounds at distance ``d`` of that RDP, per
   query and summed over a run, and the beta-smooth sensitivity built from them (App. B).
+* :mod:`.a_priori` -- what each aggregator releases per query as dp-accounting privacy events, the
+  events of the a-priori claims (replace-one neighbours).
 * :mod:`.gnss` -- publishing a run's data-dependent RDP through Gaussian noise scaled to
   its smooth sensitivity (GNSS): its RDP, and the shifted release that is an upper bound
   with a stated probability.
@@ -27,9 +29,11 @@ which return a :class:`PateAnalysis` (eps, order, eps-vs-queries curves, ...).
 :func:`lnmax_eps_curve`, :func:`gnmax_eps_curve`, :func:`confident_gnmax_eps_curve`
 give eps as a function of the number of queries charged (answered; Confident-GNMax: every submitted one by default), and
 :func:`lnmax_smooth_sensitivity` the smooth sensitivity of the LNMax
-data-dependent eps. Bad inputs raise :class:`privengine.errors.ConfigError`.
+data-dependent eps; :func:`gnmax_events`, :func:`confident_gnmax_events` and :func:`lnmax_events` the
+releases of a number of queries as privacy events. Bad inputs raise :class:`privengine.errors.ConfigError`.
 """
 
+from .a_priori import confident_gnmax_events, gnmax_events, lnmax_events
 from .common import GNMAX_ORDERS, PateAnalysis
 from .gnmax import (confident_gnmax_a_priori_epsilon, confident_gnmax_analysis, confident_gnmax_eps_curve,
                     confident_gnmax_epsilon, gnmax_analysis, gnmax_eps_curve, gnmax_epsilon)
@@ -62,4 +66,7 @@ __all__ = [
     "confident_gnmax_summed_local_sensitivity_bounds",
     "shifted_gnss_sigma",
     "sanitize_rdp",
+    "gnmax_events",
+    "confident_gnmax_events",
+    "lnmax_events",
 ]
