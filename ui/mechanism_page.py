@@ -23,10 +23,11 @@ from .form import config_form, error_text
 from .launch import launch, preset_config
 from .run_panel import Draw, live_run
 from .run_status import status_strip
+from .scroll import scroll_into_view
 from .side_by_side import compare_picker
 
 
-JUST_LAUNCHED = "mechanism_page.just_launched"  # the run launched by the last click, for one scroll to its strip
+JUST_LAUNCHED = "mechanism_page.just_launched"  # the run launched by the last click, for one scroll to its charts
 
 
 def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | None = None) -> None:
@@ -41,6 +42,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
             st.markdown(mech.protects)
 
     run_id = _current_run(name)
+    just_launched = run_id is not None and st.session_state.pop(JUST_LAUNCHED, None) == run_id
     if presenting:  # the charts take the page; the form folds away above them
         st.html(PRESENTING_STYLE)
         folded = st.expander("Configure and launch", expanded=run_id is None)
@@ -66,8 +68,8 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
                 _select_run(name, launched)
                 st.session_state[JUST_LAUNCHED] = launched
                 st.rerun()
-        if run_id is not None and not presenting:  # under Launch, where the eye is after clicking it
-            status_strip(run_id, bring_into_view=st.session_state.pop(JUST_LAUNCHED, None) == run_id)
+        if run_id is not None and not presenting:  # under Launch, for whoever scrolls back to the form
+            status_strip(run_id)
         _recent_runs_picker(name, run_id)
         compare_with = None if run_id is None else compare_picker(name, run_id)
     with charts_area:
@@ -75,7 +77,10 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
             st.info("Set the knobs and press **Launch run**; the charts appear here as the run reports.",
                     icon=":material/insights:")
         else:
-            live_run(run_id, draw, compare_with=compare_with, columns=2 if presenting else 1)
+            with st.container(key=f"{RUN_PANEL}-{run_id}"):
+                live_run(run_id, draw, compare_with=compare_with, columns=2 if presenting else 1)
+            if just_launched and not presenting:
+                _bring_run_panel_into_view(run_id)
 
 
 # presentation mode: less empty space above the title, and a smaller title, so a finished run's charts start
@@ -84,6 +89,17 @@ PRESENTING_STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }
 [data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0; }
 </style>"""
+
+
+RUN_PANEL = "run-panel"  # the key (CSS class st-key-run-panel-ID) of the container of a run's live view
+
+
+def _bring_run_panel_into_view(run_id: str) -> None:
+    """Right after a Launch (button or link) in normal mode: scroll the run's live view (state, progress, Stop, then
+    its charts) to the top of the screen. The form is taller than a screen, so the Launch button sits 1 600-2 400 px
+    down the page while the charts, beside the form's top, would stay above the screen for the whole run.
+    (Presentation mode needs no scroll: its form folds away above the charts.)"""
+    scroll_into_view(f".st-key-{RUN_PANEL}-{run_id}", block="start")
 
 
 def _presenting() -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from privengine.audit import result_of
-from privengine.audit.membership import ATTACKS, above_a_bound, below_resolution, tradeoff_of
+from privengine.audit.membership import ATTACKS, above_a_bound, below_resolution
 from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, stored_attacks
 from privengine.audit.membership_knobs import attack_knobs
 from privengine.errors import ConfigError
@@ -139,22 +139,23 @@ def _picker(mechanism: str, run_id: str, attack_id: str | None) -> None:
 
 
 def draw_membership(snapshot: RunSnapshot) -> None:
-    """The live view of one attack: the caveat, AUC and TPR tiles, the ROC under the bounds, the table."""
+    """The live view of one attack: the caveat, AUC and TPR tiles, the verdict in one line (:func:`figures.verdict`),
+    the ROC under what ε allows, the tables."""
     st.caption(f":material/warning: {figures.CAVEAT}")
     out = figures.output_of(snapshot)
     if out is not None:
         auc, tpr, twin = st.columns(3)
         auc.metric("Attack AUC", f"{out['auc']:.3f}", help="0.5: no better than a coin")
-        tradeoff = tradeoff_of(out)
-        bound = out[f"{tradeoff[0]}_bound_at_fpr" if tradeoff else "bound_at_fpr"]["0.01"]
+        _, bound = figures.tightest_bound(out)
         unresolved = below_resolution("0.01", out["non_members"])
         tpr.metric("TPR at 1 % FPR", "below resolution" if unresolved else f"{out['tpr_at_fpr']['0.01']:.3f}",
-                   help=unresolved or f"the claim's bound there: {bound:.3f}")
+                   help=unresolved or f"the claim's bound there: {bound['0.01']:.3f}")
         if "non_private_twin" in out:
             twin.metric("Non-private twin AUC", f"{out['non_private_twin']['auc']:.3f}")
-        if above_a_bound(out):
-            st.error("The attack is above the bound of the claim beyond its intervals: report it as a bug.",
-                     icon=":material/error:")
+        if above_a_bound(out):  # the verdict, where a claim is contradicted, as an error
+            st.error(figures.verdict(out), icon=":material/error:")
+        else:
+            st.markdown(f":material/gavel: **Verdict:** {figures.verdict(out)}")
     # the ROC alone (the audit's other charts are not drawn here: built each refresh, they were thrown away)
     charts.show(figures.roc_or_waiting(out), key=f"membership.{snapshot.run.id}.roc0")
     result = result_of(snapshot.run.summary)

@@ -1,6 +1,6 @@
 """A run's state in a few words, its progress and its Stop button: the run panel's header draws them, and so does
-the strip right under a Launch button (:func:`status_strip`), where the eye is after clicking it: the form is
-taller than a screen, so the panel's own header is out of sight then.
+the strip right under a Launch button (:func:`status_strip`): a Launch scrolls the page to the run's panel and
+its charts, and the form is taller than a screen, so whoever scrolls back to the form sees the run there too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from privengine.store import RunRecord
 
 from . import services
 from .run_label import heading
-from .scroll import scroll_into_view
 
 REFRESH_S = 1.0
 
@@ -50,11 +49,8 @@ def badge(run: RunRecord) -> str:
     return f":{STATE_COLOURS.get(run.state, 'gray')}-badge[{run.state}]"
 
 
-def status_strip(run_id: str, *, bring_into_view: bool = False) -> None:
-    """A compact, live view of run ``run_id``: state, what it is doing, progress and Stop; polls while active.
-
-    ``bring_into_view``: scroll the page once so the strip is on screen (right after Launch: clicking it scrolled
-    the button just into view, so the strip drawn under it would start below the screen's edge)."""
+def status_strip(run_id: str) -> None:
+    """A compact, live view of run ``run_id``: state, what it is doing, progress and Stop; polls while active."""
     active = services.store().get_run(run_id).active
 
     @st.fragment(run_every=REFRESH_S if active else None)
@@ -65,5 +61,3 @@ def status_strip(run_id: str, *, bring_into_view: bool = False) -> None:
             controls(run, key="strip")
 
     _strip()
-    if bring_into_view:
-        scroll_into_view(f".st-key-status-strip-{run_id}")
