@@ -10,6 +10,8 @@ the store directly (summaries from ``dpsgd_claims``, or hand-built claims of the
 
 from __future__ import annotations
 
+import dataclasses
+
 from types import SimpleNamespace
 
 import dp_accounting as dpa
@@ -86,12 +88,22 @@ def test_gaussian_and_laplace_runs_compose_as_dp_accountings_pld(store):
     assert claim.epsilon < sum(headline_of(r.summary).epsilon for r in runs)
 
 
-def test_claims_at_different_deltas_compose_at_the_smallest(store):
+def test_claims_at_different_deltas_compose_at_the_largest(store):
     runs = [_toy_run(store, _claim([dpa.GaussianDpEvent(s)], delta=d)) for s, d in ((2.0, 1e-5), (3.0, 1e-7))]
     claim = sweep_claim("toy", runs)
     reference = pld_privacy_accountant.PLDAccountant(ADD_REMOVE, value_discretization_interval=1e-4)
     reference.compose(dpa.ComposedDpEvent([dpa.GaussianDpEvent(2.0), dpa.GaussianDpEvent(3.0)]))
-    assert claim.delta == 1e-7 and claim.epsilon == pytest.approx(reference.get_epsilon(1e-7), rel=1e-6)
+    assert claim.delta == 1e-5 and claim.epsilon == pytest.approx(reference.get_epsilon(1e-5), rel=1e-6)
+
+
+def test_a_tight_composition_above_the_sum_of_epsilons_gives_way_to_basic_composition(store):
+    """The guard against stating more than adding the claims would (review R1): claims whose stated epsilons sum
+    below what their events compose to at the largest delta (here made so by stating each at a looser figure than
+    its events; a claim's own accountant may be tighter than PLD) are added instead, with the sum of deltas."""
+    claims = [dataclasses.replace(_claim([dpa.GaussianDpEvent(s)], delta=1e-5), epsilon=0.1) for s in (1.0, 2.0)]
+    claim = sweep_claim("toy", [_toy_run(store, c) for c in claims])
+    assert claim.epsilon == pytest.approx(0.2) and claim.delta == pytest.approx(2e-5)
+    assert "above the sum of the claims' epsilons" in claim.caveats[-1]
 
 
 def test_a_pure_release_composes_as_the_pld_of_its_privacy_parameters(store):

@@ -5,7 +5,8 @@ Poisson-sampled, self-composed, composed, zCDP, repeat-and-select), under a *nei
 (:data:`RELATIONS`: dp-accounting's ``NeighboringRelation`` names). Their JSON form (:func:`to_json`)
 uses the class names and attribute names of dp-accounting (a non-finite number, which JSON cannot hold,
 is written as the string ``"inf"``), so anyone can rebuild the events with
-dp-accounting alone (:func:`from_json`) and recompute the ε:
+dp-accounting alone (each type is ``dp_accounting.dp_event.<type>``, but for :class:`PureDpEvent`; or
+:func:`from_json`) and recompute the ε:
 
     {"type": "SelfComposedDpEvent", "count": 950,
      "event": {"type": "PoissonSampledDpEvent", "sampling_probability": 0.0105,
@@ -27,9 +28,10 @@ its privacy parameters (``from_privacy_parameters(ε, 0)``, the worst-case PLD o
 mechanism), and its JSON is ``{"type": "PureDpEvent", "epsilon": ...}``.
 
 Written by hand, because dp-accounting's accountants do not expose their composed PLD: the
-event -> PLD walk below (:func:`_pld_of`), which calls dp-accounting's own PLD constructors for
-each event exactly as its ``PLDAccountant`` does, plus the pure event. A test checks it equals
-``PLDAccountant`` on every event tree without a pure event.
+event -> PLD walk below (:func:`pld_of`, :func:`pld_of_events`), which calls dp-accounting's own
+PLD constructors for each event as its ``PLDAccountant`` does (with the conventions above), plus the
+pure event. A test checks it equals ``PLDAccountant`` on event trees without a pure event. The
+ledger composes these PLDs run by run, so every PLD in privengine is built here.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ NeighborRel = dp_accounting.NeighboringRelation
 RELATIONS = {"add_or_remove_one": NeighborRel.ADD_OR_REMOVE_ONE, "replace_one": NeighborRel.REPLACE_ONE}
 RELATION_TEXT = {"add_or_remove_one": "add or remove one record", "replace_one": "replace one record"}
 
-#: accountant names, in the order :func:`compose` tries them
+#: accountant names: :func:`compose` states PLD or RDP (or NOT_PRIVATE); BASIC is what callers adding (ε, δ) state
 PLD = "dp-accounting PLD (privacy loss distributions; pure-ε events as PLDs of their privacy parameters)"
 RDP = "dp-accounting RDP (Rényi DP, its default orders 1.1-1024; pure-ε events added by basic composition)"
 BASIC = "basic composition (ε and δ added)"
+NOT_PRIVATE = "none: an event adds no noise (ε is infinite)"
 
 #: PLD discretisation (dp-accounting's default); a pessimistic estimate, so ε is an upper bound
 VALUE_DISCRETIZATION = 1e-4
@@ -101,17 +104,27 @@ def from_json(data: dict[str, Any]) -> dp_event.DpEvent:
     unknown = set(data) - names - {"type"}
     if unknown:
         raise ValueError(f"{kind} has no field(s) {', '.join(sorted(unknown))}; fields: {', '.join(sorted(names))}")
+    required = {f.name for f in attr.fields(cls) if f.default is attr.NOTHING}
+    if missing := required - set(data):
+        raise ValueError(f"{kind} lacks field(s) {', '.join(sorted(missing))}")
     args = {}
     for name in names & set(data):
         value = data[name]
+        if name not in _EVENT_FIELDS and not isinstance(value, (int, float, str, list)):
+            raise ValueError(f"{kind}.{name} must be a number; got {value!r}")
         if isinstance(value, dict):
             value = from_json(value)
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             value = [from_json(v) for v in value]
-        elif value in ("inf", "-inf", "nan"):
+        elif isinstance(value, str):
+            if value not in ("inf", "-inf", "nan"):
+                raise ValueError(f"{kind}.{name} must be a number; got {value!r}")
             value = float(value)
         args[name] = value
     return cls(**args)
+
+
+_EVENT_FIELDS = ("event", "events")  # the fields that hold sub-events
 
 
 def relation_of(name: str) -> NeighborRel:
@@ -155,9 +168,9 @@ def _pure_parts(events: Iterable[dp_event.DpEvent], count: int = 1) -> tuple[flo
     return pure, rest
 
 
-def _pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLossDistribution | None:
+def pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLossDistribution | None:
     """The PLD of one event through dp-accounting's constructors (what its PLDAccountant builds), or None if PLD
-    accounting does not cover the event under ``relation``."""
+    accounting does not cover the event under ``relation`` (or the event is not private: see :func:`compose`)."""
     d = VALUE_DISCRETIZATION
     if isinstance(event, dp_event.NoOpDpEvent):
         return pld_lib.identity(value_discretization_interval=d)
@@ -165,10 +178,10 @@ def _pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLo
         return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(event.epsilon, 0.0),
                                                value_discretization_interval=d)
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        inner = _pld_of(event.event, relation)
+        inner = pld_of(event.event, relation)
         return None if inner is None else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
-        parts = [_pld_of(e, relation) for e in event.events]
+        parts = [pld_of(e, relation) for e in event.events]
         if any(p is None for p in parts):
             return None
         total = pld_lib.identity(value_discretization_interval=d)
@@ -197,9 +210,23 @@ def _pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLo
     return None
 
 
+def pld_of_events(events: Iterable[dp_event.DpEvent], relation: str) -> pld_lib.PrivacyLossDistribution | None:
+    """The PLD of releasing every event (their :func:`pld_of` composed), or None if PLD does not cover one."""
+    rel = relation_of(relation)
+    total = pld_lib.identity(value_discretization_interval=VALUE_DISCRETIZATION)
+    for event in events:
+        part = pld_of(event, rel)
+        if part is None:
+            return None
+        total = total.compose(part)
+    return total
+
+
 def _not_private(event: dp_event.DpEvent) -> bool:
     if isinstance(event, dp_event.NonPrivateDpEvent):
         return True
+    if isinstance(event, PureDpEvent):
+        return not math.isfinite(event.epsilon)
     if isinstance(event, (dp_event.GaussianDpEvent, dp_event.LaplaceDpEvent)):
         return event.noise_multiplier == 0
     children = ([event.event] if hasattr(event, "event") else []) + list(getattr(event, "events", []))
@@ -207,9 +234,9 @@ def _not_private(event: dp_event.DpEvent) -> bool:
 
 
 def compose(events: Iterable[dp_event.DpEvent], *, delta: float, relation: str) -> Composition:
-    """The (ε, δ) of releasing every event, the tightest of: PLD (when PLD covers every event under ``relation``),
-    else RDP over the events RDP covers plus the pure events' ε added (basic composition), else ``BASIC`` is not
-    reachable from events alone and a ``ValueError`` names the event no accountant covers.
+    """The (ε, δ) of releasing every event: by PLD when PLD covers every event under ``relation``, else by RDP over
+    the other events plus the pure events' ε added (basic composition); ε is infinite (:data:`NOT_PRIVATE`) when an
+    event adds no noise; a ``ValueError`` names an event neither accountant covers.
 
     Args:
         events: the events (dp-accounting values or :class:`PureDpEvent`).
@@ -221,12 +248,9 @@ def compose(events: Iterable[dp_event.DpEvent], *, delta: float, relation: str) 
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1); got {delta}")
     if any(_not_private(e) for e in events):
-        return Composition(math.inf, delta, PLD, relation)
-    parts = [_pld_of(e, rel) for e in events]
-    if all(p is not None for p in parts):
-        total = pld_lib.identity(value_discretization_interval=VALUE_DISCRETIZATION)
-        for part in parts:
-            total = total.compose(part)
+        return Composition(math.inf, delta, NOT_PRIVATE, relation)
+    total = pld_of_events(events, relation)
+    if total is not None:
         return Composition(float(total.get_epsilon_for_delta(delta)), delta, PLD, relation)
     pure, rest = _pure_parts(events)
     accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)

@@ -21,6 +21,9 @@ nothing released, or stored before runs declared a planned charge and lost with 
 
 from __future__ import annotations
 
+import functools
+import json
+
 from privengine import registry
 from privengine.accounting.events import compose, from_json
 from privengine.claims import PrivacyClaim, headline_of, union_caveats
@@ -161,13 +164,14 @@ def composition(runs: list[RunRecord]) -> PrivacyClaim:
 
     Composed tightly when every headline claim records events and all state them under one relation: all their
     events compose by :func:`~privengine.accounting.events.compose` (PLD where it covers every event, else RDP; the
-    claim names which), at delta = the smallest positive delta of the claims. Any delta is valid there: the epsilon
-    is computed from the events, not from the claims' (eps_i, delta_i), so (eps(delta), delta) holds for the whole
-    release at every delta; the smallest is the strictest any run was held to (DP-SGD's ``compose_runs`` states
-    its composition at it too), where basic composition would state the sum of the deltas (which grows with the
-    number of runs). So when the deltas differ, the epsilon here may exceed the sum of the claims' epsilons, each
-    stated at a larger delta. Claims that are all pure (delta = 0) are added: basic composition is then exact at
-    delta = 0.
+    claim names which), at delta = the largest delta of the claims (the delta of every claim when they share one).
+    Any delta is valid there: the epsilon is computed from the events, not from the claims' (eps_i, delta_i), so
+    (eps(delta), delta) holds for the whole release at every delta. Basic composition states (sum eps_i,
+    sum delta_i), whose delta is at least the largest; so when the tight epsilon is not above the sum of the
+    epsilons, the tight claim is the stronger statement and is the one made, otherwise basic composition is (with
+    that reason). Claims that are all pure (delta = 0) are added: basic composition is then exact at delta = 0.
+    The tight composition of one set of events is computed once per process (:func:`_composed`): a live sweep's
+    page asks again every second.
     """
     headlines = [headline_of(r.summary) for r in runs]
     relations = {h.relation for h in headlines}
@@ -185,9 +189,12 @@ def composition(runs: list[RunRecord]) -> PrivacyClaim:
     (relation,) = relations
     events = tuple(e for h in headlines for e in h.events)
     try:
-        composed = compose([from_json(e) for e in events], delta=min(deltas), relation=relation)
-    except ValueError as exc:  # an event no accountant here covers under the relation
+        composed = _composed(json.dumps(events, sort_keys=True), max(deltas), relation)
+    except ValueError as exc:  # an event no accountant here covers under the relation, or a malformed event
         return basic_composition(runs, str(exc))
+    if composed.epsilon > sum(h.epsilon for h in headlines):
+        return basic_composition(runs, f"the events composed at delta = {composed.delta:g} give epsilon = "
+                                       f"{composed.epsilon:.3g}, above the sum of the claims' epsilons")
     return PrivacyClaim(
         label=f"selecting among the {len(runs)} runs of the sweep that state a claim (their privacy events "
               "composed)",
@@ -195,6 +202,12 @@ def composition(runs: list[RunRecord]) -> PrivacyClaim:
         accountant=f"{composed.accountant}, composing the privacy events of the {len(runs)} runs' headline claims",
         neighbouring=_neighbouring(headlines), caveats=union_caveats(headlines), headline=True,
         condition=_condition(headlines), events=events, relation=relation)
+
+
+@functools.lru_cache(maxsize=256)
+def _composed(events_json: str, delta: float, relation: str):
+    """:func:`~privengine.accounting.events.compose` of events given as one JSON text (a cache key)."""
+    return compose([from_json(e) for e in json.loads(events_json)], delta=delta, relation=relation)
 
 
 def basic_composition(runs: list[RunRecord], why: str) -> PrivacyClaim:

@@ -19,9 +19,11 @@ one vote, ``n' = n - e_i + e_j``. Each aggregator's answer is post-processing of
   sensitivity 1 each, so a query is exactly two ``LaplaceDpEvent(b)``: together ``2 / b = 2 gamma``-DP, the
   moments accountant's ``eps0`` (:mod:`.lnmax`). One ``LaplaceDpEvent(b / 2)`` (L1 sensitivity 2 on one
   coordinate) would also be valid but looser: it is the worst case over all changes of L1 norm 2, which a
-  moved vote never is. dp-accounting's PLD does not take Laplace events under replace-one; its RDP
-  accountant does (the exact Laplace RDP), so :func:`privengine.accounting.events.compose` composes them by
-  RDP.
+  moved vote never is. dp-accounting's ``PLDAccountant(REPLACE_ONE)`` refuses Laplace events; an unsampled
+  Laplace is a shift of one noise multiplier under either relation (the convention of
+  :mod:`privengine.accounting.events`), so :func:`~privengine.accounting.events.compose` takes its PLD at
+  add/remove (exact for this release), and dp-accounting's RDP accountant under REPLACE_ONE reads it the same
+  way (the exact Laplace RDP).
 
 ``queries`` such queries compose: ``SelfComposedDpEvent(per_query, queries)`` (``NoOpDpEvent`` for none).
 """
