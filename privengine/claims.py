@@ -85,7 +85,8 @@ class PrivacyClaim:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Its fields, ``events`` as a list (the JSON form a stored summary reads back)."""
+        return {**asdict(self), "events": list(self.events)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PrivacyClaim":

@@ -3,8 +3,9 @@
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
 ``show ID``, ``export ID --format csv|json``, ``report ID [--format html] [--output FILE]``,
 ``stop ID``, ``delete ID``, the
-sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...) and
-``audit AUDIT [--field value ...] [--json]`` of :mod:`privengine.audit.cli`.
+sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...),
+``audit AUDIT [--field value ...] [--json]`` of :mod:`privengine.audit.cli` and ``ledger [SOURCE]``,
+``ledger budget SOURCE --epsilon E --delta D`` of :mod:`privengine.ledger.cli`.
 The flags of ``run`` are generated from the mechanism's config fields, so they
 always match the dashboard's form. Runs land in the same store as the
 dashboard's. Bad input exits with status 2 and one line naming the field.
@@ -27,6 +28,8 @@ from .claims import claims_of, headline_of
 from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
+from .ledger import cli as ledger_cli
+from .ledger import upgrade as ledger_upgrade
 from .presets import changed_fields, source_with_preset
 from .store import NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES, RunRecord, RunStore
 
@@ -91,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run_id", metavar="ID")
     sweep_cli.add_parsers(sub, _add_config_flags)
     audit_cli.add_parsers(sub)
+    ledger_cli.add_parsers(sub)
     return parser
 
 
@@ -185,6 +189,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _cmd_report(args, store, out, err)
         if args.command in sweep_cli.COMMANDS:
             return sweep_cli.dispatch(args, store, out, err, _config_values)
+        if args.command in ledger_cli.COMMANDS:
+            return ledger_cli.dispatch(args, store, out)
         if args.command == "label":
             return _cmd_label(args, store, out)
         if args.command == "stop":
@@ -398,6 +404,7 @@ def _cmd_label(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 
 def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    ledger_upgrade.ensure(store)  # claims stored before they carried events get them (once per store)
     run = store.get_run(args.run_id)
     if args.json:
         print(json.dumps(_run_json(run), indent=2, sort_keys=True), file=out)

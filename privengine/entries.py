@@ -19,11 +19,28 @@ from .presets import Preset
 from .presets import find as find_preset
 
 if TYPE_CHECKING:
+    from .claims import PrivacyClaim
     from .reporter import Reporter
 
 RunFunction = Callable[[Any, "Reporter"], dict]
 HEADLINE_EPSILON = "headline_epsilon"
 DIRECTIONS = ("higher", "lower")
+#: a data source key ``run:ID``: the private data source of stored run ID (an attack on that run's recipe)
+SAME_AS_RUN = "run:"
+
+
+def split_source(dataset: str, split: str = "train") -> str:
+    """The data source key of a built-in data set's split, e.g. ``fashion-mnist/train`` for ``fashion_mnist``.
+
+    >>> split_source("fashion_mnist")
+    'fashion-mnist/train'
+    """
+    return f"{dataset.replace('_', '-')}/{split}"
+
+
+def seeded_source(name: str, seed: int) -> str:
+    """The data source key of a synthetic data set generated from ``seed``, e.g. ``linreg/seed=0``."""
+    return f"{name}/seed={int(seed)}"
 
 
 @dataclass(frozen=True)
@@ -127,6 +144,28 @@ class Mechanism:
             together in one pass (a sweep's compatible points). ``group_key(config) -> str | None`` (None: alone);
             ``run_group(configs, reporters, ended)`` runs configs of one key, each with its own reporter, and calls
             ``ended(i, summary or exception)`` as each run ends; each run's outputs must be those it has alone.
+        data_source: optional, ``"module:function"`` or the function: ``data_source(values) -> str | None``, where
+            ``values`` are the config's fields as a dict (a stored run's config over the defaults), gives the key
+            of the private data source a run reads, the one its privacy ledger charges (:mod:`privengine.ledger`):
+            what the user chose, a built-in data set and split (:func:`split_source`, ``mnist/train``) or a
+            synthetic set and its generating seed (:func:`seeded_source`, ``linreg/seed=0``), never a fingerprint
+            of the content (a corrected record is still the same people); ``run:ID`` (:data:`SAME_AS_RUN`): the
+            source of stored run ID; None: the run reads no private data source (an audit on data it builds). Not
+            declared: runs are charged to ``NAME/unspecified``, one source per mechanism.
+        planned_claim: optional, ``"module:function"`` or the function: ``planned_claim(values) -> PrivacyClaim |
+            None`` (``values`` as for ``data_source``) gives, from the configuration alone (no data, no training),
+            the headline claim covering everything a run of it would release had it finished: its privacy
+            ``events`` and ``relation`` where the run's headline carries events, else its (ε, δ), which the ledger
+            then charges by basic composition, as it charges the run's own. A launch is checked against the budget
+            of its data source with it before anything is stored (:func:`privengine.ledger.budget.admitted`).
+            None, or not declared: the mechanism states no claim (its runs are uses no claim covers); a launch of
+            it is never refused.
+        public_rows: optional, ``"module:function"`` or the function: ``public_rows(values) -> tuple[tuple[int,
+            str], ...]`` (``values`` as for ``data_source``) gives each part of the run's data source that the run
+            uses as public or held-out data, which its claims do not protect: ``(rows, how)``, the part's size from
+            the config and the data set's documented sizes, never from the data, and how it is used, in words that
+            follow "N rows of this source" (``"used as public data"``). The ledger lists each as a use no claim
+            covers. Not declared: the run uses no part of its source outside its private part.
     """
 
     name: str
@@ -141,9 +180,38 @@ class Mechanism:
     audits: str | None = None
     group_key: str | Callable | None = None
     run_group: str | Callable | None = None
+    data_source: str | Callable | None = None
+    planned_claim: str | Callable | None = None
+    public_rows: str | Callable | None = None
 
     def load_run(self) -> RunFunction:
         return load_callable(self.run)
+
+    def values_of(self, config: BaseConfig | Mapping[str, Any]) -> dict[str, Any]:
+        """The field values of ``config`` (a config, or a stored config's dict, its missing fields taken at their
+        defaults): what ``data_source`` and ``planned_claim`` read."""
+        return config.to_dict() if isinstance(config, BaseConfig) else {**self.config_cls().to_dict(), **config}
+
+    def source_of(self, config: BaseConfig | Mapping[str, Any]) -> str | None:
+        """The data source key of a run of ``config`` (see :meth:`values_of`): see ``data_source``; ``run:ID`` is
+        returned as it is (the ledger resolves it)."""
+        if self.data_source is None:
+            return f"{self.name}/unspecified"
+        return load_callable(self.data_source)(self.values_of(config))
+
+    def planned_of(self, config: BaseConfig | Mapping[str, Any]) -> PrivacyClaim | None:
+        """The headline claim of a run of ``config``'s whole planned release (see ``planned_claim``); None if the
+        mechanism declares none."""
+        if self.planned_claim is None:
+            return None
+        return load_callable(self.planned_claim)(self.values_of(config))
+
+    def public_parts_of(self, config: BaseConfig | Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+        """``(rows, how)`` of each part of its data source a run of ``config`` uses as public or held-out data (see
+        ``public_rows``); empty if the mechanism declares none."""
+        if self.public_rows is None:
+            return ()
+        return tuple(load_callable(self.public_rows)(self.values_of(config)))
 
     def default_config(self) -> BaseConfig:
         return self.config_cls().validate()

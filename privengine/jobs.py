@@ -25,6 +25,8 @@ from typing import Any
 from . import registry
 from .config import BaseConfig
 from .device import configure_torch_threads, resolve_device
+from .ledger.budget import admitted
+from .ledger.sources import source_of
 from .reporter import NOT_ENDED_BY_GROUP, Reporter, outcome_record
 from .store import RunRecord, RunStore, liveness
 
@@ -132,6 +134,17 @@ class RunQueue:
             self.stop(run_id)
         with self._done:
             self._done.wait_for(lambda: not self._running, timeout=timeout)
+
+    def _create_runs(self, mechanism: str, configs: list[BaseConfig], *, source: str, sweep_id: str | None,
+                     points: list[int | None]) -> list[str]:
+        """Store the runs of one launch (one run, or a group), queued, each at its point of ``sweep_id`` and with its
+        private data source; their ids. The one place runs are created: the launch is checked against the budgets
+        of the sources it reads first (:func:`~privengine.ledger.budget.admitted`: BudgetExceeded, a ConfigError,
+        and nothing is stored)."""
+        with admitted(self.store, mechanism, configs):
+            return [self.store.create_run(mechanism, c.to_dict(), source=source, sweep_id=sweep_id, sweep_point=point,
+                                          data_source=source_of(self.store, mechanism, c))
+                    for c, point in zip(configs, points)]
 
     def _enqueue(self, job) -> None:
         with self._lock:
@@ -243,8 +256,7 @@ class JobManager(RunQueue):
         config.validate()
         configure_torch_threads()
         device = resolve_device(getattr(config, "device", "cpu"))
-        run_id = self.store.create_run(mech.name, config.to_dict(), source=source, sweep_id=sweep_id,
-                                       sweep_point=sweep_point)
+        run_id, = self._create_runs(mech.name, [config], source=source, sweep_id=sweep_id, points=[sweep_point])
         self._enqueue(_Job(run_id, mech, config, device.id, device.name))
         return run_id
 
@@ -262,8 +274,7 @@ class JobManager(RunQueue):
             config.validate()
         configure_torch_threads()
         device = resolve_device(getattr(configs[0], "device", "cpu"))
-        ids = [self.store.create_run(mech.name, c.to_dict(), source=source, sweep_id=sweep_id, sweep_point=point)
-               for c, point in zip(configs, points)]
+        ids = self._create_runs(mech.name, configs, source=source, sweep_id=sweep_id, points=points)
         self._enqueue(_GroupJob(list(ids), mech, dict(zip(ids, configs)), device.id, device.name,
                                 {i: threading.Event() for i in ids}))
         return ids

@@ -1,7 +1,13 @@
 """The catalogue: the mechanisms shipped with privengine and their audits, as registry entries (values), in the
-order the app lists them. The registry registers them on its first use (:func:`privengine.registry.get`)."""
+order the app lists them, each with what it charges its privacy ledger: the private data source its runs read
+(``data_source``), the claim covering a launch's whole planned release (``planned_claim``) and the parts of the
+source it uses as public or held-out data (``public_rows``, DP-SGD's and PATE's), the functions of its package's
+``charge`` module (for audits, the sources of :mod:`privengine.audit.sources`; an audit plans no claim).
+The registry registers them on its first use (:func:`privengine.registry.get`)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .audit.dp_bayes_release import DP_BAYES_RELEASE_AUDIT
 from .audit.dpsgd_one_run import DPSGD_ONE_RUN_AUDIT
@@ -14,5 +20,13 @@ from .entries import Mechanism
 from .pate.mechanism import PATE
 from .split_label.mechanism import SPLIT_LABEL
 
-SHIPPED: tuple[Mechanism, ...] = (PATE, SPLIT_LABEL, DP_BAYES, DPSGD, PATE_GNMAX_AUDIT, DPSGD_ONE_RUN_AUDIT,
-                                  DP_BAYES_RELEASE_AUDIT, DPSGD_MEMBERSHIP_AUDIT, PATE_MEMBERSHIP_AUDIT)
+_AUDITS = "privengine.audit.sources"
+_PUBLIC_PARTS = ("pate", "dpsgd")  # the packages whose runs use part of their source as public or held-out data
+SHIPPED: tuple[Mechanism, ...] = tuple(
+    replace(entry, data_source=f"privengine.{package}.charge:data_source",
+            planned_claim=f"privengine.{package}.charge:planned_claim",
+            public_rows=f"privengine.{package}.charge:public_rows" if package in _PUBLIC_PARTS else None)
+    for entry, package in ((PATE, "pate"), (SPLIT_LABEL, "split_label"), (DP_BAYES, "dp_bayes"), (DPSGD, "dpsgd"))
+) + tuple(replace(entry, data_source=f"{_AUDITS}:{source}") for entry, source in (
+    (PATE_GNMAX_AUDIT, "no_source"), (DPSGD_ONE_RUN_AUDIT, "one_run_source"), (DP_BAYES_RELEASE_AUDIT, "no_source"),
+    (DPSGD_MEMBERSHIP_AUDIT, "dpsgd_membership_source"), (PATE_MEMBERSHIP_AUDIT, "pate_membership_source")))

@@ -28,8 +28,8 @@ LONG_REASON = "Longer than 500 lines because"
 
 # Above the mechanisms: they use mechanisms (or every mechanism, through the registry), never the reverse.
 ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figures", "privengine.audit",
-                    "privengine.jobs", "privengine.cli", "privengine.cli_fields", "privengine.__main__",
-                    "privengine.mechanisms")
+                    "privengine.ledger", "privengine.jobs", "privengine.cli", "privengine.cli_fields",
+                    "privengine.__main__", "privengine.mechanisms")
 # Under the mechanisms: what a mechanism, a sweep or an audit builds on (with the package's own __init__).
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",

@@ -30,7 +30,7 @@ from .coverage import Released, coverage_90, evaluate, reference_release
 from .data import Records, synthetic_records, true_parameters
 from .models import build_model
 from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, composition, dpvi_claim,
-                      replace_one_by_group_privacy, ssp_claim)
+                      exponential_claim, replace_one_by_group_privacy, ssp_claim)
 from .reference import ReferencePosterior, StopRequested, reference_posterior
 
 SSP_STREAM, DPVI_STREAM = 2, 3   # noise stream keys (privengine.randomness); the exponential uses 1
@@ -259,3 +259,52 @@ def _info_summary(method: str, info) -> dict:
                 "ssp_mcmc_acceptance": info.acceptance, "ssp_clipped_fraction": info.clipped_fraction}
     return {"dpvi_noise_multiplier": {f"{e:g}": s for e, s in info.noise_multiplier.items()},
             "dpvi_steps": {f"{e:g}": s for e, s in info.steps.items()}}
+
+
+def _info_of(method: str, summary: dict, epsilons: list[float]) -> R.SspInfo | R.DpviInfo | None:
+    """The releases' info as :func:`_info_summary` stored it, for ``epsilons``; None if the summary has none."""
+    def per_epsilon(key: str) -> dict[float, float] | None:
+        stored = summary.get(key) or {}
+        return {e: stored[f"{e:g}"] for e in epsilons} if all(f"{e:g}" in stored for e in epsilons) else None
+
+    if method == "ssp":
+        sd = per_epsilon("ssp_noise_sd")
+        return None if sd is None else R.SspInfo({e: summary["ssp_delta_2"] / s for e, s in sd.items()}, sd,
+                                                 summary["ssp_delta_2"], summary["ssp_mcmc_acceptance"],
+                                                 summary["ssp_clipped_fraction"])
+    sigmas, steps = per_epsilon("dpvi_noise_multiplier"), per_epsilon("dpvi_steps")
+    return None if sigmas is None or steps is None else R.DpviInfo(sigmas, steps)
+
+
+def stored_claims(config: dict, summary: dict) -> list[PrivacyClaim]:
+    """Every claim a stored run of ``config`` may state, restated from its stored config and summary (each method's
+    noise and steps as :func:`_info_summary` stored them; SSP's mu = Delta_2 / noise sd) by the functions that state
+    them: the exponential draws' claim, each private method's release or sweep claim, and the sweep's headline over
+    them. How the store's one-time upgrade gives the claims of runs stored before claims carried events theirs
+    (:mod:`privengine.ledger.upgrade` matches them to the stored claims by label and keeps the stored caveats)."""
+    cfg = DpBayesConfig.from_dict(config)
+    own = [exponential_claim(cfg)] if "exponential" in cfg.methods else []
+    epsilons = _epsilons(cfg)
+    infos = {m: info for m in cfg.methods if m != "exponential" and (info := _info_of(m, summary, epsilons))}
+    if cfg.mode == "release":
+        return own + [_claims(cfg, m, info, epsilons, headline=True, sweep=False) for m, info in infos.items()]
+    parts = [_claims(cfg, m, info, epsilons, headline=False, sweep=True) for m, info in infos.items()]
+    if not parts:
+        return own
+    parts, headline = sweep_headline(cfg, [replace(c, headline=False) for c in own] + parts)
+    return parts + [headline]  # parts: the exponential draws' claim (no longer the headline) among them
+
+
+def planned_claims(config: DpBayesConfig) -> list[PrivacyClaim]:
+    """Every claim a run of ``config`` states had it made every planned release, from the configuration alone:
+    each private method's planned releases (:func:`~.releases.planned_info`: DPVI at all its steps) summarised as
+    the run stores them (:func:`_info_summary`) and restated by :func:`stored_claims`, so the planned claims are the
+    ones a finished run's summary gives, the exponential draws' included."""
+    summary = {key: value for m in config.methods if m != "exponential"
+               for key, value in _info_summary(m, R.planned_info(config, m, _epsilons(config))).items()}
+    return stored_claims(config.to_dict(), summary)
+
+
+def _epsilons(config: DpBayesConfig) -> list[float]:
+    """The epsilons the private methods release at: ``epsilon`` (release mode) or every ``sweep_epsilons``."""
+    return [config.epsilon] if config.mode == "release" else list(config.sweep_epsilons)

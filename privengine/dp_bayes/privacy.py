@@ -20,7 +20,9 @@ from privengine.accounting.events import PureDpEvent, compose, from_json, to_jso
 from privengine.accounting.gaussian import gaussian_epsilon
 from privengine.accounting.subsampled_gaussian import history_events
 from privengine.claims import PrivacyClaim, union_caveats
+from privengine.randomness import noise_caveat
 
+from .config import DpBayesConfig
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
 
 #: the config's neighbouring knob -> the events' relation (a key of ``accounting.events.RELATIONS``)
@@ -84,6 +86,17 @@ def sweep_claim(*, epsilons: tuple[float, ...], repeats: int, tau: float, neighb
         + _caveats(tau=tau, delta_u=delta_u, entropy_weight=entropy_weight, step_size=step_size, steps=steps,
                    mc_samples=mc_samples, noise=noise), headline=True, condition=CONDITION,
         events=tuple(_draws(e, repeats) for e in epsilons), relation=RELATION[neighbouring])
+
+
+def exponential_claim(config: DpBayesConfig) -> PrivacyClaim:
+    """The claim of the exponential method's draws: :func:`release_claim` (release mode) or :func:`sweep_claim`,
+    from the configuration alone (a run states it before its first output; the store's upgrade restates it)."""
+    args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
+                step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
+                noise=noise_caveat(secure=config.secure_noise))
+    if config.mode == "release":
+        return release_claim(epsilon=config.epsilon, draws=config.draws, **args)
+    return sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats, **args)
 
 
 SSP_ACCOUNTANT = ("analytic Gaussian mechanism (Balle & Wang 2018; mu-GDP, Dong, Roth & Su 2019): noise sd s on "

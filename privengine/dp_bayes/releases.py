@@ -8,6 +8,7 @@ what the claims need per epsilon.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -60,10 +61,7 @@ def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[
     pairs = ssp.released_entries(d, config.neighbouring)
     vectors = [domain.record_vectors(r.x.double().cpu().numpy(), r.y.double().cpu().numpy()) for r in datasets]
     stats = np.stack([ssp.statistics(vectors[k][0]) for k, _ in problems])
-    calibrated = {e: ssp.calibration(d, config.neighbouring, e, config.delta) for e in sorted({e for _, e in problems})}
-    delta_2 = next(iter(calibrated.values()))[0]
-    mu = {e: c[1] for e, c in calibrated.items()}
-    noise_sd = {e: c[2] for e, c in calibrated.items()}
+    delta_2, mu, noise_sd = ssp_calibrations(config, d, sorted({e for _, e in problems}))
     sd = np.array([noise_sd[e] for _, e in problems])
     scales = domain.entry_scales(pairs, d)
     z = ssp.release(stats, pairs, sd, generator) * scales
@@ -76,6 +74,25 @@ def ssp_releases(config: DpBayesConfig, datasets: list[Records], problems: list[
     info = SspInfo(mu, noise_sd, delta_2, float(accept.mean()),
                    float(np.mean([v[1] for v in vectors])))
     return [Released.samples(t) for t in theta], info
+
+
+def ssp_calibrations(config: DpBayesConfig, d: int, epsilons: list[float]
+                     ) -> tuple[float, dict[float, float], dict[float, float]]:
+    """``(Delta_2, mu, noise sd)`` of SSP releases of ``d`` features, ``mu`` and the sd per epsilon of ``epsilons``
+    (:func:`~.ssp.calibration` under the config's relation and delta)."""
+    calibrated = {e: ssp.calibration(d, config.neighbouring, e, config.delta) for e in epsilons}
+    delta_2 = next(iter(calibrated.values()))[0]
+    return delta_2, {e: c[1] for e, c in calibrated.items()}, {e: c[2] for e, c in calibrated.items()}
+
+
+def planned_info(config: DpBayesConfig, method: str, epsilons: list[float]) -> SspInfo | DpviInfo:
+    """What the claims of ``method``'s releases at each of ``epsilons`` read, from the configuration alone (before
+    any data): SSP's mu and noise sd (its data diagnostics, the MCMC acceptance and the clipped fraction, are NaN),
+    DPVI's calibrated sigma and every one of its ``dpvi_steps`` steps (a run that stops takes fewer)."""
+    if method == "ssp":
+        delta_2, mu, noise_sd = ssp_calibrations(config, len(config.coefficients), epsilons)
+        return SspInfo(mu, noise_sd, delta_2, math.nan, math.nan)
+    return DpviInfo({e: dpvi_noise_multiplier(config, e) for e in epsilons}, {e: config.dpvi_steps for e in epsilons})
 
 
 def dpvi_noise_multiplier(config: DpBayesConfig, epsilon: float) -> float:

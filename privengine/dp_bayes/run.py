@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from privengine.randomness import noise_caveat, noise_generator
+from privengine.randomness import noise_generator
 
 from . import chains, comparison
 from .charts_data import density_table
@@ -30,7 +30,7 @@ from .config import DpBayesConfig
 from .data import synthetic_records
 from .laplace import laplace_approximation
 from .metrics import score
-from .privacy import release_claim, sweep_claim
+from .privacy import exponential_claim
 from .reference import StopRequested, reference_posterior
 from .sanitizer import sensitivity
 
@@ -139,13 +139,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     delta_u = sensitivity(config.tau, config.neighbouring)
     sgld_steps = config.burn_in + config.steps
     total = config.vi_steps + config.warmup_steps + sgld_steps
-    claim_args = dict(tau=config.tau, neighbouring=config.neighbouring, entropy_weight=config.entropy_weight,
-                      step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
-                      noise=noise_caveat(secure=config.secure_noise))
-    if config.mode == "release":
-        claim = release_claim(epsilon=config.epsilon, draws=config.draws, **claim_args)
-    else:
-        claim = sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats, **claim_args)
+    claim = exponential_claim(config)
     charged = {"method": "exponential", "model": config.model, "privacy": [claim.to_dict()]}
     # The claim covers every draw the run plans (it is computed from the configuration alone): stored before the
     # first output (the VI curve), it is what the run is charged should its process die. With method "all", the

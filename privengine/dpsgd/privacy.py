@@ -26,6 +26,8 @@ from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, GDP_CAV
                                                        IntractableAccounting, epsilon_of, history_events, merge)
 from privengine.claims import PrivacyClaim, claims_of, delta_caveat, headline_of, union_caveats
 
+from .config import DPSGDConfig, declared_private_size
+
 NEIGHBOURING = ("add or remove one private training example (Poisson-subsampled batches; q = B / N and the step "
                 "count come from the declared private size N, public and fixed by the config, never from the data, "
                 "so a data set and its neighbour get the same q, steps and published fields)")
@@ -44,11 +46,21 @@ def released_events(histories: list[History]) -> tuple[dict, ...]:
     return tuple(events)
 
 
-def _run_histories(summary: dict) -> list[History]:
-    """The accountant history of each model a run's summary lists: its private-normalisation step if any, then the
-    steps it took (or was charged) at the run's (sigma, q)."""
+def run_histories(summary: dict) -> list[History]:
+    """The accountant history of each model a run's summary (or planned or failure charge) lists: its
+    private-normalisation step if any, then the steps it took (or was charged) at the run's (sigma, q)."""
     return [_norm_steps(summary) + [(summary["noise_multiplier"], summary["sample_rate"], m["steps"])]
             for m in summary.get("models", [])]
+
+
+def stored_claims(config: dict, summary: dict) -> list[PrivacyClaim]:
+    """The claims :func:`dpsgd_claims` states for a stored run, from its stored config (accountant, delta, sampling)
+    and summary (:func:`run_histories`), epsilons and events recomputed: how the store's one-time upgrade gives the
+    claims of runs stored before claims carried events theirs (:mod:`privengine.ledger.upgrade`, which keeps the
+    stored caveats). No GDP figure (it carries no events)."""
+    cfg = DPSGDConfig.from_dict(config)
+    return dpsgd_claims(histories=run_histories(summary) or [[]], accountant=cfg.accountant, delta=cfg.delta,
+                        private_size=declared_private_size(cfg), public_note="", sampling=cfg.sampling)
 
 
 def compose_runs(runs) -> PrivacyClaim:
@@ -61,7 +73,7 @@ def compose_runs(runs) -> PrivacyClaim:
     carries every model's events (:func:`released_events`), from which dp-accounting recomputes its epsilon; none
     if a run used shuffled batches (its epsilon is then an estimate, see the module's docstring).
     """
-    histories = [h for r in runs for h in _run_histories(r.summary)]
+    histories = [h for r in runs for h in run_histories(r.summary)]
     accountant = "prv" if any(r.config.get("accountant", "prv") == "prv" for r in runs) else "rdp"
     delta = _smallest_delta(runs)
     released, fallback = merge(histories), ""
@@ -129,7 +141,7 @@ def repeat_and_select(runs, shape: str, mean: float) -> PrivacyClaim | str:
     (sigma, q, steps, _, _), = settings
     delta = _smallest_delta(runs)
     # one run: every step of its models (each first releasing its private channel statistics, if any), composed
-    released = dp_event.RepeatAndSelectDpEvent(history_events(merge(_run_histories(runs[0].summary))), mean,
+    released = dp_event.RepeatAndSelectDpEvent(history_events(merge(run_histories(runs[0].summary))), mean,
                                                SHAPES[shape])
     accountant = rdp.RdpAccountant()
     accountant.compose(released)

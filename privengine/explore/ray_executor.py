@@ -162,8 +162,7 @@ class RayExecutor(RunQueue):
         if self.lost:
             raise ExecutorLostError(f"the Ray executor lost its cluster ({self.lost}); start a new one to resume")
         self._check_device(config)
-        run_id = self.store.create_run(mechanism, config.to_dict(), source=source, sweep_id=sweep_id,
-                                       sweep_point=sweep_point)
+        run_id, = self._create_runs(mechanism, [config], source=source, sweep_id=sweep_id, points=[sweep_point])
         self._enqueue(_Job(run_id, mechanism, config.to_dict()))
         return run_id
 
@@ -179,8 +178,7 @@ class RayExecutor(RunQueue):
         if self.lost:
             raise ExecutorLostError(f"the Ray executor lost its cluster ({self.lost}); start a new one to resume")
         self._check_device(configs[0])
-        ids = [self.store.create_run(mechanism, c.to_dict(), source=source, sweep_id=sweep_id, sweep_point=point)
-               for c, point in zip(configs, points)]
+        ids = self._create_runs(mechanism, configs, source=source, sweep_id=sweep_id, points=points)
         self._enqueue(_GroupJob(list(ids), mechanism, {i: c.to_dict() for i, c in zip(ids, configs)}))
         return ids
 

@@ -25,6 +25,7 @@ from privengine import registry
 from privengine.claims import PrivacyClaim, headline_of
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
+from privengine.ledger.budget import admitted
 from privengine.registry import Axis
 from privengine.store import ACTIVE_STATES, RunRecord, RunStore, is_epsilon_metric
 
@@ -119,8 +120,10 @@ def submit_all(executor: Executor, mechanism: str, runs: list[tuple[Point, BaseC
 
 def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str = "api",
            group: bool | None = None) -> str:
-    """Validate every run of ``spec`` (ConfigError before anything starts), record the sweep, submit its runs
-    (compatible runs together, see :func:`submit_all`: ``True`` always, ``False`` never, None on an accelerator)."""
+    """Validate every run of ``spec`` (ConfigError before anything starts), check the whole sweep's planned release
+    (every run x seed) against the budgets of the data sources it reads (BudgetExceeded, before anything is
+    stored: :func:`privengine.ledger.budget.admitted`), record the sweep, submit its runs (compatible runs together,
+    see :func:`submit_all`: ``True`` always, ``False`` never, None on an accelerator)."""
     mechanism = registry.get(spec.mechanism)
     if mechanism.frontier is None:
         raise ConfigError("mechanism", f"{spec.mechanism!r} declares no frontier, so it cannot be swept")
@@ -130,8 +133,9 @@ def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str 
         from privengine.device import resolve_device
 
         resolve_device(getattr(runs[0][1], "device", "cpu"))
-    sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
-    submit_all(executor, spec.mechanism, runs, source=source, sweep_id=sweep_id, group=group)
+    with admitted(store, spec.mechanism, [config for _, config in runs]):
+        sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
+        submit_all(executor, spec.mechanism, runs, source=source, sweep_id=sweep_id, group=group)
     return sweep_id
 
 
@@ -169,12 +173,13 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
 
 def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api", group: bool | None = None
            ) -> list[str]:
-    """Run again only what is missing (see :func:`missing`), compatible runs together as in :func:`launch`; returns
-    the new run ids."""
+    """Run again only what is missing (see :func:`missing`), compatible runs together as in :func:`launch`, their
+    planned release checked against the budgets first, as a launch's; returns the new run ids."""
     todo = missing(store, sweep_id)
-    store.set_sweep_stop(sweep_id, False)
     mechanism = store.get_sweep(sweep_id).mechanism
-    return submit_all(executor, mechanism, todo, source=source, sweep_id=sweep_id, group=group)
+    with admitted(store, mechanism, [config for _, config in todo]):
+        store.set_sweep_stop(sweep_id, False)
+        return submit_all(executor, mechanism, todo, source=source, sweep_id=sweep_id, group=group)
 
 
 @dataclass(frozen=True)

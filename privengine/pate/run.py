@@ -7,6 +7,7 @@ import time
 import numpy as np
 import torch
 
+from ..claims import PrivacyClaim
 from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
 from ..store import EPSILON_BASIS_ARTIFACT
@@ -128,18 +129,45 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 def planned_charge(config: PateConfig, data: PateData, device: torch.device) -> dict:
     """The summary charging the run's whole planned release (``reporter.charge_plan``): the headline claim of
     :func:`~.privacy.analyse` over every one of the ``config.queries`` queries the run will submit. That claim is
-    a priori: it reads no vote, so it is computed here, before any teacher is trained, from stand-in votes (every
-    teacher for the first class), and is the headline the finished run states (with the sanitized release's cost
+    a priori: it reads no vote, so it is computed here, before any teacher is trained, from stand-in votes
+    (:func:`a_priori_headline`), and is the headline the finished run states (with the sanitized release's cost
     where the run publishes one, whose order, beta and sigma come from the configuration), with the same privacy
     events (every one of ``config.queries`` queries; none with a sanitized release). It covers every answer
     and what is computed from them; the teachers' diagnostics are covered by no claim in any run
     (:data:`~.privacy.UNPROTECTED_CAVEAT`)."""
-    votes = np.zeros((config.queries, data.n_classes))
+    headline = a_priori_headline(config, config.queries, n_classes=data.n_classes, n_private=len(data.private_y),
+                                 extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
+                                 data=data.private_fingerprint)
+    return {"stage": "planned", "privacy": [headline.to_dict()]}
+
+
+def a_priori_headline(config: PateConfig, queries: int, *, n_classes: int, n_private: int,
+                      extra_caveats: tuple[str, ...] = (), device: torch.device | str = "cpu",
+                      data: tuple[int, ...] = ()) -> PrivacyClaim:
+    """The headline :func:`~.privacy.analyse` states for ``queries`` charged queries (LNMax and GNMax: answered;
+    Confident-GNMax: submitted), from the configuration alone: it is a priori and reads no vote, so it is the
+    analysis of stand-in votes (``(queries, n_classes)``, every teacher for the first class). ``data``: the
+    fingerprint keying the sanitized release's noise, where the config publishes one."""
+    votes = np.zeros((queries, n_classes))
     votes[:, 0] = config.teachers
-    report = analyse(votes, np.ones(config.queries, dtype=bool), config, n_private=len(data.private_y),
-                     extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
-                     data=data.private_fingerprint)
-    return {"stage": "planned", "privacy": [c.to_dict() for c in report.claims if c.headline]}
+    report = analyse(votes, np.ones(queries, dtype=bool), config, n_private=n_private, extra_caveats=extra_caveats,
+                     device=device, data=data)
+    return next(c for c in report.claims if c.headline)
+
+
+def stored_claims(config: dict, summary: dict) -> list[PrivacyClaim]:
+    """The a-priori headline of a stored run, from its stored config and the queries its summary says it charged
+    (a planned charge: every planned query), epsilon and events recomputed by :func:`a_priori_headline`: how the
+    store's one-time upgrade gives the headlines of runs stored before claims carried events theirs
+    (:mod:`privengine.ledger.upgrade`, which keeps the stored caveats). None with a sanitized release (that
+    headline carries no events, :data:`~.privacy.NO_EVENTS_CAVEAT`); data-dependent figures are never restated."""
+    cfg = PateConfig.from_dict(config)
+    if cfg.sanitize and cfg.aggregator != "lnmax":
+        return []
+    charged = summary.get("queries_submitted" if cfg.aggregator == "confident_gnmax" else "queries_answered",
+                          cfg.queries)
+    n_private = summary.get("examples_per_teacher", 0) * cfg.teachers  # for the delta caveat, which is not kept
+    return [a_priori_headline(cfg, charged, n_classes=2, n_private=n_private)]
 
 
 def _student_description(config: PateConfig, pool_size: int) -> str:

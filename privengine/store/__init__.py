@@ -6,17 +6,19 @@
   run states and the names stored values keep;
 - :mod:`.schema`: the ordered migrations (``PRAGMA user_version``); a migration rewriting one mechanism's stored
   data is named for it (:mod:`.migrations_pate`);
-- :mod:`.liveness`: the owner's heartbeat and when an active run has lost its owner.
+- :mod:`.liveness`: the owner's heartbeat and when an active run has lost its owner;
+- :mod:`.ledger_tables`: the privacy ledger's side, each run's private data source and the budgets set on sources
+  (:class:`BudgetRecord`), part of :class:`RunStore`.
 
 A run's CSV and JSON export is formatted above the store, beside figures and reports (:mod:`privengine.figures.export`).
 """
 
 from ..errors import StoreError
 from .records import (ACTIVE_STATES, EPSILON_BASIS_ARTIFACT, NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES,
-                      TERMINAL_STATES, RunRecord, RunSnapshot, SweepRecord, is_epsilon_metric)
+                      TERMINAL_STATES, BudgetRecord, RunRecord, RunSnapshot, SweepRecord, is_epsilon_metric)
 from .run_store import DEATH_CAVEAT, NO_CLAIM_AFTER_DEATH, RunStore, default_home
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["ACTIVE_STATES", "DEATH_CAVEAT", "EPSILON_BASIS_ARTIFACT", "MIGRATIONS", "NAME_MAX_CHARS", "NOTES_MAX_CHARS",
-           "NO_CLAIM_AFTER_DEATH", "SCHEMA_VERSION", "STATES", "TERMINAL_STATES", "RunRecord", "RunSnapshot",
-           "RunStore", "StoreError", "SweepRecord", "default_home", "is_epsilon_metric"]
+__all__ = ["ACTIVE_STATES", "BudgetRecord", "DEATH_CAVEAT", "EPSILON_BASIS_ARTIFACT", "MIGRATIONS", "NAME_MAX_CHARS",
+           "NOTES_MAX_CHARS", "NO_CLAIM_AFTER_DEATH", "SCHEMA_VERSION", "STATES", "TERMINAL_STATES", "RunRecord",
+           "RunSnapshot", "RunStore", "StoreError", "SweepRecord", "default_home", "is_epsilon_metric"]

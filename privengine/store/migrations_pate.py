@@ -1,6 +1,12 @@
 """The PATE data migrations: stored claims relabelled for what their figures are, by text, the labels and caveats
 spelled here as PATE stored them then, so the store never imports the PATE package.
 
+They are the store's only rewrites of claim text, kept as they are so that the stores they upgrade (written before
+version 4, and before version 8) read as new runs do. No later migration rewrites text
+(``tests/test_store_events_migration.py`` checks): what limits a stored figure is data, the claim's ``condition``
+(which every view prints with its ε; :data:`MNIST_SANITIZER_TUNED` sets it with ``json_set``), and its label's
+qualifier is written from that data by the code that states the claim (``privengine.pate.privacy``).
+
 :data:`CONFIDENT_GNMAX_BEFORE_ISSUE_24` (migration 3 -> 4): Confident-GNMax runs stored before issue 24.
 
 Those runs charged an unanswered query its threshold step only. Their data-dependent curve is the realised

@@ -57,6 +57,7 @@ class RunRecord:
     name: str = ""
     notes: str = ""
     heartbeat_at: float | None = None
+    data_source: str | None = None
 
     @property
     def title(self) -> str:
@@ -97,6 +98,18 @@ class RunSnapshot:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class BudgetRecord:
+    """One setting of a data source's privacy budget: (epsilon, delta), when it was set, and why (free text).
+    The budget in force is the source's latest setting; the earlier ones are its history."""
+
+    source: str
+    epsilon: float
+    delta: float
+    set_at: float
+    note: str = ""
+
+
 def run_record(row: sqlite3.Row) -> RunRecord:
     """A row of the runs table as a :class:`RunRecord` (its JSON columns parsed)."""
     return RunRecord(
@@ -106,7 +119,8 @@ def run_record(row: sqlite3.Row) -> RunRecord:
         summary=None if row["summary"] is None else json.loads(row["summary"]), source=row["source"],
         owner_host=row["owner_host"], owner_pid=row["owner_pid"], stop_requested=bool(row["stop_requested"]),
         progress=row["progress"], progress_text=row["progress_text"], sweep_id=row["sweep_id"],
-        sweep_point=row["sweep_point"], name=row["name"], notes=row["notes"], heartbeat_at=row["heartbeat_at"])
+        sweep_point=row["sweep_point"], name=row["name"], notes=row["notes"], heartbeat_at=row["heartbeat_at"],
+        data_source=row["data_source"])
 
 
 def sweep_record(row: sqlite3.Row) -> SweepRecord:

@@ -32,9 +32,11 @@ from ..claims import with_caveat
 from ..errors import ConfigError, RunNotFoundError, StoreError
 from ..jsonable import to_jsonable
 from . import liveness
+from .ledger_tables import LedgerTables
 from .records import (ACTIVE_STATES, NAME_MAX_CHARS, NOTES_MAX_CHARS, TERMINAL_STATES, RunRecord, RunSnapshot,
                       SweepRecord, finite_or_none, run_record, sweep_record)
 from .schema import migrate
+from .upgrades import UpgradeTables
 
 # Why a run ended by the death of its process (or its Ray worker or node) states no claim when it stored no planned
 # charge (a run stored before planned charges, or of a mechanism that states no claim).
@@ -53,8 +55,10 @@ def default_home() -> Path:
     return Path(os.environ.get("PRIVENGINE_HOME") or Path.home() / ".privengine")
 
 
-class RunStore:
-    """Thread-safe access to the run database (one SQLite connection per thread)."""
+class RunStore(LedgerTables, UpgradeTables):
+    """Thread-safe access to the run database (one SQLite connection per thread); the ledger's queries (data
+    sources, budgets) are :class:`~.ledger_tables.LedgerTables`', the one-time upgrades'
+    :class:`~.upgrades.UpgradeTables`'."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_home() / "runs.sqlite"
@@ -103,17 +107,19 @@ class RunStore:
     # ---- writing ----------------------------------------------------------------------
 
     def create_run(self, mechanism: str, config: dict[str, Any], *, source: str = "api",
-                   sweep_id: str | None = None, sweep_point: int | None = None) -> str:
+                   sweep_id: str | None = None, sweep_point: int | None = None, data_source: str | None = None) -> str:
         """Insert a queued run owned by this process (at ``sweep_point`` of ``sweep_id``, if given); return its id.
-        Its first heartbeat is its creation: the owner keeps touching it from then on (:meth:`touch`)."""
+        Its first heartbeat is its creation: the owner keeps touching it from then on (:meth:`touch`).
+        ``source``: who launched it (``cli``, ``dashboard``, ...); ``data_source``: the private data source it
+        reads (:mod:`privengine.ledger`; None: the ledger computes it from the config on first use)."""
         run_id = uuid.uuid4().hex[:10]
         now = time.time()
         with self._tx() as conn:
             conn.execute(
                 "INSERT INTO runs (id, mechanism, config, state, created_at, source, owner_host, owner_pid,"
-                " sweep_id, sweep_point, heartbeat_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+                " sweep_id, sweep_point, heartbeat_at, data_source) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, mechanism, json.dumps(config, sort_keys=True), now, source,
-                 socket.gethostname(), os.getpid(), sweep_id, sweep_point, now))
+                 socket.gethostname(), os.getpid(), sweep_id, sweep_point, now, data_source))
         return run_id
 
     def touch(self, run_ids: Iterable[str]) -> None:

@@ -2,7 +2,9 @@
 
 The version lives in ``PRAGMA user_version``. A schema change is appended to :data:`MIGRATIONS` (never edited in
 place): entry ``i`` upgrades version ``i`` to ``i + 1``. A migration that rewrites one mechanism's stored data
-lives in a module named for that mechanism (:mod:`.migrations_pate`) and is listed here at its version.
+lives in a module named for that mechanism (:mod:`.migrations_pate`) and is listed here at its version. Only the two
+PATE relabellings there rewrite claim text (history); later migrations change structured data only, and data the
+store cannot compute (it imports no mechanism) is asked for as a one-time upgrade (:mod:`.upgrades`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from os import PathLike
 
 from ..errors import StoreError
 from .migrations_pate import CONFIDENT_GNMAX_BEFORE_ISSUE_24, MNIST_SANITIZER_TUNED
+from .upgrades import CLAIM_EVENTS
 
 # Each entry upgrades the schema from version i to i + 1 (index i).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -66,6 +69,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE runs SET heartbeat_at = (julianday('now') - 2440587.5) * 86400.0 WHERE state IN ('queued', 'running')",
     ),
     MNIST_SANITIZER_TUNED,  # 7 -> 8: MNIST PATE runs' sanitized figures, tuned on those votes, are not covered
+    (  # 8 -> 9: the privacy ledger (privengine.ledger). Each run's private data source, the key its ledger charges
+        # (NULL for the runs stored before: the ledger back-fills it from their configs through the registry, which
+        # the store may not import), and the budgets set on sources, every setting or raise a row of its own.
+        "ALTER TABLE runs ADD COLUMN data_source TEXT",
+        "CREATE INDEX runs_by_data_source ON runs(data_source, finished_at)",
+        """CREATE TABLE budgets (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
+            set_at REAL NOT NULL, note TEXT NOT NULL DEFAULT '')""",
+        "CREATE INDEX budgets_by_source ON budgets(source, set_at)",
+    ),
+    (  # 9 -> 10: one-time upgrades that the store asks for and records but cannot do (it imports no mechanism:
+        # privengine.store.upgrades). A store holding runs asks for their claims' privacy events (CLAIM_EVENTS), which
+        # the ledger rebuilds from their stored configs and summaries (privengine.ledger.upgrade); no text rewritten.
+        "CREATE TABLE upgrades (name TEXT PRIMARY KEY, requested_at REAL NOT NULL, done_at REAL, report TEXT)",
+        f"INSERT INTO upgrades (name, requested_at) SELECT '{CLAIM_EVENTS}', "
+        "(julianday('now') - 2440587.5) * 86400.0 WHERE EXISTS (SELECT 1 FROM runs)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,246 @@
+"""Budgets: a data source may have one, (ε, δ), and a launch that would take its ledger over it is refused before
+anything trains.
+
+Every setting or raise is a row of the store's ``budgets`` table with its time (:func:`set_budget`): the one in
+force is the latest (:func:`budget_of`), the earlier ones its history, shown with the ledger. :func:`check_launch`
+composes what a launch plans to release (its events: a sweep's whole plan at once) with the ledger at the budget's
+δ, and returns what it would add, or raises :class:`BudgetExceeded` saying the budget, what is spent, what the
+launch would add and how to raise the budget.
+
+Every launch path goes through :func:`admitted` before it stores anything: the job manager and the Ray executor
+around the runs they create (one run, a group), a sweep's launch or resume around its whole plan (every run x seed;
+the runs it then submits are not checked again). It plans each run from its config alone (the mechanism's
+``planned_claim``: :func:`planned_claim_of`) and checks the sources with a budget (:func:`check_configs`,
+:func:`check_claims`). What is spent counts the runs queued or starting, which released nothing yet, at their
+planned releases too: two launches in a row cannot both fit in what is left. One lock per process makes the check
+and the creation of the runs one step; two processes launching at the same moment are not serialised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from .. import registry
+from ..claims import PrivacyClaim
+from ..config import BaseConfig
+from ..errors import ConfigError
+from ..store import BudgetRecord, RunStore
+from .composition import Total
+from .ledger import Ledger, Release, ledger_delta, ledger_of, release_of, total_of, total_with
+from .sources import NO_SOURCE, check_source, source_of
+
+#: what the CLI command setting a budget looks like (``raise_command``)
+BUDGET_COMMAND = "python -m privengine ledger budget {source} --epsilon {epsilon} --delta {delta}"
+
+
+def set_budget(store: RunStore, source: str, epsilon: float, delta: float, note: str = "") -> BudgetRecord:
+    """Set (or raise, or lower) the budget of ``source`` to ``epsilon`` at ``delta``, recorded now with ``note``.
+    ConfigError naming the field for an epsilon that is not a finite number > 0, a delta outside (0, 1), or a source
+    no run reads and no mechanism names (:func:`.sources.check_source`)."""
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError("epsilon", f"must be a finite number > 0; got {epsilon}")
+    ledger_delta(None, delta)
+    return store.add_budget(check_source(store, source), epsilon, delta, note)
+
+
+def budget_of(store: RunStore, source: str) -> BudgetRecord | None:
+    """The budget in force on ``source`` (its latest setting), or None if it has none."""
+    history = store.budget_history(source)
+    return history[-1] if history else None
+
+
+def raise_command(source: str, epsilon: str | float = "E", delta: str | float = "D") -> str:
+    """The command that sets ``source``'s budget (E, D: placeholders)."""
+    return BUDGET_COMMAND.format(source=source, epsilon=epsilon, delta=delta)
+
+
+@dataclass(frozen=True)
+class LaunchCheck:
+    """What a launch would do to a source's ledger, both at the ledger's δ: ``spent`` before it (the ledger, with
+    the planned releases of its ``reserved`` runs that are queued or starting), ``after`` it, ``adds`` = after -
+    spent (less than the launch's own ε ``alone`` when composition is tight), the budget in force (None: no budget,
+    nothing is refused) and how many ``runs`` the launch plans."""
+
+    source: str
+    spent: Total
+    after: Total
+    alone: float
+    budget: BudgetRecord | None
+    reserved: int = 0
+    runs: int = 1
+
+    @property
+    def adds(self) -> float:
+        return self.after.epsilon - self.spent.epsilon
+
+    @property
+    def basis(self) -> str:
+        """How ``spent`` was reached: its accountants, and the runs reserved."""
+        basis = ", ".join(self.spent.accountants) or "nothing charged yet"
+        return basis + (f"; with the planned releases of {self.reserved} queued or starting run(s)"
+                        if self.reserved else "")
+
+    @property
+    def launch(self) -> str:
+        """``this launch``, with its runs when it plans several."""
+        return "this launch" + (f" ({self.runs} runs)" if self.runs > 1 else "")
+
+    @property
+    def needed(self) -> float:
+        """The smallest budget ε that lets the launch go ahead, rounded up to 3 significant digits.
+
+        >>> from privengine.ledger.composition import Total
+        >>> LaunchCheck("s", Total(1, 1e-5, "", (), None, (), (0, 0)), Total(3.14159, 1e-5, "", (), None, (), (0, 0)),
+        ...             2.0, None).needed
+        3.15
+        """
+        epsilon = self.after.epsilon
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            return epsilon
+        scale = 10.0 ** (math.floor(math.log10(epsilon)) - 2)
+        return float(f"{math.ceil(round(epsilon / scale, 9)) * scale:.3g}")
+
+    @property
+    def needed_delta(self) -> float:
+        """The budget δ the launch needs: the budget's, or the ledger's δ after it where that is larger (every run
+        charged by basic composition, whose δ add up)."""
+        return max(self.budget.delta, self.after.delta) if self.budget is not None else self.after.delta
+
+    @property
+    def exceeds(self) -> bool:
+        """Whether the launch takes the ledger over its budget (in ε, or in δ when every run is charged by basic
+        composition, whose δ add up)."""
+        return self.budget is not None and (self.after.epsilon > self.budget.epsilon
+                                            or self.after.delta > self.budget.delta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "spent": self.spent.to_dict(), "after": self.after.to_dict(),
+                "adds": self.adds, "alone": self.alone, "budget": None if self.budget is None else vars(self.budget),
+                "reserved": self.reserved, "runs": self.runs}
+
+
+class BudgetExceeded(ConfigError):
+    """A launch would take a source's ledger over its budget; nothing was launched. The message names the budget,
+    what is spent, what the launch would add and the command that raises the budget; ``check`` holds the figures."""
+
+    def __init__(self, check: LaunchCheck):
+        self.check = check
+        budget, after = check.budget, check.after
+        super().__init__("budget", (
+            f"of {check.source} is ε = {budget.epsilon:g} at δ = {budget.delta:g}, and {check.launch} would exceed "
+            f"it: spent ε = {check.spent.epsilon:.4g} ({check.basis}); it would add ε = {check.adds:.4g} (ε = "
+            f"{check.alone:.4g} alone), ε = {after.epsilon:.4g} at δ = {after.delta:.3g} after it. Nothing was "
+            f"launched. To go ahead, raise the budget to at least ε = {check.needed:g}"
+            + (f" at δ = {check.needed_delta:.3g}" if check.needed_delta > budget.delta else "")
+            + f": {raise_command(check.source, 'E', f'{check.needed_delta:.3g}')}"))
+
+
+def check_launch(store: RunStore, source: str, planned_events: Iterable[dict[str, Any]], relation: str,
+                 delta: float | None = None) -> LaunchCheck:
+    """What a launch releasing ``planned_events`` (JSON events under ``relation``, a key of
+    ``accounting.events.RELATIONS``: a run's or a whole sweep's planned release) would add to the ledger of
+    ``source``, at the budget's δ (without a budget: ``delta``, else the ledger's default); raises
+    :class:`BudgetExceeded` if that takes the ledger over the budget. Nothing is stored."""
+    planned = tuple(planned_events)
+    return _checked(store, source, [(planned, math.nan, math.nan, relation)] if planned else [], delta)
+
+
+def check_claims(store: RunStore, source: str, claims: Sequence[PrivacyClaim], delta: float | None = None
+                 ) -> LaunchCheck:
+    """:func:`check_launch` for a launch of ``len(claims)`` runs, each charged its planned claim as the ledger
+    charges a run's headline: its events, or its (ε, δ) by basic composition when it carries none."""
+    return _checked(store, source, [release_of(c) for c in claims], delta, runs=len(claims))
+
+
+def _checked(store: RunStore, source: str, launch: list[Release], delta: float | None, *, runs: int = 1
+             ) -> LaunchCheck:
+    budget = budget_of(store, source)
+    at = budget.delta if budget is not None else delta
+    reserved = [release_of(c) for c in _reserved(ledger_of(store, source, delta=at))]
+    ledger, spent = total_with(store, source, at, reserved)
+    after = total_with(store, source, at, reserved + launch)[1]
+    alone = total_of(launch, ledger.delta).epsilon if launch else 0.0
+    check = LaunchCheck(source, spent, after, alone, budget, len(reserved), runs)
+    if check.exceeds:
+        raise BudgetExceeded(check)
+    return check
+
+
+def _reserved(ledger: Ledger) -> list[PrivacyClaim]:
+    """The planned claims of the ledger's pending runs (queued, or started without a planned charge yet): what they
+    will release. A run of a mechanism no longer registered, or whose plan cannot be made (it fails at its plan,
+    before any output), reserves nothing."""
+    claims = []
+    for use in ledger.pending:
+        try:
+            claim = planned_claim_of(use.run.mechanism, use.run.config)
+        except ConfigError:
+            continue
+        if claim is not None:
+            claims.append(claim)
+    return claims
+
+
+def planned_claim_of(mechanism: str, config: BaseConfig | dict[str, Any]) -> PrivacyClaim | None:
+    """The headline claim of the whole planned release of a run of ``mechanism`` with ``config`` (its
+    ``planned_claim``; None if it plans none), kept per process for each config (a DP-SGD plan may calibrate sigma
+    for seconds). ConfigError (field ``budget``) if the plan cannot be made: the run would fail on it too."""
+    values = config.to_dict() if isinstance(config, BaseConfig) else config
+    return _planned(mechanism, json.dumps(values, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=512)
+def _planned(mechanism: str, values: str) -> PrivacyClaim | None:
+    try:
+        return registry.get(mechanism).planned_of(json.loads(values))
+    except ConfigError:
+        raise
+    except ValueError as exc:  # e.g. a noise calibration that no sigma satisfies
+        raise ConfigError("budget", f"cannot be checked: the {mechanism} run's planned release cannot be "
+                                    f"computed ({exc}), so the run would fail too; change its settings") from None
+
+
+def check_configs(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> list[LaunchCheck]:
+    """Check a launch of runs of ``mechanism`` with ``configs`` (one run, a group, a sweep's every run x seed)
+    against the budget of each data source they read that has one, their planned claims composed with its ledger
+    (:func:`check_claims`); raises :class:`BudgetExceeded` for the first source whose budget it exceeds. Sources
+    without a budget are not planned (nothing to refuse, no time spent)."""
+    by_source: dict[str, list[BaseConfig]] = {}
+    for config in configs:
+        by_source.setdefault(source_of(store, mechanism, config), []).append(config)
+    checks = []
+    for source, group in by_source.items():
+        if source == NO_SOURCE or budget_of(store, source) is None:
+            continue
+        claims = [c for c in (planned_claim_of(mechanism, config) for config in group) if c is not None]
+        if claims:
+            checks.append(check_claims(store, source, claims))
+    return checks
+
+
+_ADMISSION = threading.RLock()
+_ADMITTING = threading.local()
+
+
+@contextlib.contextmanager
+def admitted(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> Iterator[list[LaunchCheck]]:
+    """Check a launch (:func:`check_configs`), then hold this process's admission lock while the caller stores its
+    runs, so the next launch sees them; yields the checks. Inside an admitted launch (a sweep's runs submitted
+    under its whole plan's check, in the same thread) nothing is checked again. BudgetExceeded (a ConfigError)
+    before the caller stores anything."""
+    with _ADMISSION:
+        if getattr(_ADMITTING, "active", False):
+            yield []
+            return
+        checks = check_configs(store, mechanism, configs)
+        _ADMITTING.active = True
+        try:
+            yield checks
+        finally:
+            _ADMITTING.active = False

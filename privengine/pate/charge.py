@@ -1,0 +1,62 @@
+"""What a PATE run charges its privacy ledger (:mod:`privengine.ledger`): the private data source its teachers
+read (:func:`data_source`), before anything is stored, the claim covering its whole planned release
+(:func:`planned_claim`), and the public part of that source it uses (:func:`public_rows`).
+
+Sources:
+
+- image data sets: the torchvision training split (``mnist/train``), the people DP-SGD runs on it read too; the
+  public test split is not charged;
+- ``digits``: a fixed part of scikit-learn's bundled digits, some of the people DP-SGD's digits runs read:
+  ``digits``;
+- ``synthetic``: PATE's embedded classification set, generated from the fixed seed of :mod:`privengine.pate.data`:
+  ``pate-synthetic/seed=<that seed>``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..entries import seeded_source, split_source
+from .config import EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig
+
+if TYPE_CHECKING:
+    from ..claims import PrivacyClaim
+
+
+def data_source(values: Mapping[str, Any]) -> str:
+    """The source key of a PATE run's config values (``dataset``)."""
+    dataset = values["dataset"]
+    if dataset == "synthetic":
+        from .data import DATA_SEED  # here: the data module imports torch, needed only for this key
+
+        return seeded_source("pate-synthetic", DATA_SEED)
+    return "digits" if dataset == "digits" else split_source(dataset)
+
+
+def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+    """The part of its source a PATE run of these config values uses as public data, which its claims do not
+    protect: on an embedded data set (``digits``, ``synthetic``), the documented public split of
+    :data:`~.config.SPLIT_SIZES` (the student's query pool and test set: digits' 500 rows); none on an image data
+    set, whose public part is its test split, another source.
+
+    >>> public_rows({"dataset": "digits"}), public_rows({"dataset": "mnist"})
+    (((500, "used as public data (the student's queries and test set)"),), ())
+    """
+    if values["dataset"] not in EMBEDDED_DATASETS:
+        return ()
+    return ((SPLIT_SIZES[values["dataset"]][1], "used as public data (the student's queries and test set)"),)
+
+
+def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
+    """The a-priori headline of a run of these config values over every one of its ``queries`` queries, all
+    answered (the upper bound: LNMax and GNMax charge the answered ones, Confident-GNMax every submitted one):
+    :func:`~.run.a_priori_headline`, the claim the run declares as its planned charge before its first output.
+    It reads no vote and no data: its votes are stand-ins of two classes, the delta caveat counts no records
+    (n = 0), and the sanitized release's draw, where the config publishes one (the headline reads its settings,
+    never its value), is keyed by the fingerprint of no data. Its events are the queries' Gaussian (LNMax: Laplace)
+    steps; with a sanitized release it carries none and is charged by its (ε, δ), as the run's is."""
+    from ..randomness import data_fingerprint
+    from .run import a_priori_headline
+
+    config = PateConfig.from_dict(dict(values))
+    return a_priori_headline(config, config.queries, n_classes=2, n_private=0, data=data_fingerprint())
