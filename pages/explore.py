@@ -15,7 +15,9 @@ from privengine import registry
 from privengine.config import FieldSpec, RunConfig
 from privengine.errors import ConfigError, RunNotFoundError
 from privengine.explore import SweepSpec, run_configs, runner, suggest_values
+from privengine.ledger import BudgetExceeded
 from ui import services, sweep_view
+from ui.budget_notice import show_refusal
 from ui.form import config_form, error_text
 from ui.scroll import start_next_page_at_top
 from ui.shell import through_app
@@ -216,7 +218,11 @@ with left:
     if st.button("Launch sweep", type="primary", disabled=launch.spec is None, key="explore.launch",
                  icon=":material/play_arrow:", width="stretch"):
         try:
-            sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard", group=launch.group)
+            with st.spinner("Checking the sweep's whole planned release against the privacy budget..."):
+                sweep_id = runner.launch(store, launch.executor(), launch.spec, source="dashboard",
+                                         group=launch.group)
+        except BudgetExceeded as exc:
+            show_refusal(exc)
         except ConfigError as exc:
             text = error_text(exc, registry.get(launch.spec.mechanism).config_cls, FIELDS)
             st.error(f"The sweep was not launched: {text}", icon=":material/error:")

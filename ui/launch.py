@@ -11,9 +11,11 @@ import streamlit as st
 from privengine import registry
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
+from privengine.ledger import BudgetExceeded
 from privengine.presets import changed_fields, source_with_preset
 
 from . import services
+from .budget_notice import show_refusal
 from .form import error_text
 
 SOURCE = "dashboard"
@@ -31,12 +33,17 @@ def differs_from_preset(mechanism: str, preset: str, config: BaseConfig) -> bool
 
 def launch(mechanism: str, config: BaseConfig, *, preset: str | None = None) -> str | None:
     """Queue a run of ``mechanism`` with ``config`` (started from ``preset``, if given); return its id, or None
-    with the error shown inline when the config is refused."""
+    with the reason shown inline when the config is refused, or the data source's budget
+    (:func:`ui.budget_notice.show_refusal`; nothing is stored then)."""
     source = SOURCE
     try:
         if preset is not None:
             source = source_with_preset(SOURCE, preset, modified=differs_from_preset(mechanism, preset, config))
-        return services.manager().submit(mechanism, config, source=source)
+        with st.spinner("Checking the launch against the data source's privacy budget..."):
+            return services.manager().submit(mechanism, config, source=source)
+    except BudgetExceeded as exc:
+        show_refusal(exc)
+        return None
     except ConfigError as exc:
         st.error(error_text(exc, registry.get(mechanism).config_cls), icon=":material/error:")
         return None

@@ -13,6 +13,7 @@ import streamlit as st
 
 from privengine import registry
 
+from .ledger_panel import LEDGER_PATH
 from .scroll import scroll_to_top_if_asked, start_next_page_at_top
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
@@ -37,6 +38,10 @@ def explore_page() -> st.Page:
     return st.Page(PAGES_DIR / "explore.py", title="Explore", url_path="explore", icon=":material/scatter_plot:")
 
 
+def ledger_page() -> st.Page:
+    return st.Page(PAGES_DIR / "ledger.py", title="Ledger", url_path=LEDGER_PATH, icon=":material/account_balance:")
+
+
 def mechanism_page(name: str) -> st.Page:
     """Mechanism ``name``'s page at ``/name``: its own page script if it has one, else the generic page."""
     title = registry.get(name).title
@@ -58,7 +63,7 @@ def sections() -> dict[str, list[st.Page]]:
     return {
         "": [home_page()],
         "Mechanisms": [mechanism_page(m.name) for m in registry.all_mechanisms()],
-        "Results": [runs_page(), explore_page()],
+        "Results": [runs_page(), explore_page(), ledger_page()],
     }
 
 

@@ -21,6 +21,7 @@ from privengine.presets import Preset
 from . import services
 from .form import config_form, error_text
 from .launch import launch, preset_config
+from .ledger_panel import ledger_line
 from .run_panel import Draw, live_run
 from .run_status import status_strip
 from .scroll import scroll_into_view
@@ -60,6 +61,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
         config, errors = config_form(mech.config_cls, key=_form_key(name), initial=initial)
         clicked = st.button("Launch run", type="primary", disabled=config is None, key=f"launch.{name}",
                             icon=":material/play_arrow:", width="stretch")
+        add_launch_cost = ledger_line(name, config)  # filled in last: planning a launch may take seconds
         if errors:
             st.caption(f"Fix {len(errors)} field{'s' if len(errors) > 1 else ''} to launch.")
         if _launch_requested_by_link(errors, link_errors) or clicked:
@@ -81,6 +83,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
                 live_run(run_id, draw, compare_with=compare_with, columns=2 if presenting else 1)
             if just_launched and not presenting:
                 _bring_run_panel_into_view(run_id)
+    add_launch_cost()
 
 
 # presentation mode: less empty space above the title, and a smaller title, so a finished run's charts start

@@ -25,8 +25,10 @@ from privengine.figures.sweep import (axis_title, best_run_text, drawn, frontier
                                       missing_utility, nothing_drawn, pareto_trace, point_seeds, points_frame,
                                       points_trace, short_label, sweep_label, with_axes)
 from privengine.figures.text import settings_text
+from privengine.ledger import BudgetExceeded
 
 from . import charts, services
+from .budget_notice import show_refusal
 from .links import link_to_mechanism
 from .report_button import report_button
 from .run_panel import privacy_claim
@@ -129,6 +131,8 @@ def _header(res: runner.SweepResult, stop_executor: Any, resume_executor: Callab
                           "chosen in the form."):
             try:
                 runner.resume(services.store(), resume_executor(), res.sweep_id, source="dashboard")
+            except BudgetExceeded as exc:
+                show_refusal(exc)
             except (ConfigError, ImportError, ConnectionError) as exc:
                 st.error(f"Could not resume: {exc}", icon=":material/error:")
             else:

@@ -8,7 +8,8 @@
 PosixPath('report-3f2a9c01bd.html')
 
 Modules: :mod:`.build` (what a report holds, read from the store), :mod:`.html` (the document, escaped
-text and inlined plotly), :mod:`.command` (the command line that reproduces a run or sweep).
+text and inlined plotly), :mod:`.command` (the command line that reproduces a run or sweep), :mod:`.ledger` (the
+privacy ledger of the data sources the runs read, in every report).
 """
 
 from .build import Report, build, filename, resolve

@@ -2,8 +2,9 @@
 
 :func:`build` resolves an id the way the CLI takes it (a run id or a unique prefix of one, a sweep id, or
 run ids joined by commas) and renders one :class:`Report`: header facts, the privacy claims with their
-accountants and caveats (headline first), the configuration (every knob, by label), the charts and result
-tables the dashboard shows, and the command line that reproduces it.
+accountants and caveats (headline first), the privacy ledger of each data source read (:mod:`.ledger`), the
+configuration (every knob, by label), the charts and result tables the dashboard shows, and the command line that
+reproduces it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from privengine.store import RunRecord, RunStore
 
 from .command import Reproduction, run_command, sweep_command
 from .html import Document
+from .ledger import ledger_section
 from .membership import membership_section
 
 Kind = Literal["run", "sweep", "comparison"]
@@ -148,6 +150,7 @@ def sweep_report(store: RunStore, sweep_id: str) -> str:
             doc.claim(res.selection)
     if res.best is not None:
         doc.paragraph(best_run_text(res.best, res.selection))
+    ledger_section(doc, store, store.sweep_runs(sweep_id), level=2)
     doc.heading("Configuration")
     varied = {**{k: ", ".join(value_text(res.mechanism, k, v) for v in vs) for k, vs in res.spec.axes.items()},
               **{k: f"at random in [{value_text(res.mechanism, k, lo)}, {value_text(res.mechanism, k, hi)}]"
@@ -218,6 +221,7 @@ def _run_body(doc: Document, store: RunStore, run: RunRecord, *, level: int) -> 
         doc.claim(claim)
     if not claims:
         doc.paragraph("This run states no (ε, δ) privacy claim" + (" yet." if run.active else "."))
+    ledger_section(doc, store, [run], level=level + 1)
     doc.heading("Configuration", level)
     _config_table(doc, run.mechanism, run.config)
     try:

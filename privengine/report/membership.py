@@ -1,6 +1,7 @@
 """The membership section of a DP-SGD or PATE run's report: the latest stored membership attack of that run (the
-``dpsgd-membership`` or ``pate-membership`` audit, :mod:`privengine.audit.membership_job`) with its ROC under the
-claim's bounds, its table and what it assumed; nothing when no attack of the run has measured anything."""
+``dpsgd-membership`` or ``pate-membership`` audit, :mod:`privengine.audit.membership_job`) with its one-line verdict
+(:func:`privengine.figures.membership.verdict`), its ROC under the claim's bounds, its table and what it assumed;
+nothing when no attack of the run has measured anything."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def membership_section(doc: Document, store: RunStore, run: RunRecord, *, level:
                   f"models on the recipe of this run, {out['members']} members and {out['non_members']} non-members. "
                   f"{result.headline()} (one-run bound of the attack's guesses).")
     doc.paragraph(figures.CAVEAT, note=True)
+    doc.paragraph(figures.verdict(out))
     doc.figure(figures.roc(out))
     for table in figures.tables(snapshot):
         doc.heading(table.title, level + 1)
