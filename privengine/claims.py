@@ -52,8 +52,10 @@ class PrivacyClaim:
             ``accounting.events.epsilon_of_json(events, delta=delta, relation=relation)`` recomputes epsilon;
             empty for a figure that is not a composition of events (a data-dependent PATE bound, a group-privacy
             conversion), which is then never composed by a ledger or a sweep from events.
-        relation: the neighbouring relation the events are stated under, a key of
-            ``accounting.events.RELATIONS`` (``"add_or_remove_one"`` or ``"replace_one"``); None with no events.
+        relation: the neighbouring relation the claim holds under (its events are stated under it), a key of
+            ``accounting.events.RELATIONS`` (``"add_or_remove_one"`` or ``"replace_one"``): set by every shipped
+            mechanism, with or without events; None for a claim stored before claims carried it, which a ledger
+            reads as add/remove converted to replace-one (the conservative reading).
     """
 
     label: str

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from privengine import registry
+from privengine.accounting.events import RELATIONS, epsilon_of_json
 from privengine.claims import claims_of, headline_of
 from privengine.entries import Mechanism
 from privengine.explore.frontier import run_values
@@ -42,6 +43,12 @@ def test_smoke_run_finishes_reports_and_states_its_privacy(name, manager, store)
         if name != "toy":
             assert any(c.startswith("Noise source: reproducible") for c in claim.caveats)
         assert "pure DP" not in claim.text()
+        if name != "toy":  # claims as data: the relation always, events that recompute an epsilon no larger
+            assert claim.relation in RELATIONS
+            if claim.events:
+                at = claim.delta or 1e-12  # a pure claim: its events' epsilon at any delta is at most its own
+                recomputed = epsilon_of_json(claim.events, delta=at, relation=claim.relation).epsilon
+                assert recomputed <= claim.epsilon * 1.01 + 0.02  # PLD against the claim's accountant (PRV: +-0.02)
     if claims:  # exactly one headline, the figure every single-number view shows
         assert sum(c.headline for c in claims) == 1 and headline_of(run.summary).headline
     elif name == "split_label":  # no (eps, delta) exists: its leakage bound states the noise source instead

@@ -249,7 +249,7 @@ def replace_one_by_group_privacy(claim: PrivacyClaim, *, delta_bound: float | No
     return replace(claim, epsilon=2 * eps, delta=stated,
                    accountant=claim.accountant + "; group privacy of size 2 (add/remove to replace-one)",
                    neighbouring="replace one record (group privacy of size 2 from add/remove)",
-                   caveats=claim.caveats + (note,), events=(), relation=None)
+                   caveats=claim.caveats + (note,), events=(), relation="replace_one")
 
 
 def composition(claims: list[PrivacyClaim], *, label: str, delta: float) -> PrivacyClaim:

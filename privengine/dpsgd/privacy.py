@@ -93,9 +93,9 @@ def compose_runs(runs) -> PrivacyClaim:
 
 
 def _recorded(events: tuple[dict, ...], *, poisson: bool) -> dict:
-    """A claim's ``events`` and ``relation`` fields: none unless the batches were Poisson samples (the events
-    state Poisson sampling)."""
-    return {"events": events, "relation": RELATION} if poisson else {}
+    """A claim's ``events`` and ``relation`` fields: no events unless the batches were Poisson samples (the events
+    state Poisson sampling); the relation either way (the claim's, add/remove, which a ledger reads from it)."""
+    return {"events": events, "relation": RELATION} if poisson else {"relation": RELATION}
 
 
 def _poisson(runs) -> bool:
@@ -211,5 +211,6 @@ def dpsgd_claims(*, histories: list[History], accountant: str, delta: float, pri
         eps_gdp, _ = epsilon_of(released, accountant="gdp", delta=delta)
         claims.append(PrivacyClaim(label="GDP approximation of the released models (comparison only)",
                                    epsilon=eps_gdp, delta=delta, accountant=ACCOUNTANT_NAMES["gdp"],
-                                   neighbouring=NEIGHBOURING, caveats=(GDP_CAVEAT,) + tuple(caveats)))
+                                   neighbouring=NEIGHBOURING, caveats=(GDP_CAVEAT,) + tuple(caveats),
+                                   relation=RELATION))
     return claims

@@ -49,7 +49,7 @@ The sanitized release, at an order ``lam`` fixed before any vote is seen:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -351,7 +351,7 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
                                 a.data_independent_eps, config.delta, accountant, NEIGHBOURING,
                                 a.data_independent_order, _warning(a.data_independent_warning) + common,
                                 headline=True, events=a_priori_events(config, n), relation=RELATION)
-        return PrivacyReport(a, (a_priori, data_dependent))
+        return PrivacyReport(a, _with_relation((a_priori, data_dependent)))
 
     realised = None
     if config.aggregator == "gnmax":
@@ -386,7 +386,12 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
             f"realised data-independent figure for the {n_answered} answered queries (privacy odometer)",
             realised.data_independent_eps, config.delta, accountant, NEIGHBOURING, realised.data_independent_order,
             (ODOMETER_CAVEAT,) + _warning(realised.data_independent_warning) + common))
-    return PrivacyReport(a, tuple(claims), sanitized, realised)
+    return PrivacyReport(a, _with_relation(claims), sanitized, realised)
+
+
+def _with_relation(claims) -> tuple[PrivacyClaim, ...]:
+    """``claims``, each stating its relation (replace-one): a figure without events too, as a ledger reads it."""
+    return tuple(c if c.relation else replace(c, relation=RELATION) for c in claims)
 
 
 def epsilon_basis(report: PrivacyReport) -> dict[str, dict]:
