@@ -169,3 +169,15 @@ def test_a_claim_keeps_its_events_through_its_stored_form():
     assert back == claim
     assert ev.epsilon_of_json(back.events, delta=1e-5, relation=back.relation).epsilon == pytest.approx(
         ev.compose([dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(2.0), 4)], delta=1e-5, relation=ADD_REMOVE).epsilon)
+
+
+def test_events_far_beyond_any_meaningful_epsilon_are_composed_by_rdp_not_a_pld_that_would_fill_memory():
+    """The memory guard: the sigma 0.05 diagnostic of docs/results (RDP eps ~ 1e5) would need a PLD of many GB."""
+    diagnostic = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(256 / 60_000, dpa.GaussianDpEvent(0.05)), 2_000)
+    assert ev.pld_of_events([diagnostic], ADD_REMOVE) is None
+    ours = ev.compose([diagnostic, dpa.GaussianDpEvent(5.0)], delta=1e-5, relation=ADD_REMOVE)
+    accountant = dpa.rdp.RdpAccountant()
+    accountant.compose(diagnostic)
+    accountant.compose(dpa.GaussianDpEvent(5.0))
+    assert ours.accountant == ev.RDP and ours.epsilon == pytest.approx(accountant.get_epsilon(1e-5))
+    assert ours.epsilon > ev.PLD_EPSILON_LIMIT
