@@ -20,7 +20,7 @@ of the same images (dpsgd.md's small CNNs and explore.md's runs on 19 000 of Fas
 targets, PATE's teachers on all 60 000 of MNIST's) are not in these figures; the documents say so where they state
 them. PATE's runs on MNIST's training images are composed a priori at the end.
 
-Each release is a :class:`Run`:
+Each release is a :class:`Run`, composed as the privacy ledger composes the runs charged to a data source:
 
 - its models are the Poisson-subsampled Gaussian histories ``(sigma, q, steps)`` they trained with, ``q`` =
   batch / 59 400 (as the runs had it) and ``steps = int(epochs / q)`` (Opacus' convention);
@@ -28,42 +28,60 @@ Each release is a :class:`Run`:
   (:func:`privengine.accounting.subsampled_gaussian.calibrate_noise_multiplier`, PRV, δ = 1e-5; private
   normalisation first charges its Gaussian release of the channel statistics, noise multiplier 8), or is the
   run's own where it fixed one (the σ 0.05 diagnostic);
-- a composition is :func:`~privengine.accounting.subsampled_gaussian.merge` of every model's history, converted by
-  :func:`~privengine.accounting.subsampled_gaussian.epsilon_of` with the runs' accountant (Opacus PRV, δ = 1e-5,
-  add/remove one private example). The engine refuses PRV above 1 GB of grid (a guard for a running dashboard);
-  this one-off computation allows ``PRV_MAX_BYTES_HERE`` and, beyond it, falls back to the RDP accountant, as the
-  engine's sweeps do, and says so.
+- a run releases the privacy events its claim records (:func:`privengine.dpsgd.privacy.released_events` of its
+  models' histories, add/remove one private example), and a composition is the ledger's
+  (:func:`privengine.ledger.ledger.total_of`, what a ledger holding only those runs states: dp-accounting's PLD of
+  every run's events, δ = 1e-5). It is tighter than the Opacus PRV figure of the same histories these documents
+  quoted before the ledger (PRV returns the upper end of an interval of width 2 eps_error = 0.02 around its
+  estimate; the PLD, a pessimistic discretisation at 1e-4, about 0.01 below it here).
+- The σ 0.05 diagnostic is no meaningful release to compose (ε over ten thousand by any accountant); its PLD is also
+  beyond a machine here (alone, 221 s to build; composed with the other runs of its split, the ledger's PLD passed
+  13 GB of memory before it was stopped), so the compositions that include it are Opacus' RDP of every model's
+  history, as before the ledger, and say so.
 
 A repeat of one configuration on one device in reproducible mode drew the same noise (noise keyed by the whole
 configuration since commit 0941f84, 2026-11-23 13:50, before every run below; by the private data and the device
 since 27801ee) and is one release; runs of different configurations, seeds or devices are independent ones.
 
-Run from the repository root: PYTHONPATH=. python docs/results/tuning_cost.py
+PATE's runs are composed by ``pate_tuning_cost.py`` (the a-priori RDP of every query, order by order, with each
+run's sanitized release): that release is no dp-accounting event, so the ledger would compose those runs by their
+(ε, δ), basic composition, which is looser.
+
+Run from the repository root: PYTHONPATH=. python docs/results/tuning_cost.py (it also writes what it prints to
+``tuning_cost.txt``, with a digest of its sources: ``tests/test_results_docs.py`` checks the figures the documents
+cite against it, and that it is the output of these sources).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import pate_tuning_cost as pate
-from privengine.accounting import subsampled_gaussian
-from privengine.accounting.subsampled_gaussian import (History, IntractableAccounting, calibrate_noise_multiplier,
-                                                       epsilon_of, merge)
+from privengine.accounting.events import PLD, RDP
+from privengine.accounting.subsampled_gaussian import History, calibrate_noise_multiplier, epsilon_of, merge
+from privengine.dpsgd.privacy import RELATION, released_events
+from privengine.ledger.ledger import Release, total_of
 
 DELTA = 1e-5
-ACCOUNTANT = "prv"
+ACCOUNTANT = "prv"  # the accountant the runs calibrated sigma with
 N_PRIVATE = 59_400  # 60 000 training images minus the 1 % declared public: the scattering runs' private split
 N_LINREG = 9_500  # the embedded regression's private examples
 PRIVATE_NORMALISATION = ((8.0, 1.0, 1),)  # one Gaussian release of the channel statistics, noise multiplier 8
-PRV_MAX_BYTES_HERE = 4e9  # Fashion-MNIST's covered-by figure needs about 1.5 GB of PRV grid (measured peak 2.9 GB)
+SHORT = {PLD: "the ledger: dp-accounting PLD", RDP: "the ledger: dp-accounting RDP"}
+RECORD = Path(__file__).with_name("tuning_cost.txt")  # what main() printed, which the documents cite
+RECORD_HEADER = "# printed by PYTHONPATH=. python docs/results/tuning_cost.py; sources' sha256:"
 
 
 @dataclass(frozen=True)
 class Run:
     """Models trained on the private split with one recipe: ``models`` of them, each at ``target`` ε per model
-    (or, where the run fixed it, at noise multiplier ``sigma``)."""
+    (or, where the run fixed it, at noise multiplier ``sigma``); ``pld``: whether its PLD is within a machine here
+    (see the module docstring)."""
 
     label: str
     where: str  # the document and section that record it
@@ -74,38 +92,35 @@ class Run:
     prefix: tuple[tuple[float, float, int], ...] = ()
     n_private: int = N_PRIVATE
     sigma: float | None = None
+    pld: bool = True
 
-    def history(self) -> History:
-        """Every model's history: the prefix, then ``steps`` steps at ``(sigma, q)``, ``models`` times over."""
+    def histories(self) -> list[History]:
+        """Each model's history: the prefix, then ``steps`` steps at ``(sigma, q)``."""
         q = self.batch / self.n_private
         steps = int(self.epochs / q)
         sigma = self.sigma if self.sigma is not None else calibrate_noise_multiplier(
             target_epsilon=self.target, delta=DELTA, sample_rate=q, steps=steps, accountant=ACCOUNTANT,
             prefix=list(self.prefix))
-        return merge([list(self.prefix) + [(sigma, q, steps)]] * self.models)
+        return [list(self.prefix) + [(sigma, q, steps)]] * self.models
+
+    def release(self) -> Release:
+        """What the ledger composes of this run: its models' events under add/remove (its ε, unused: the ledger
+        composes the events)."""
+        return released_events(self.histories()), math.nan, DELTA, RELATION
 
     def per_model(self) -> str:
         return f"σ {self.sigma:g} (fixed)" if self.sigma is not None else f"ε {self.target:g} per model"
 
 
 def composition(runs: list[Run]) -> tuple[float, str]:
-    """``(ε, accountant)`` of releasing every model of ``runs`` together (δ = 1e-5): PRV, or RDP where PRV's grid
-    would exceed PRV_MAX_BYTES_HERE."""
-    history = merge([run.history() for run in runs])
-    engine_cap = subsampled_gaussian.PRV_MAX_BYTES
-    subsampled_gaussian.PRV_MAX_BYTES = PRV_MAX_BYTES_HERE
-    try:
-        return epsilon_of(history, accountant=ACCOUNTANT, delta=DELTA)[0], "PRV"
-    except IntractableAccounting:
-        return epsilon_of(history, accountant="rdp", delta=DELTA)[0], "RDP: PRV would need more than " \
-            f"{PRV_MAX_BYTES_HERE / 1e9:g} GB"
-    finally:
-        subsampled_gaussian.PRV_MAX_BYTES = engine_cap
-
-
-def composed(runs: list[Run]) -> float:
-    """ε of releasing every model of ``runs`` together (see :func:`composition`)."""
-    return composition(runs)[0]
+    """``(ε, accountant)`` of releasing every model of ``runs`` together (δ = 1e-5): the ledger's composition of
+    their events, or Opacus' RDP where a run's PLD is beyond a machine here (the σ 0.05 diagnostic)."""
+    if all(run.pld for run in runs):
+        total = total_of([run.release() for run in runs], DELTA)
+        return total.epsilon, "; ".join(SHORT[a] for a in total.accountants)
+    history = merge([h for run in runs for h in run.histories()])
+    return epsilon_of(history, accountant="rdp", delta=DELTA)[0], "Opacus RDP: the σ 0.05 diagnostic's PLD is " \
+        "beyond this machine"
 
 
 DPSGD = "dpsgd.md"
@@ -207,7 +222,7 @@ MNIST_FOURTH_PASS = [
 # Not a candidate of the fourth pass's comparison (no private recipe can have its σ); the scatter_mlp section
 # opens with it
 MNIST_DIAGNOSTIC = [Run("diagnostic, σ 0.05 (98.89 %; the scatter_mlp section builds on it)", FOURTH, 4096, 40,
-                        sigma=0.05)]
+                        sigma=0.05, pld=False)]
 MNIST_FIFTH_PASS = [
     Run("scatter_mlp prototype, lr 4, seeds 0-2", f"{DPSGD}, scatter_mlp prototypes", 4096, 40, models=3),
     Run("scatter_mlp prototype, lr 8", f"{DPSGD}, scatter_mlp prototypes", 4096, 40),
@@ -245,9 +260,18 @@ def pate_runs_together(preset: str, runs: int) -> float:
     return pate.compose([(preset, "pate.md", preset, config, runs, release, "T")])[0]
 
 
+def source_digest() -> str:
+    """SHA-256 of this script and ``pate_tuning_cost.py``: the sources whose output :data:`RECORD` holds."""
+    digest = hashlib.sha256()
+    for path in (Path(__file__), Path(pate.__file__)):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def main() -> None:
-    """Print every composition the documents cite, with the runs it counts."""
-    warnings.filterwarnings("ignore", "Optimal order is the largest alpha")  # Opacus' RDP inside the PRV domain
+    """Print every composition the documents cite, with the runs it counts, and keep what it printed in
+    :data:`RECORD` (which ``tests/test_results_docs.py`` checks the documents against)."""
+    warnings.filterwarnings("ignore", "Optimal order is the largest alpha")  # Opacus' RDP inside PRV's calibration
     warnings.filterwarnings("ignore", "Optimal order is the smallest alpha")  # RDP of the σ 0.05 diagnostic
     started = time.perf_counter()
     fmnist_to_second = FMNIST_FIRST_PASS + FMNIST_FIRST_PASS_SEEDS + FMNIST_SECOND_PASS_CANDIDATES
@@ -276,23 +300,30 @@ def main() -> None:
         ("the 15-run sweep on the H200", GPU_SWEEP),
         ("the 15-run sweep on the H200 and on the 2-core CPU, together", GPU_SWEEP + CPU_SWEEP),
     ] + [(f"headline of one run: {run.label}", [run]) for run in SHAPED_NOISE_RUNS]
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        print(text)
+        lines.append(text)
+
     for title, runs in sections:
         epsilon, accountant = composition(runs)
-        print(f"{title}: {sum(run.models for run in runs)} models, ε = {epsilon:.2f} ({accountant})")
+        say(f"{title}: {sum(run.models for run in runs)} models, ε = {epsilon:.2f} ({accountant})")
         for run in runs:
-            print(f"    {run.label} [{run.where}]: batch {run.batch}, {run.epochs} epochs, {run.per_model()}"
+            say(f"    {run.label} [{run.where}]: batch {run.batch}, {run.epochs} epochs, {run.per_model()}"
                   f"{', x' + str(run.models) if run.models > 1 else ''}")
     for preset in PATE_PRESETS:
-        print(f"{preset}, a priori: one run ε = {pate_runs_together(preset, 1):.2f}, three seeds together "
+        say(f"{preset}, a priori: one run ε = {pate_runs_together(preset, 1):.2f}, three seeds together "
               f"ε = {pate_runs_together(preset, 3):.2f}")
-    print(f"mnist-confident-gnmax results published in gpu.md (H200 and 2-core CPU), together, a priori: "
+    say(f"mnist-confident-gnmax results published in gpu.md (H200 and 2-core CPU), together, a priori: "
           f"ε = {pate_runs_together('mnist-confident-gnmax', 2):.2f}")
     everywhere = pate.RUNS + PATE_ELSEWHERE
-    print(f"PATE's runs on MNIST's training images published across docs/results, a priori (pate.md's "
+    say(f"PATE's runs on MNIST's training images published across docs/results, a priori (pate.md's "
           f"{sum(run[4] for run in pate.RUNS)} as pate_tuning_cost.py counts them, and "
           f"{', '.join(run[0] for run in PATE_ELSEWHERE)}): {sum(run[4] for run in everywhere)} runs, "
           f"ε = {pate.compose(everywhere)[0]:.2f}")
-    print(f"wall time: {time.perf_counter() - started:.0f} s")
+    RECORD.write_text(f"{RECORD_HEADER} {source_digest()}\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wall time: {time.perf_counter() - started:.0f} s; written to {RECORD}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ that claim's ``events`` and ``relation`` when:
   the stored ε was computed from;
 - the ledger's composition of the events alone (``composition.epsilon_alone``: PLD, else RDP) at the claim's δ is
   not above its ε by more than :data:`LEDGER_TOLERANCE` (1 %, and PRV's 2 eps_error: PLD against PRV). It may be
-  below: PLD is tighter than the RDP conversions some claims state. A claim at δ = 0 (exact draws of the exponential mechanism,
-  whose events are pure) is checked by the second condition alone.
+  below: PLD is tighter than the RDP conversions some claims state. A claim at δ = 0 (exact draws of the exponential
+  mechanism, whose events are pure) is checked by the second condition alone.
 
 Any other claim keeps no events and is counted in the report, with why: the ledger composes a headline without
 events by its (ε, δ) (basic composition). Only a claim's structured fields change, never its text; its caveats

@@ -8,7 +8,9 @@
   data is named for it (:mod:`.migrations_pate`);
 - :mod:`.liveness`: the owner's heartbeat and when an active run has lost its owner;
 - :mod:`.ledger_tables`: the privacy ledger's side, each run's private data source and the budgets set on sources
-  (:class:`BudgetRecord`), part of :class:`RunStore`.
+  (:class:`BudgetRecord`), part of :class:`RunStore`;
+- :mod:`.upgrades`: the one-time upgrades of stored data the store asks for and records but cannot do (it imports no
+  mechanism: the ledger gives old claims their privacy events), part of :class:`RunStore`.
 
 A run's CSV and JSON export is formatted above the store, beside figures and reports (:mod:`privengine.figures.export`).
 """
