@@ -239,3 +239,13 @@ def test_split_learning_plans_no_claim_and_is_never_refused(store):
     assert mech.planned_of(config) is None
     set_budget(store, mech.source_of(config), 1e-3, DELTA)
     assert check_configs(store, "split_label", [config]) == []
+
+
+def test_a_launch_whose_events_no_accountant_covers_is_refused_not_waved_through(store):
+    """Review R3 #5: a planned release no accountant composes gave epsilon NaN, which no comparison refused."""
+    from privengine.ledger.budget import check_launch
+
+    set_budget(store, "linreg/seed=0", 5.0, 1e-5)
+    uncovered = events.to_json(dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0)))  # replace-one
+    with pytest.raises(BudgetExceeded):
+        check_launch(store, "linreg/seed=0", [uncovered], "replace_one")

@@ -115,9 +115,9 @@ class LaunchCheck:
     @property
     def exceeds(self) -> bool:
         """Whether the launch takes the ledger over its budget (in ε, or in δ when every run is charged by basic
-        composition, whose δ add up)."""
-        return self.budget is not None and (self.after.epsilon > self.budget.epsilon
-                                            or self.after.delta > self.budget.delta)
+        composition, whose δ add up); a figure that is not a number (an event no accountant covers) exceeds it."""
+        return self.budget is not None and not (self.after.epsilon <= self.budget.epsilon
+                                                and self.after.delta <= self.budget.delta)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "spent": self.spent.to_dict(), "after": self.after.to_dict(),
