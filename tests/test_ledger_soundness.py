@@ -167,3 +167,18 @@ def test_figures_that_are_not_proven_bounds_are_charged_by_their_claims_and_flag
     flagged = [c for c in ledger.total.caveats if "not proven bounds" in c]
     assert len(flagged) == 1 and estimate in flagged[0] and proven not in flagged[0]
     assert ledger.to_dict()["unproven_runs"] == [estimate]
+
+
+def test_a_part_whose_runs_together_pass_the_memory_guard_is_composed_by_rdp():
+    """Review R4: each run under the guard's limit, but together far above it: the part must not grow a PLD."""
+    from dp_accounting.rdp import RdpAccountant
+
+    from privengine.ledger.composition import Part
+
+    run = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(0.3), 4)  # eps ~ 40 alone at 1e-6
+    part = Part("add_or_remove_one")
+    part.add([((events.to_json(run),), 30)])
+    epsilon, accountant = part.epsilon(1e-5)
+    reference = RdpAccountant()
+    reference.compose(run, 30)
+    assert accountant == events.RDP and epsilon == pytest.approx(reference.get_epsilon(1e-5))

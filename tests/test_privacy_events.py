@@ -181,3 +181,11 @@ def test_events_far_beyond_any_meaningful_epsilon_are_composed_by_rdp_not_a_pld_
     accountant.compose(dpa.GaussianDpEvent(5.0))
     assert ours.accountant == ev.RDP and ours.epsilon == pytest.approx(accountant.get_epsilon(1e-5))
     assert ours.epsilon > ev.PLD_EPSILON_LIMIT
+
+
+def test_the_memory_guard_lets_pld_compose_what_rdp_does_not_cover():
+    """Review R4: a large pure epsilon beside a Poisson-sampled Laplace (PLD covers it, RDP does not) must not be
+    sent to RDP, which would refuse it."""
+    events = [ev.PureDpEvent(150.0), dpa.PoissonSampledDpEvent(0.5, dpa.LaplaceDpEvent(1.0))]
+    composed = ev.compose(events, delta=1e-5, relation=ADD_REMOVE)
+    assert composed.accountant == ev.PLD and 150.0 <= composed.epsilon <= 152.0

@@ -216,10 +216,11 @@ def pld_of(event: dp_event.DpEvent, relation: NeighborRel) -> pld_lib.PrivacyLos
 
 def pld_of_events(events: Iterable[dp_event.DpEvent], relation: str) -> pld_lib.PrivacyLossDistribution | None:
     """The PLD of releasing every event (their :func:`pld_of` composed), or None if PLD does not cover one, or if
-    their RDP bound at δ = 1e-6 exceeds :data:`PLD_EPSILON_LIMIT` (the memory guard: RDP then, see there)."""
+    their RDP bound at δ = 1e-6 (:class:`RdpBound`) exceeds :data:`PLD_EPSILON_LIMIT` (the memory guard: RDP
+    then, see there)."""
     events = list(events)
     rel = relation_of(relation)
-    if _rdp_epsilon(events, rel) > PLD_EPSILON_LIMIT:
+    if _rdp_epsilon_too_large(events, relation):
         return None
     total = pld_lib.identity(value_discretization_interval=VALUE_DISCRETIZATION)
     for event in events:
@@ -230,16 +231,35 @@ def pld_of_events(events: Iterable[dp_event.DpEvent], relation: str) -> pld_lib.
     return total
 
 
-def _rdp_epsilon(events: list[dp_event.DpEvent], relation: NeighborRel) -> float:
-    """A quick upper bound on the events' ε at δ = 1e-6: RDP over the events it covers plus the pure events' ε
-    (0 when RDP covers none of a kind: the guard then lets PLD try)."""
-    pure, rest = _pure_parts(events)
-    accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=relation)
-    for event, count in rest:
-        if _not_private(event) or not accountant.supports(event):
-            return pure
-        accountant.compose(event, count)
-    return float(accountant.get_epsilon(1e-6)) + pure
+class RdpBound:
+    """A running upper bound on the ε at δ = 1e-6 of events composed so far (RDP over the non-pure events plus the
+    pure events' ε): what the memory guard reads. ``known`` is False once an event RDP does not cover was added (a
+    Poisson-sampled Laplace, say), or one that adds no noise: the bound then says nothing, and PLD may try."""
+
+    def __init__(self, relation: str):
+        self._accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=relation_of(relation))
+        self._pure = 0.0
+        self.known = True
+
+    def add(self, events: Iterable[dp_event.DpEvent], times: int = 1) -> None:
+        """Compose ``times`` releases of ``events``."""
+        pure, rest = _pure_parts(list(events), times)
+        self._pure += pure
+        for event, count in rest:
+            if _not_private(event) or not self._accountant.supports(event):
+                self.known = False
+            elif self.known:
+                self._accountant.compose(event, count)
+
+    def too_large_for_pld(self) -> bool:
+        """Whether the bound is known and above :data:`PLD_EPSILON_LIMIT`."""
+        return self.known and float(self._accountant.get_epsilon(1e-6)) + self._pure > PLD_EPSILON_LIMIT
+
+
+def _rdp_epsilon_too_large(events: list[dp_event.DpEvent], relation: str) -> bool:
+    bound = RdpBound(relation)
+    bound.add(events)
+    return bound.too_large_for_pld()
 
 
 def _not_private(event: dp_event.DpEvent) -> bool:

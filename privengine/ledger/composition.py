@@ -122,16 +122,21 @@ class Part:
         self.runs: Counter[str] = Counter()  # events key -> runs charged with those events
         self._events: dict[str, tuple[dict[str, Any], ...]] = {}
         self._pld: pld_lib.PrivacyLossDistribution | None = _identity()
+        self._bound = events.RdpBound(relation)  # the memory guard over the whole part, not only each run
 
     def add(self, batch: Iterable[tuple[tuple[dict[str, Any], ...], int]]) -> None:
         """Charge a batch of runs, each item ``(events, times)``: ``times`` runs that each released ``events``. The
         batch is composed apart (each run's PLD once, :func:`run_pld`), then into the part: one convolution of the
-        part's PLD per batch."""
+        part's PLD per batch. Once the part's RDP bound passes ``events.PLD_EPSILON_LIMIT`` (the memory guard), the
+        part is composed by ``events.compose`` (RDP) from then on."""
         together = _identity() if self._pld is not None else None
         for json_events, times in batch:
             key = events_key(json_events)
             self.runs[key] += times
             self._events[key] = json_events
+            self._bound.add([events.from_json(e) for e in json_events], times)
+            if self._bound.too_large_for_pld():  # the part's PLD would fill memory: RDP from now on
+                together = None
             one = run_pld(json_events, self.relation) if together is not None else None
             if one is None:
                 together = None
