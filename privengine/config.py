@@ -193,8 +193,8 @@ class FieldSpec:
             raise ConfigError(self.name, f"must be an integer{where}; got {value!r}")
         if kind == "float":
             value = float(value)
-            if not math.isfinite(value):
-                raise ConfigError(self.name, f"must be a finite number{where}; got {value!r}")
+            if not math.isfinite(value):  # e.g. 1e309 typed or parsed: inf, refused with the range, never clamped
+                raise ConfigError(self.name, f"must be a finite number{self.range_suffix()}{where}; got {value!r}")
         if not self.in_range(value):
             raise ConfigError(self.name, f"must be {self._range_phrase()}{where}; got {value!r}")
         return value
@@ -211,6 +211,10 @@ class FieldSpec:
     def _range_phrase(self) -> str:
         text = self.range_text()
         return text if text[0] in "<>" else f"in {text}"
+
+    def range_suffix(self) -> str:
+        """`` in [0, 10000]`` (the allowed range after a space), or '' for an unbounded field."""
+        return "" if self.range_text() == "any value" else f" {self._range_phrase()}"
 
     def parse(self, text: str) -> Any:
         """Parse a command-line or text-box string into a checked value.

@@ -3,8 +3,9 @@
 #   bash scripts/bootstrap.sh app  [streamlit args]  -> venv + requirements, then the dashboard on 127.0.0.1
 #   bash scripts/bootstrap.sh test [pytest args]     -> venv + requirements + dev requirements
 #                                                       (+ Debian's chromium when root and missing), then pytest
-# The venv is .venv (override with PRIVENGINE_VENV); installs are skipped when the
-# requirement files have not changed since the last successful install.
+# The venv is .venv (override with PRIVENGINE_VENV); installs are skipped when every wanted
+# requirement file has been installed, as it is now, by an earlier successful install (of any
+# mode: `app` after `test` installs nothing, test's files being a superset of app's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,15 +21,20 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
 
-install() {  # install the given requirement files unless already installed as they are now
-    local stamp="$venv/.installed-$(cat "$@" | sha256sum | cut -c1-16)"
-    if [[ ! -f "$stamp" ]]; then
+stamp() {  # the file recording that requirement file $1, with its content now, was installed
+    echo "$venv/.installed-$(basename "$1")-$(sha256sum < "$1" | cut -c1-16)"
+}
+
+install() {  # install the given requirement files unless each is already installed as it is now
+    local f missing=0
+    for f in "$@"; do [[ -f "$(stamp "$f")" ]] || missing=1; done
+    if (( missing )); then
         echo "installing $* into $venv (first time: a few minutes)" >&2
         "$venv/bin/python" -m pip install --quiet --upgrade pip
         local args=()
         for f in "$@"; do args+=(-r "$f"); done
         "$venv/bin/python" -m pip install --quiet "${args[@]}"
-        touch "$stamp"
+        for f in "$@"; do touch "$(stamp "$f")"; done
     fi
 }
 

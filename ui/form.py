@@ -134,13 +134,19 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, d
         return spec.check(choice)
     if spec.kind == "str":
         return spec.check(st.text_input(label, value=initial, key=key, help=help_text))
+    # The widget's default is None and its first value is seeded through the session state: a box the browser
+    # cannot read as a number (1e309 overflows, so it reads as empty) then arrives here as None, refused below with
+    # the range. With the initial value as the widget's default, Streamlit put that default back without a word.
+    if key not in st.session_state:
+        st.session_state[key] = int(initial) if spec.kind == "int" else float(initial)
     if spec.kind == "int":
-        value = st.number_input(label, value=int(initial), step=1, key=key, help=help_text)
+        value = st.number_input(label, value=None, step=1, key=key, help=help_text)
     else:
-        value = st.number_input(label, value=float(initial), step=_float_step(spec, float(initial)),
+        value = st.number_input(label, value=None, step=_float_step(spec, float(initial)),
                                 format="%g", key=key, help=help_text)
     if value is None:
-        raise ConfigError(spec.name, f"must be given ({spec.range_text()})")
+        raise ConfigError(spec.name, f"must be a number{spec.range_suffix()}: the box is empty or holds no number "
+                                     "this browser can read (too large, e.g. 1e309)")
     return spec.check(value)
 
 

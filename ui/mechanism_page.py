@@ -14,7 +14,8 @@ from __future__ import annotations
 import streamlit as st
 
 from privengine import registry
-from privengine.errors import ConfigError
+from privengine.audit.membership_job import AUDIT_OF_MECHANISM
+from privengine.errors import ConfigError, RunNotFoundError
 from privengine.figures import preset_of
 from privengine.presets import Preset
 
@@ -36,6 +37,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     :func:`ui.shell.through_app` first; the generic page (:func:`ui.links.mechanism_page`) asks for the scroll."""
     mech = registry.get(name)
     st.title(mech.title)
+    _refuse_unknown_linked_audits(mech)
     presenting = _presenting()
     if not presenting:
         st.markdown(intro or mech.description)
@@ -103,6 +105,32 @@ def _bring_run_panel_into_view(run_id: str) -> None:
     down the page while the charts, beside the form's top, would stay above the screen for the whole run.
     (Presentation mode needs no scroll: its form folds away above the charts.)"""
     scroll_into_view(f".st-key-{RUN_PANEL}-{run_id}", block="start")
+
+
+def _refuse_unknown_linked_audits(mech: registry.Mechanism) -> None:
+    """Say so under the title when ``?attack=ID`` or ``?audit=ID`` names no stored membership attack or audit of
+    this mechanism (the sections below would otherwise drop the id without a word): what the link asked for, and
+    why it is not shown. ``?attack=`` must also attack the run the link shows (``?run=``)."""
+    attack = AUDIT_OF_MECHANISM.get(mech.name)
+    kinds = {"attack": ("membership attack", {attack} - {None}),
+             "audit": ("audit", {a.name for a in registry.audits_for(mech.name)} - {attack})}
+    for param, (what, allowed) in kinds.items():
+        wanted = st.query_params.get(param)
+        if not wanted:
+            continue
+        try:
+            run = services.store().get_run(wanted)
+        except RunNotFoundError:
+            reason = f"no {what} with that id is in the store (deleted, or a mistyped link)"
+        else:
+            reason = (None if run.mechanism in allowed
+                      else f"run {wanted} is a {run.mechanism} run, not a {what} of {mech.name} runs")
+            attacked, shown = run.config.get("run"), st.query_params.get("run")
+            if reason is None and param == "attack" and shown and attacked != shown:
+                reason = f"it attacks run {attacked}, not run {shown} shown here"
+        if reason is not None:
+            st.error(f"The link asks for {what} `{wanted}`, but {reason}: nothing is shown for it.",
+                     icon=":material/error:")
 
 
 def _presenting() -> bool:
