@@ -70,8 +70,10 @@ def source_view(store, source: str) -> None:
               help=f"{budget_text(ledger.budget)}; set below")
     c3.metric("Runs charged", len(ledger.shares))
     c4.metric("Uncovered uses", len(ledger.uncovered), help="Covered by no claim: audits and attacks that train on "
-                                                            "the private data, runs that state no claim, and the "
-                                                            "public or held-out rows runs drew from the source.")
+                                                            "the private data, runs that state no claim, the public "
+                                                            "or held-out rows runs drew from the source, outputs "
+                                                            "published without privacy, and other sources' runs "
+                                                            "that released on this data set.")
     st.markdown(total_text(ledger))
     budget_bar(ledger)
     charts.show(spent_figure(ledger), key=f"ledger.spent.{source}")

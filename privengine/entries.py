@@ -166,6 +166,16 @@ class Mechanism:
             the config and the data set's documented sizes, never from the data, and how it is used, in words that
             follow "N rows of this source" (``"used as public data"``). The ledger lists each as a use no claim
             covers. Not declared: the run uses no part of its source outside its private part.
+        unprotected_outputs: optional, ``"module:function"`` or the function: ``unprotected_outputs(values) ->
+            tuple[str, ...]`` (``values`` as for ``data_source``) names, in plain words from the configuration alone,
+            each output a run publishes computed from its private data without any privacy (a non-private
+            baseline, vote histograms, a reference posterior): no claim covers them, so the ledger lists them as
+            one use no claim covers per run that has any. Not declared: the run publishes none.
+        other_sources: optional, ``"module:function"`` or the function: ``other_sources(values) -> tuple[str,
+            ...]`` (``values`` as for ``data_source``) gives, from the configuration alone, the keys of the other
+            data sources a run builds and releases on besides its own (DP-Bayes' evaluation data sets, which are
+            other runs' sources): its releases there are charged to no source, so the ledger of each lists the run
+            as a use no claim covers. Not declared: the run reads its own source only.
     """
 
     name: str
@@ -183,6 +193,8 @@ class Mechanism:
     data_source: str | Callable | None = None
     planned_claim: str | Callable | None = None
     public_rows: str | Callable | None = None
+    unprotected_outputs: str | Callable | None = None
+    other_sources: str | Callable | None = None
 
     def load_run(self) -> RunFunction:
         return load_callable(self.run)
@@ -212,6 +224,20 @@ class Mechanism:
         if self.public_rows is None:
             return ()
         return tuple(load_callable(self.public_rows)(self.values_of(config)))
+
+    def unprotected_of(self, config: BaseConfig | Mapping[str, Any]) -> tuple[str, ...]:
+        """The outputs a run of ``config`` publishes without privacy (see ``unprotected_outputs``); empty if the
+        mechanism declares none."""
+        if self.unprotected_outputs is None:
+            return ()
+        return tuple(load_callable(self.unprotected_outputs)(self.values_of(config)))
+
+    def other_sources_of(self, config: BaseConfig | Mapping[str, Any]) -> tuple[str, ...]:
+        """The other data sources a run of ``config`` releases on (see ``other_sources``); empty if the mechanism
+        declares none."""
+        if self.other_sources is None:
+            return ()
+        return tuple(load_callable(self.other_sources)(self.values_of(config)))
 
     def default_config(self) -> BaseConfig:
         return self.config_cls().validate()

@@ -201,7 +201,10 @@ def test_runs_that_did_not_finish_audits_and_runs_without_claims(store):
     ledger = ledger_of(store, "digits")
     assert [(s.run_id, s.planned) for s in ledger.shares] == [(failed, False), (running, True)]
     assert ledger.epsilon == pytest.approx(direct([gaussian(3.0, 2), gaussian(2.0, 3)], ADD), rel=1e-6)
-    assert {u.run.id for u in ledger.uncovered if u.kind != "public"} == {attack, unclaimed}
+    assert {u.run.id for u in ledger.uncovered if u.kind not in ("public", "non-private outputs")} == {attack,
+                                                                                                    unclaimed}
+    # the charged runs (not the one without a claim, listed once) published their training-loss curves
+    assert [u.run.id for u in ledger.uncovered if u.kind == "non-private outputs"] == [failed, running]
     assert "audit" in next(u.why for u in ledger.uncovered if u.run.id == attack)
     # digits: every DP-SGD run that used it also used its public part and its held-out fifth
     assert sorted(u.run.id for u in ledger.uncovered if u.kind == "public") == sorted([failed, failed, running,
@@ -278,7 +281,7 @@ def test_runs_of_an_older_store_get_their_sources_on_first_use(tmp_path):
     assert store.get_run("dp").data_source is None  # migrated: the column is there, the source not yet
     ledger = ledger_of(store, "mnist/train")
     assert [s.run_id for s in ledger.shares] == ["dp", "pt"]
-    assert [u.run.id for u in ledger.uncovered if u.kind != "public"] == ["mia"]
+    assert [u.run.id for u in ledger.uncovered if u.kind == "audit"] == ["mia"]
     assert store.get_run("gn").data_source == ""  # reads no private data source: charged nowhere
     assert store.unsourced_runs() == []
 

@@ -1,6 +1,7 @@
 """What a DP-SGD run charges its privacy ledger (:mod:`privengine.ledger`): the private data source it reads
 (:func:`data_source`), before anything is stored, the claim covering its whole planned release
-(:func:`planned_claim`), and the parts of the source it uses as public or held-out data (:func:`public_rows`).
+(:func:`planned_claim`), the parts of the source it uses as public or held-out data (:func:`public_rows`) and
+what it publishes computed from the private examples without privacy (:func:`unprotected_outputs`).
 
 Sources:
 
@@ -58,6 +59,23 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     if values["dataset"] == "digits":
         parts += ((round(DIGITS_TEST_FRACTION * DIGITS_N), "held out (validation and test)"),)
     return parts
+
+
+def unprotected_outputs(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a DP-SGD run of these config values publishes computed from its private examples without noise: every
+    model's training-loss curve (the mean loss of its private batches between evaluations) and, where a setting
+    shapes the noise (an alpha other than 0), its captured-energy curve (the share of the summed clipped private
+    gradient in the public subspace). The claims' caveat says neither is covered; the ledger lists them. (The
+    test, validation and excess-risk figures read no private example: public or held-out data, or the linreg
+    generator's truth.)
+
+    >>> unprotected_outputs({"alphas": (0.0,)}), len(unprotected_outputs({"alphas": (0.0, 4.0)}))
+    (("every model's training-loss curve (its private batches' mean loss)",), 2)
+    """
+    outputs = ("every model's training-loss curve (its private batches' mean loss)",)
+    if any(alpha != 0 for alpha in values["alphas"]):
+        outputs += ("the shaped settings' captured-energy curves (from their clipped private gradients)",)
+    return outputs
 
 
 def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:

@@ -17,7 +17,15 @@
     failures were charged);
   - the public and held-out parts of the source a charged or uncovered run used (:data:`PUBLIC`: DP-SGD's public
     fraction and digits' held-out fifth, PATE's public part of an embedded data set), from the config's documented
-    sizes (the mechanism's ``public_rows``), never from the data: those people are not protected by any claim.
+    sizes (the mechanism's ``public_rows``), never from the data: those people are not protected by any claim;
+  - one :data:`UNPROTECTED` use per charged run that publishes outputs computed from the private data without
+    privacy (the mechanism's ``unprotected_outputs``, from the config: PATE's non-private baseline and vote
+    histogram, DP-Bayes' reference posterior, DP-SGD's training-loss curves), naming them: its claim does not
+    cover them. A run without a claim is listed once, as above: none of its outputs is covered;
+  - every run of *another* source that builds this data set and releases on it (:func:`evaluation_uses`: the
+    mechanism's ``other_sources``, DP-Bayes' coverage data sets ``data_seed + k``), active or having stored
+    anything: those releases are charged to no source (its claim covers its own data set). Never pending here,
+    since a budget reserves a pending run's planned claim, which is charged to its own source.
 - An ended run without a claim that stored nothing released nothing: only counted.
 
 A claim's neighbouring relation is its ``relation`` field, never read from its words. A claim without one (no
@@ -33,6 +41,7 @@ never composed from events, and the ledger's total names its runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .. import registry
 from ..claims import PrivacyClaim, headline_of
@@ -42,6 +51,7 @@ from .composition import ADD_REMOVE
 
 
 AUDIT, UNCLAIMED, PUBLIC, PENDING = "audit", "no claim", "public", "pending"  # the kinds of Use
+UNPROTECTED, EVALUATION = "non-private outputs", "evaluation data set"  # ... and the last two
 NOT_PROVEN = "not a proven bound"  # how a claim's caveat says its figure is an estimate
 
 
@@ -73,8 +83,9 @@ class Charge:
 @dataclass(frozen=True)
 class Use:
     """A run on the source that no charge covers, or a pending run: ``why`` says which in words (the run's state
-    and kind, never its error), ``kind`` is :data:`AUDIT`, :data:`UNCLAIMED` or :data:`PUBLIC` for an uncovered use
-    (a run with public or held-out rows has one :data:`PUBLIC` use per part), :data:`PENDING` for a pending run."""
+    and kind, never its error), ``kind`` is :data:`AUDIT`, :data:`UNCLAIMED`, :data:`PUBLIC`, :data:`UNPROTECTED`
+    or :data:`EVALUATION` for an uncovered use (a run with public or held-out rows has one :data:`PUBLIC` use per
+    part), :data:`PENDING` for a pending run."""
 
     run: RunRecord
     why: str
@@ -102,26 +113,81 @@ def _audit_title(mechanism: str) -> str | None:
     return entry.title if entry.audits is not None else None
 
 
-_PARTS: dict[tuple[str, float], tuple[tuple[int, str], ...]] = {}  # (run id, created) -> its public parts
-_PARTS_KEPT = 100_000
+_DECLARED: dict[tuple[str, float], tuple[tuple[tuple[int, str], ...], tuple[str, ...]]] = {}  # see _declared
+_OTHERS: dict[tuple[str, float], tuple[str, ...]] = {}  # (run id, created) -> the other sources it releases on
+_KEPT = 100_000
+
+
+def _keep(cache: dict, key: tuple[str, float], value: Any) -> Any:
+    """Store ``value`` under ``key`` in a per-process cache of at most :data:`_KEPT` runs (emptied when full)."""
+    if len(cache) >= _KEPT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _declared(run: RunRecord) -> tuple[tuple[tuple[int, str], ...], tuple[str, ...]]:
+    """The public parts (``public_rows``) and unprotected outputs (``unprotected_outputs``) ``run``'s entry
+    declares for its config; none for a mechanism the registry does not know. Kept per process for each run (its
+    mechanism and config are fixed when it is created)."""
+    key = (run.id, run.created_at)
+    found = _DECLARED.get(key)
+    if found is None:
+        try:
+            entry = registry.get(run.mechanism)
+            found = (entry.public_parts_of(run.config), entry.unprotected_of(run.config))
+        except UnknownMechanismError:
+            found = ((), ())
+        _keep(_DECLARED, key, found)
+    return found
 
 
 def public_uses(run: RunRecord) -> list[Use]:
     """One :data:`PUBLIC` use per public or held-out part of its source that ``run``'s config declares (its
-    entry's ``public_rows``; none for a mechanism the registry does not know), in one plain sentence. Kept per
-    process for each run (its mechanism and config are fixed when it is created)."""
-    key = (run.id, run.created_at)
-    parts = _PARTS.get(key)
-    if parts is None:
-        try:
-            parts = registry.get(run.mechanism).public_parts_of(run.config)
-        except UnknownMechanismError:
-            parts = ()
-        if len(_PARTS) >= _PARTS_KEPT:
-            _PARTS.clear()
-        _PARTS[key] = parts
+    entry's ``public_rows``), in one plain sentence."""
     return [Use(run, f"{rows} rows of this source {how} by run {run.id}: those people are not protected by any "
-                     "claim", PUBLIC) for rows, how in parts]
+                     "claim", PUBLIC) for rows, how in _declared(run)[0]]
+
+
+def unprotected_uses(run: RunRecord) -> list[Use]:
+    """One :data:`UNPROTECTED` use naming every output ``run`` publishes from the private data without privacy
+    (its entry's ``unprotected_outputs``, from its config), in one plain sentence; none if it declares none."""
+    outputs = _declared(run)[1]
+    if not outputs:
+        return []
+    verb = "publishes" if run.active else "published"
+    return [Use(run, f"run {run.id} {verb}, without privacy: {'; '.join(outputs)} (no claim covers them)",
+                UNPROTECTED)]
+
+
+def evaluation_uses(store: RunStore, source: str) -> list[Use]:
+    """One :data:`EVALUATION` use per run of another source that releases on ``source`` too (its entry's
+    ``other_sources``), active or having stored a summary or outputs (an ended run that stored nothing released
+    nothing), oldest first. The store knows no mechanism, so the runs of the mechanisms that declare
+    ``other_sources`` are read (:meth:`~privengine.store.RunStore.mechanism_runs`) and each one's other sources
+    computed from its config once per process: no schema change, and runs stored before this existed are seen."""
+    names = [entry.name for entry in registry.all_mechanisms() if entry.other_sources is not None]
+    keys = store.mechanism_runs(names)
+    unseen = [(run_id, created, mechanism) for run_id, created, mechanism in keys if (run_id, created) not in _OTHERS]
+    configs = store.run_configs([run_id for run_id, *_ in unseen]) if unseen else {}
+    for run_id, created, mechanism in unseen:
+        if run_id in configs:
+            _keep(_OTHERS, (run_id, created), registry.get(mechanism).other_sources_of(configs[run_id]))
+    uses = []
+    for run_id, created, mechanism in keys:
+        if source not in _OTHERS.get((run_id, created), ()):
+            continue
+        try:
+            run = store.get_run(run_id)
+        except LookupError:  # deleted since
+            continue
+        if not (run.active or run.summary or store.has_outputs(run_id)):
+            continue
+        own = run.data_source or registry.get(mechanism).source_of(run.config)
+        verb = "releases (or will release)" if run.active else "released"
+        uses.append(Use(run, f"{run.state} run {run_id} {verb} on this data set while evaluating coverage for "
+                             f"{own}: not charged here (its claim covers {own} only)", EVALUATION))
+    return uses
 
 
 def classify(store: RunStore, runs: list[RunRecord]) -> Classified:
@@ -156,5 +222,8 @@ def classify(store: RunStore, runs: list[RunRecord]) -> Classified:
         else:
             nothing += 1
             continue
+        unclaimed = bool(uncovered) and uncovered[-1].run is run  # listed as UNCLAIMED just above
         uncovered.extend(public_uses(run))
+        if not unclaimed:  # a run without a claim is listed once (none of its outputs is covered)
+            uncovered.extend(unprotected_uses(run))
     return Classified(tuple(charged), tuple(planned), tuple(uncovered), tuple(pending), nothing)

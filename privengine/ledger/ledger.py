@@ -14,12 +14,14 @@ cover or rests on: runs whose figure is not a proven bound (:func:`.charges.not_
 and named in ``Total.unproven``), runs whose headline holds under a condition only (``PrivacyClaim.condition``),
 claims without a relation (which state the ledger under replace-one), and, when runs used part of the source as
 public or held-out data (listed among the uncovered uses), that the guarantees hold for the private part as each
-run split it.
+run split it, and when runs published outputs without privacy or runs of other sources released on this data set
+(both listed among the uncovered uses: :mod:`.charges`), that the total covers neither.
 
 Speed: a per-process cache, per (store, source, δ), keeps the composed parts and the runs composed, so a query
 composes only the runs charged since the last one (one PLD convolution per batch of new runs), and answers an
 unchanged ledger from the cache (bench/bench_ledger.py times both). The cache is keyed by every run's id, state, end
-time and the digests of its stored summary and planned charge (``RunStore.source_run_states``), so a planned charge
+time and the digests of its stored summary and planned charge (``RunStore.source_run_states``), and by the runs of
+other sources that released on it (:func:`.charges.evaluation_uses`, with their states), so a planned charge
 stored again (wider) or a summary another process rewrote (``ledger upgrade``) is seen. A run composed once and
 then changed (its state, end or summary) or deleted rebuilds the ledger. When many runs are composed at once (the
 first query of a store), they are composed in at most :data:`SERIES_STEPS` batches of consecutive runs, and the chart
@@ -36,7 +38,7 @@ from typing import Any, Iterable
 from ..claims import PrivacyClaim
 from ..errors import ConfigError
 from ..store import BudgetRecord, RunStore
-from .charges import PUBLIC, Charge, Use, classify, not_proven
+from .charges import EVALUATION, PUBLIC, UNPROTECTED, Charge, Use, classify, evaluation_uses, not_proven
 from .composition import ADD_REMOVE, REPLACE, Part, Total, combine, covered, epsilon_alone, events_key
 from . import upgrade
 from .sources import backfill
@@ -199,12 +201,14 @@ def ledger_of(store: RunStore, source: str, *, delta: float | None = None) -> Le
     delta = ledger_delta(budget, delta)
     key = (str(store.path), source, delta)
     states = tuple(store.source_run_states(source))
-    fingerprint = (states, history)
+    evaluations = tuple(evaluation_uses(store, source))  # other sources' runs that released on this one
+    fingerprint = (states, history, tuple((u.run.id, u.why) for u in evaluations))
     with _LOCK:
         answer = _ANSWERS.get(key)
         if answer is not None and answer[0] == fingerprint:
             return answer[1]
         runs = classify(store, store.source_runs(source))
+        runs = replace(runs, uncovered=runs.uncovered + evaluations)
         state = _updated(key, runs.charged, delta, {run_id: summary for run_id, *_, summary in states})
         planned = [_release(c) for c in runs.planned]
         total = state.total_with(planned, delta)
@@ -253,6 +257,12 @@ def _caveats(charges: tuple[Charge, ...], uncovered: tuple[Use, ...], unproven: 
         caveats.append(f"Run{'s' if len(bare) > 1 else ''} {', '.join(bare)} state{'' if len(bare) > 1 else 's'} no "
                        "neighbouring relation: each counts as add/remove, converted by group privacy, and the total "
                        "holds for replace-one neighbours.")
+    if any(u.kind == UNPROTECTED for u in uncovered):
+        caveats.append("Runs published outputs computed from this source without privacy (listed among the uncovered "
+                       "uses): no claim, and so no total, covers them.")
+    if any(u.kind == EVALUATION for u in uncovered):
+        caveats.append("Runs of other sources released on this data set while evaluating coverage (listed among the "
+                       "uncovered uses): the total does not include those releases.")
     if any(u.kind == PUBLIC for u in uncovered):
         caveats.append("The guarantees hold for the private part as each run split it: the rows a run used as public "
                        "or held-out data (listed among the uncovered uses) are not protected by any claim, and each "

@@ -1,6 +1,7 @@
 """What a PATE run charges its privacy ledger (:mod:`privengine.ledger`): the private data source its teachers
 read (:func:`data_source`), before anything is stored, the claim covering its whole planned release
-(:func:`planned_claim`), and the public part of that source it uses (:func:`public_rows`).
+(:func:`planned_claim`), the public part of that source it uses (:func:`public_rows`) and what it publishes
+computed from the private data without privacy (:func:`unprotected_outputs`).
 
 Sources:
 
@@ -45,6 +46,35 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     if values["dataset"] not in EMBEDDED_DATASETS:
         return ()
     return ((SPLIT_SIZES[values["dataset"]][1], "used as public data (the student's queries and test set)"),)
+
+
+def unprotected_outputs(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a PATE run of these config values publishes computed from its teachers' private data without any
+    privacy, in plain words (:data:`~.privacy.UNPROTECTED_CAVEAT` says why each is outside the claims): the
+    vote-margin histogram, the noise-free ensemble accuracy, the teachers' accuracies and training losses, the
+    data-dependent epsilon with its curve and order; Confident-GNMax's realised figure; the smooth sensitivity
+    (LNMax, or a sanitized release); the sanitized epsilon itself where its settings were tuned on this data set's
+    votes (:data:`~.privacy.SANITIZER_TUNED_ON`); and, with ``baseline`` (the default), the non-private baseline
+    trained on the private set: its accuracy and training curve. No claim covers them, so the ledger lists them.
+
+    >>> unprotected_outputs({"dataset": "digits", "aggregator": "gnmax", "sanitize": False, "baseline": True})[-1]
+    "the non-private baseline's accuracy and training curve"
+    """
+    outputs = ["the vote-margin histogram", "the noise-free ensemble accuracy",
+               "the teachers' accuracies and training losses", "the data-dependent epsilon, its curve and its order"]
+    lnmax = values["aggregator"] == "lnmax"
+    if values["aggregator"] == "confident_gnmax":
+        outputs.append("the realised epsilon and its curve")
+    if lnmax or values["sanitize"]:
+        outputs.append("the smooth-sensitivity value")
+    if not lnmax and values["sanitize"]:
+        from .privacy import SANITIZER_TUNED_ON  # here: the privacy module imports torch, needed only for this
+
+        if values["dataset"] in SANITIZER_TUNED_ON:
+            outputs.append("the sanitized data-dependent epsilon (its settings were tuned on these votes)")
+    if values["baseline"]:
+        outputs.append("the non-private baseline's accuracy and training curve")
+    return tuple(outputs)
 
 
 def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:

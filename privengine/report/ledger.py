@@ -44,7 +44,8 @@ def ledger_section(doc: Document, store: RunStore, runs: list[RunRecord], *, lev
             budget += f" ({100 * ledger.epsilon / ledger.budget.epsilon:.0f} % spent)"
         facts = [("data source", source), ("spent", total_text(ledger)), ("budget", budget),
                  ("uncovered uses", f"{len(ledger.uncovered)} (covered by no claim: audits and attacks that "
-                                    "train on the private data, runs without a claim, public or held-out rows)")]
+                                    "train on the private data, runs without a claim, public or held-out rows, "
+                                    "outputs published without privacy, other sources' runs released on it)")]
         if len(runs) == 1:
             facts.append(("this run's share", share_text(ledger, group[0].id)))
         doc.facts(facts)

@@ -4,7 +4,9 @@ set on sources (schema version 9).
 :class:`LedgerTables` is a part of :class:`~.run_store.RunStore` (its base class), over the store's connection and
 transactions. The store knows no mechanism, so it never computes a source: runs are created with theirs
 (``RunStore.create_run(data_source=...)``, from the launch paths), and the ledger back-fills those stored before
-(:meth:`unsourced_runs`, :meth:`set_data_sources`).
+(:meth:`unsourced_runs`, :meth:`set_data_sources`). Nor does it know which other sources a run releases on (a
+DP-Bayes run's evaluation data sets): the ledger computes them from the configs of the runs of the mechanisms that
+declare any (:meth:`mechanism_runs`, :meth:`run_configs`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .records import BudgetRecord, RunRecord, run_record
 
@@ -51,6 +53,27 @@ class LedgerTables:
         rows = self._conn().execute("SELECT data_source FROM runs WHERE data_source IS NOT NULL UNION "
                                     "SELECT source FROM budgets ORDER BY 1").fetchall()
         return [r[0] for r in rows]
+
+    def mechanism_runs(self, mechanisms: Sequence[str]) -> list[tuple[str, float, str]]:
+        """``(id, created_at, mechanism)`` of every run of ``mechanisms``, oldest first (no config: the ledger reads
+        those of the runs it has not seen, :meth:`run_configs`)."""
+        if not mechanisms:
+            return []
+        rows = self._conn().execute(
+            f"SELECT id, created_at, mechanism FROM runs WHERE mechanism IN ({', '.join('?' * len(mechanisms))}) "
+            "ORDER BY created_at, id", tuple(mechanisms)).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def run_configs(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored config of each run of ``run_ids`` that is stored (run id -> config)."""
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):  # under SQLite's limit on bound parameters
+            chunk = ids[start:start + 500]
+            rows = self._conn().execute(f"SELECT id, config FROM runs WHERE id IN ({', '.join('?' * len(chunk))})",
+                                        tuple(chunk)).fetchall()
+            found.update((r[0], json.loads(r[1])) for r in rows)
+        return found
 
     def source_run_states(self, source: str) -> list[tuple[str, str, float | None, str | None, str | None]]:
         """``(id, state, finished_at, planned, summary)`` of every run of ``source``, ``planned`` and ``summary`` the
