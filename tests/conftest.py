@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import io
 import os
 import sqlite3
@@ -127,10 +128,35 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(autouse=True, scope="session")
 def torch_threads_as_in_runs():
     """Tests use the torch thread count runs use (cores - 1): two intra-op threads on a busy 2-core
-    machine made small-tensor tests many times slower."""
+    machine made small-tensor tests many times slower. Under pytest-xdist each of the W workers gets
+    max(1, cores // W) threads (W workers of cores - 1 threads each would oversubscribe the cores), through
+    PRIVENGINE_TORCH_THREADS so the runs, CLI processes and apps a test starts use the same; a value already set
+    is kept."""
     from privengine.device import configure_torch_threads
 
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        os.environ.setdefault("PRIVENGINE_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     configure_torch_threads()
+
+
+def _starts_ray(item: pytest.Item) -> bool:
+    """Whether test ``item`` may start a real local Ray cluster: its code names ``"ray"``, as each such test does
+    in ``pytest.importorskip("ray")``."""
+    return isinstance(item, pytest.Function) and "ray" in item.function.__code__.co_consts
+
+
+@pytest.fixture(autouse=True)
+def one_ray_cluster_at_a_time(request, tmp_path_factory):
+    """Under pytest-xdist, a test that starts a Ray cluster waits until no other worker runs one: a cluster and its
+    worker processes take the cores, and two at once on two cores could wait out a test's timeout. The lock is a
+    file in the run's shared base temp directory (each worker's base temp is a folder of it)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or not _starts_ray(request.node):
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "ray-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, after the test's teardown
+        yield
 
 
 def run_from_published_preset(store) -> str:

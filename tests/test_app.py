@@ -153,8 +153,7 @@ def test_the_run_status_sits_under_launch_and_a_queued_run_names_the_run_it_wait
         assert any(b.key == f"stop.strip.{second}" for b in at.button)  # Stop where the eye is
         assert any(b.key == f"stop.panel.{second}" for b in at.button)  # and in the run panel
     finally:
-        _stop_and_wait(store, second)
-        _stop_and_wait(store, first)
+        _stop_and_wait(store, second, first)
 
 
 def test_config_link_prefills_the_form_and_bad_links_say_why():
@@ -193,10 +192,13 @@ def test_a_preset_link_prefills_the_form_and_a_bad_one_says_why():
                for e in bad.error)
 
 
-def _stop_and_wait(store, run_id: str, timeout: float = 60) -> None:
-    store.request_stop(run_id)
+def _stop_and_wait(store, *run_ids: str, timeout: float = 60) -> None:
+    """Ask every run to stop, then wait until none is active: a queued run asked to stop ends when its turn
+    comes, so waiting for it before the run ahead of it was asked to stop waited out the whole timeout."""
+    for run_id in run_ids:
+        store.request_stop(run_id)
     deadline = time.monotonic() + timeout
-    while store.get_run(run_id).active and time.monotonic() < deadline:
+    while any(store.get_run(run_id).active for run_id in run_ids) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
