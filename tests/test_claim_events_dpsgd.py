@@ -141,10 +141,10 @@ def test_no_events_for_the_gdp_approximation_or_the_estimate_of_shuffled_batches
     poisson = dpsgd_claims(histories=[history], accountant="prv", delta=1e-5, private_size=9000, public_note="",
                            sampling="poisson", show_gdp=True)
     gdp = next(c for c in poisson if c.accountant == ACCOUNTANT_NAMES["gdp"])
-    assert not gdp.events and gdp.relation is None and poisson[0].events
+    assert not gdp.events and gdp.relation == "add_or_remove_one" and poisson[0].events
     (shuffled,) = dpsgd_claims(histories=[history], accountant="prv", delta=1e-5, private_size=9000,
                                public_note="", sampling="shuffle")
-    assert not shuffled.events and shuffled.relation is None
+    assert not shuffled.events and shuffled.relation == "add_or_remove_one"
 
 
 def test_a_history_must_be_a_valid_one():
