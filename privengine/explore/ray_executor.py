@@ -139,7 +139,9 @@ class RayExecutor(RunQueue):
             env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-            ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+            # no address: "local" starts this sweep's own cluster (with no address, ray.init joins any cluster a
+            # `ray start` left recorded in /tmp/ray, and refuses num_cpus there)
+            ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
                      log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
         # the hub lives on the driver's node (hard affinity: a soft one may land elsewhere), so a worker node lost
         # takes only its own runs with it
