@@ -148,9 +148,10 @@ def _starts_ray(item: pytest.Item) -> bool:
 
 @pytest.fixture(autouse=True)
 def one_ray_cluster_at_a_time(request, tmp_path_factory):
-    """Under pytest-xdist, a test that starts a Ray cluster waits until no other worker runs one: a cluster and its
-    worker processes take the cores, and two at once on two cores could wait out a test's timeout. The lock is a
-    file in the run's shared base temp directory (each worker's base temp is a folder of it)."""
+    """Under pytest-xdist, a test that starts a Ray cluster waits until no other worker runs one: ``ray.init()``
+    without an address joins the cluster a ``ray start`` head (``ray.cluster_utils.Cluster``) left in
+    /tmp/ray/ray_current_cluster instead of starting its own, and a cluster's processes take the cores. The lock
+    is a file in the run's shared base temp directory (each worker's base temp is a folder of it)."""
     if "PYTEST_XDIST_WORKER" not in os.environ or not _starts_ray(request.node):
         yield
         return
