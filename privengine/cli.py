@@ -29,7 +29,6 @@ from .cli_fields import add_field_flags, field_values
 from .explore import cli as sweep_cli
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .ledger import cli as ledger_cli
-from .ledger import upgrade as ledger_upgrade
 from .presets import changed_fields, source_with_preset
 from .store import NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES, RunRecord, RunStore
 
@@ -404,6 +403,8 @@ def _cmd_label(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 
 def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    from .ledger import upgrade as ledger_upgrade  # here: it imports the accountants (torch, Opacus)
+
     ledger_upgrade.ensure(store)  # claims stored before they carried events get them (once per store)
     run = store.get_run(args.run_id)
     if args.json:

@@ -25,12 +25,10 @@ from privengine import registry
 from privengine.claims import PrivacyClaim, headline_of
 from privengine.config import BaseConfig
 from privengine.errors import ConfigError
-from privengine.ledger.budget import admitted
 from privengine.registry import Axis
 from privengine.store import ACTIVE_STATES, RunRecord, RunStore, is_epsilon_metric
 
 from .frontier import pareto, run_values
-from .privacy import selection_claim, sweep_claim
 from .spec import Point, SweepSpec, expand, resolve, run_configs
 
 
@@ -133,6 +131,8 @@ def launch(store: RunStore, executor: Executor, spec: SweepSpec, *, source: str 
         from privengine.device import resolve_device
 
         resolve_device(getattr(runs[0][1], "device", "cpu"))
+    from privengine.ledger.budget import admitted  # here: it imports dp-accounting, torch and Opacus (the CLI's start)
+
     with admitted(store, spec.mechanism, [config for _, config in runs]):
         sweep_id = store.create_sweep(spec.mechanism, spec.to_dict(), source=source, executor=executor.name)
         submit_all(executor, spec.mechanism, runs, source=source, sweep_id=sweep_id, group=group)
@@ -177,6 +177,8 @@ def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = 
     planned release checked against the budgets first, as a launch's; returns the new run ids."""
     todo = missing(store, sweep_id)
     mechanism = store.get_sweep(sweep_id).mechanism
+    from privengine.ledger.budget import admitted  # here: see launch
+
     with admitted(store, mechanism, [config for _, config in todo]):
         store.set_sweep_stop(sweep_id, False)
         return submit_all(executor, mechanism, todo, source=source, sweep_id=sweep_id, group=group)
@@ -283,6 +285,8 @@ def result(store: RunStore, sweep_id: str, *, utility: str | None = None) -> Swe
         points.append(PointResult(index, settings[index], [r.id for r in mine], [r.state for r in mine],
                                   [r.error for r in mine if r.error], len(done), *_mean_sd(pv), *_mean_sd(uv),
                                   _mean_sd(sv)[0], _privacy_basis(privacy_axis, done)))
+    from .privacy import selection_claim, sweep_claim  # here: the accountants import dp-accounting (the CLI's start)
+
     # chosen by the selection number (e.g. validation accuracy), never by the reported one it plots
     front = pareto([(p.privacy, p.selection) for p in points], privacy_better=privacy_axis.better,
                    utility_better=utility_axis.better if utility_axis else "higher")

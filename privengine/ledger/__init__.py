@@ -13,9 +13,19 @@
 - :mod:`.cli`: ``python -m privengine ledger [SOURCE] [--json]`` and ``ledger budget SOURCE --epsilon E --delta D``.
 """
 
-from .budget import BudgetExceeded, LaunchCheck, budget_of, check_launch, set_budget
-from .ledger import DEFAULT_DELTA, Ledger, ledger_of
-from .sources import backfill, known_sources, source_of
+# The names below are loaded on first use (PEP 562), so that importing one light submodule (``.cli``'s parser,
+# ``.sources``) does not import dp-accounting, torch and Opacus through ``.budget`` and ``.ledger``.
+_EXPORTS = {"BudgetExceeded": "budget", "LaunchCheck": "budget", "budget_of": "budget", "check_launch": "budget",
+            "set_budget": "budget", "DEFAULT_DELTA": "ledger", "Ledger": "ledger", "ledger_of": "ledger",
+            "backfill": "sources", "known_sources": "sources", "source_of": "sources"}
+__all__ = sorted(_EXPORTS)
 
-__all__ = ["DEFAULT_DELTA", "BudgetExceeded", "LaunchCheck", "Ledger", "backfill", "budget_of", "check_launch",
-           "known_sources", "ledger_of", "set_budget", "source_of"]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

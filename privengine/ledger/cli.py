@@ -9,16 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
 from ..jsonable import to_jsonable
 from ..store import BudgetRecord, RunStore
 from ..store.upgrades import CLAIM_EVENTS
-from .budget import set_budget
-from .ledger import Ledger, ledger_of
-from .sources import check_source, known_sources
-from .upgrade import upgrade
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+# The ledger's modules are imported by the commands that use them, not here: they import dp-accounting, torch and
+# Opacus, and every `python -m privengine ...` builds this command's parser.
 
 COMMANDS = ("ledger",)
 
@@ -40,6 +42,9 @@ def add_parsers(sub) -> None:
 
 def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     """Run ``ledger``; return 0 (errors are raised: ConfigError for bad input)."""
+    from .ledger import ledger_of
+    from .sources import check_source, known_sources
+
     words = list(args.words)
     if words[:1] == ["budget"]:
         return _budget(args, words[1:], store, out)
@@ -76,6 +81,9 @@ def _budget(args: argparse.Namespace, words: list[str], store: RunStore, out: Te
     for option, value in (("--epsilon", args.epsilon), ("--delta", args.delta)):
         if value is None:
             raise ConfigError(option, "is required: ledger budget SOURCE --epsilon E --delta D")
+    from .budget import set_budget
+    from .ledger import ledger_of
+
     record = set_budget(store, words[0], args.epsilon, args.delta, args.note)
     ledger = ledger_of(store, record.source)
     if args.json:
@@ -89,6 +97,8 @@ def _budget(args: argparse.Namespace, words: list[str], store: RunStore, out: Te
 def _upgrade(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     """``ledger upgrade``: give the claims of runs stored before claims carried events theirs, if the store asks for
     it and it is not done yet (:mod:`.upgrade`), and print its report."""
+    from .upgrade import upgrade
+
     report = upgrade(store)
     if args.json:
         _print({"upgrade": CLAIM_EVENTS, "report": report}, out)

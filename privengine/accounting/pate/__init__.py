@@ -33,7 +33,6 @@ data-dependent eps; :func:`gnmax_events`, :func:`confident_gnmax_events` and :fu
 releases of a number of queries as privacy events. Bad inputs raise :class:`privengine.errors.ConfigError`.
 """
 
-from .a_priori import confident_gnmax_events, gnmax_events, lnmax_events
 from .common import GNMAX_ORDERS, PateAnalysis
 from .gnmax import (confident_gnmax_a_priori_epsilon, confident_gnmax_analysis, confident_gnmax_eps_curve,
                     confident_gnmax_epsilon, gnmax_analysis, gnmax_eps_curve, gnmax_epsilon)
@@ -70,3 +69,13 @@ __all__ = [
     "confident_gnmax_events",
     "lnmax_events",
 ]
+
+
+def __getattr__(name: str):
+    """The a-priori events (:mod:`.a_priori`) are loaded on first use (PEP 562): they import dp-accounting, which
+    imports scipy.stats and scipy.signal, seconds that every CLI command paid through the PATE audit's import."""
+    if name in ("confident_gnmax_events", "gnmax_events", "lnmax_events"):
+        from . import a_priori
+
+        return getattr(a_priori, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
