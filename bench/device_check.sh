@@ -63,9 +63,10 @@ step() {  # step NAME SECONDS COMMAND...: run with a timeout, log to $logs/NAME.
 
 step bench_presets_cold 90 env PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" \
   ${COLD_PRESETS:+--presets "$COLD_PRESETS"}
-warm_presets() {  # the Fashion-MNIST preset warm, then again under the profiler
+warm_presets() {  # the Fashion-MNIST preset warm, then (BENCH_PROFILE=N) again under the profiler
   PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" --presets $fmnist
-  PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" --presets $fmnist --profile 25
+  [[ -z ${BENCH_PROFILE:-} ]] || PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" \
+    --presets $fmnist --profile "$BENCH_PROFILE"
 }
 cli_presets() {  # each preset in its own process, as a user runs it; the wall time of each
   for preset in ${CLI_PRESETS:-$fmnist dpsgd:mnist-scatter-mlp-eps3 pate:mnist-confident-gnmax}; do
@@ -75,8 +76,8 @@ cli_presets() {  # each preset in its own process, as a user runs it; the wall t
       --data-root "$data" --json > /dev/null || echo "$preset: failed"
     echo "$preset: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall (python -m privengine run, warm cache)"
   done
-  PRIVENGINE_HOME="$home" $python -X importtime -m privengine run dpsgd --preset fmnist-scatter-eps3 --device cuda \
-    --data-root "$data" --json 2>&1 >/dev/null | sort -t'|' -k2 -n | tail -n 25
+  [[ -z ${IMPORTTIME:-} ]] || PRIVENGINE_HOME="$home" $python -X importtime -m privengine run dpsgd \
+    --preset fmnist-scatter-eps3 --device cuda --data-root "$data" --json 2>&1 >/dev/null | sort -t'|' -k2 -n | tail -n 25
 }
 membership() {  # the attack's target, then the attack with 64 reference models; the wall time of each
   local t0 id
@@ -89,6 +90,11 @@ membership() {  # the attack's target, then the attack with 64 reference models;
     --json || return 1
   echo
   echo "audit membership, 64 reference models: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall"
+  t0=$(date +%s%N)  # the same attack with every model of a side in one model batch (the default trains 8 at a time)
+  PRIVENGINE_HOME="$home" $python -m privengine audit dpsgd-membership --run "$id" --reference-models 64 \
+    --models-per-pass 0 --device cuda --json | $python -c "import json, sys; r = json.load(sys.stdin); \
+print({k: r.get(k) for k in ('auc', 'seconds', 'reference_models')})" || return 1
+  echo "audit dpsgd-membership, 64 reference models in one pass: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall"
 }
 sweep() {  # the frontier, a new process to JSON; its wall time
   local t0
@@ -97,6 +103,13 @@ sweep() {  # the frontier, a new process to JSON; its wall time
     --vary target_epsilon=0.5,1,2,4,8 --seeds "${SWEEP_SEEDS:-20}" --device cuda --data-root "$data" --json || return 1
   echo
   echo "sweep, 5 target epsilons x ${SWEEP_SEEDS:-20} seeds: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall"
+  PRIVENGINE_HOME="$home" $python -m privengine runs --limit 1000 --json | $python -c "
+import json, sys
+runs = [r for r in json.load(sys.stdin) if r.get('finished_at') and r['created_at'] >= $((t0 / 1000000000))]
+t0 = min(r['created_at'] for r in runs)
+print('runs', len(runs), '| first start', round(min(r['started_at'] for r in runs) - t0, 1), 's after the first was '
+      'stored | last end', round(max(r['finished_at'] for r in runs) - t0, 1), 's | elapsed per run (min / max)',
+      round(min(r['elapsed_s'] for r in runs), 1), '/', round(max(r['elapsed_s'] for r in runs), 1), 's')"
 }
 export -f warm_presets cli_presets membership sweep
 export python home data fmnist
