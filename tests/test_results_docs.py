@@ -164,7 +164,7 @@ CITED = {
                     rf"\| {N}: every run on the split to its choice, 42 models", rf"costs ε {N} \(Fashion-MNIST, 42",
                     rf"\| tuning cost \(the recipe's: every run on the split to its choice, at ε 3\) \| {N}"],
     FMNIST_ALL: [rf"Covered by \(Fashion-MNIST's scattering split\)\*\*: ε =? ?{N}", rf"other runs of this file and "
-                 rf"gpu.md's\) \| \| {N} \|", rf"is covered by ε {N} \(", rf"\| {N}: 78 models",
+                 rf"gpu.md's\) \| \| {N} \|", rf"is covered by ε {N} \(", rf"\| {N}: 179 models",
                  rf"covered-by figure, {N}\)", rf"covered by \*\*ε = {N}\*\*", rf"published on the split ε = {N} \(",
                  rf"a term of the split's {N};"],
     MNIST_2: [rf"the recipe is T&B's; {N} for every run", rf"and {N} for MNIST \(the four",

@@ -175,17 +175,23 @@ def sweep(where: str) -> list[Run]:
 
 
 GPU_SWEEP = sweep(f"{GPU}, the goals of issue 26 on an H200 (call 2)")
+# Issue 39's frontier on the H200 (2026-11-28): seeds 0-19 at each target. Seeds 0-2 may repeat call 2's runs (same
+# configuration and device: the same noise), but the runs' own results were not compared, so all 100 are counted.
+GPU_FRONTIER = [Run(f"target ε {target:g}, seeds 0-19", f"{GPU}, issue 39 on an H200", 8192, 40, target=target,
+                    models=20) for target in (0.5, 1.0, 2.0, 4.0, 8.0)]
 CPU_SWEEP = sweep(f"{GPU}, sweeps: compatible points in one model batch (2-core CPU; its --no-group reruns drew "
                   "the same noise and are not published)")
 FMNIST_AFTER_CHOICE = [
     Run("the preset, --n-seeds 3, batch path (run 8929596543; also in gpu.md)",
         f"{DPSGD}, preset rerun on the batch path", 8192, 40, models=3),
     Run("the preset, seed 0 alone (run eb3efad01f)", f"{DPSGD}, preset rerun on the batch path", 8192, 40),
-    Run("the preset on the H200, seed 0 (7 runs of one configuration: one release)", f"{GPU}, first section",
-        8192, 40),
+    Run("the preset on the H200, seed 0 (12 runs of one configuration over two sessions: one release)",
+        f"{GPU}, first section and issue 39", 8192, 40),
+    Run("the preset with 120 epochs, launched from the page on the H200 (tests/test_dashboard_device.py)",
+        f"{GPU}, issue 39 on an H200", 8192, 120),
     Run("the preset on the 2-core CPU, bench_presets.py, seed 0 (90.08 %)", f"{GPU}, where a preset's time goes",
         8192, 40),
-] + GPU_SWEEP + CPU_SWEEP
+] + GPU_SWEEP + CPU_SWEEP + GPU_FRONTIER
 FMNIST_SPLIT = (FMNIST_FIRST_PASS + FMNIST_FIRST_PASS_SEEDS + FMNIST_SECOND_PASS_CANDIDATES
                 + FMNIST_SECOND_PASS_AFTER + FMNIST_THIRD_PASS + FMNIST_FOURTH_PASS + FMNIST_AFTER_CHOICE)
 
