@@ -235,16 +235,24 @@ def test_auto_physical_batch_keeps_per_example_blocks_small_on_cpu():
     assert physical_batch_size(DPSGDConfig(batch_size=100), small) == 64  # never above the logical batch
 
 
-@pytest.mark.parametrize("batch_size", [16, 64, 256, 1000, 8192])
+@pytest.mark.parametrize("batch_size", [16, 39, 64, 256, 900])
 def test_auto_physical_batch_on_a_gpu_takes_almost_every_poisson_batch_in_one_pass(batch_size):
-    """Batch sizes are Binomial(N, q) with mean B = Nq: the physical batch leaves at most 1e-4 of them to a second
-    pass (here N = 20 B), is a multiple of 64, and shrinks to fit the per-example gradients' memory."""
-    from scipy.stats import binom
+    """Batch sizes are Binomial(N, q) with mean B = Nq, nearly Poisson(B) for a small q (the heavier tail): the
+    physical batch leaves fewer than 1e-4 of them to a second pass, is a multiple of 64, and shrinks to fit the
+    per-example gradients' memory."""
+    from scipy.stats import poisson
 
     from privengine.dpsgd.training import AUTO_GPU_BLOCK_BYTES, gpu_physical_batch
 
     size = gpu_physical_batch(batch_size, n_params=10_000)
     assert size % 64 == 0 and size >= batch_size
-    assert binom.sf(size, 20 * batch_size, 0.05) <= 1e-4
+    assert poisson.sf(size, batch_size) < 1e-4
     huge = AUTO_GPU_BLOCK_BYTES // (4 * 64 * 3)  # parameters: only three blocks of 64 fit
     assert gpu_physical_batch(batch_size, n_params=huge) == min(192, size)
+
+
+def test_auto_physical_batch_on_a_gpu_is_capped_for_large_logical_batches():
+    from privengine.dpsgd.training import AUTO_GPU_MAX_PHYSICAL, gpu_physical_batch
+
+    assert gpu_physical_batch(8192, n_params=10_000) == AUTO_GPU_MAX_PHYSICAL
+    assert gpu_physical_batch(8192, n_params=10**9) == 64  # nothing fits: the smallest block

@@ -147,7 +147,8 @@ class DPSGDConfig(RunConfig):
                                          "0 = auto: on a CPU the largest power of two whose per-example "
                                          "gradients of the largest parameter fit in 24 MiB (bigger blocks are "
                                          "mapped and zeroed afresh by the C allocator at every batch, which "
-                                         "can double the step time); 256 on a GPU.")
+                                         "can double the step time); on a GPU the expected batch plus four standard "
+                                         "deviations, a multiple of 64, at most 1024.")
     lr: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True, label="learning rate",
                      help="SGD learning rate (about 0.1 for linreg, 1-4 for the CNNs with batch 256).")
     momentum: float = knob(0.0, low=0.0, high=0.99, advanced=True, help="SGD momentum.")

@@ -296,6 +296,7 @@ def _mean(values: list[torch.Tensor]) -> float:
 
 AUTO_BLOCK_BYTES = 24 * 2**20   # per-example gradient block of the largest parameter, CPU auto sizing
 AUTO_GPU_BLOCK_BYTES = 2 * 2**30  # per-example gradients of every trainable parameter, GPU auto sizing
+AUTO_GPU_MAX_PHYSICAL = 1024  # GPU auto sizing: 4x the fixed 256 it replaced, for the activations' memory
 
 
 def physical_batch_size(config: DPSGDConfig, model: nn.Module) -> int:
@@ -321,15 +322,17 @@ def physical_batch_size(config: DPSGDConfig, model: nn.Module) -> int:
 
 
 def gpu_physical_batch(batch_size: int, n_params: int) -> int:
-    """The physical batch on a GPU: one pass for almost every Poisson batch. A batch of expected size B has standard
-    deviation sqrt(B (1 - q)) <= sqrt(B), so B + 4 sqrt(B), rounded up to a multiple of 64, holds all but about 3e-5
-    of them (a larger one is split in two passes, as the splitting loader does; the sum of the clipped gradients is
-    the same). Capped so that the per-example gradients (physical x n_params x 4 bytes) fit
-    :data:`AUTO_GPU_BLOCK_BYTES`, and at least 64. A fixed 256 split about half the batches of B = 256 in two passes:
+    """The physical batch on a GPU: one pass for almost every Poisson batch of a logical batch up to about 900. A
+    batch of expected size B is Binomial(N, q) with standard deviation sqrt(B (1 - q)) <= sqrt(B), so B + 4 sqrt(B),
+    rounded up to a multiple of 64, leaves fewer than 1e-4 of them to a second pass (about 5e-5 at B = 256: nearly
+    Poisson tails for small q); a larger batch is split, as the splitting loader does, and the sum of the clipped
+    gradients is the same. Capped at :data:`AUTO_GPU_MAX_PHYSICAL` (activations grow with it too, which the next cap
+    does not count) and so that the per-example gradients (physical x n_params x 4 bytes) fit
+    :data:`AUTO_GPU_BLOCK_BYTES`; at least 64. A fixed 256 split about half the batches of B = 256 in two passes:
     1.42x the time of Opacus' one pass per batch on a small CNN (H200, bench/bench_cnn_shaped_noise.py)."""
     cover = math.ceil((batch_size + 4 * math.sqrt(batch_size)) / 64) * 64
     fits = AUTO_GPU_BLOCK_BYTES // (4 * max(n_params, 1)) // 64 * 64
-    return max(64, min(cover, fits))
+    return max(64, min(cover, fits, AUTO_GPU_MAX_PHYSICAL))
 
 
 def warm_start(model: nn.Module, task: Task, config: DPSGDConfig, generator: torch.Generator) -> None:
