@@ -5,6 +5,8 @@ its charts, and the form is taller than a screen, so whoever scrolls back to the
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from privengine.store import RunRecord
@@ -13,6 +15,8 @@ from . import services
 from .run_label import heading
 
 REFRESH_S = 1.0
+STILL_AFTER_S = 2.0  # a progress line unchanged this long says for how long it has waited
+_SEEN = "run_status.progress_seen"  # session state: run id -> ((fraction, text), when this session first saw it)
 
 STATE_COLOURS = {"queued": "gray", "running": "blue", "finished": "green", "failed": "red", "stopped": "orange",
                  "interrupted": "orange"}
@@ -30,13 +34,27 @@ def state_text(run: RunRecord) -> str:
     return f"on {run.device or 'an unrecorded device'}{elapsed}"
 
 
+def progress_text(run: RunRecord, seen: dict, now: float) -> str | None:
+    """The progress bar's text: what the run reports it is doing and, once that line (text and fraction) has not
+    changed for :data:`STILL_AFTER_S`, for how long it has waited on it, so a step that blocks (reading a data set,
+    one accountant evaluation) reads as working, not stalled. ``seen`` (run id -> ((fraction, text), first seen)) is
+    this session's memory of the line, updated here; ``now``: the time, in seconds (``time.time()``)."""
+    line = (run.progress, run.progress_text or "")
+    if run.id not in seen or seen[run.id][0] != line:
+        seen[run.id] = (line, now)
+    waited = now - seen[run.id][1]
+    if waited < STILL_AFTER_S:
+        return run.progress_text or None
+    return f"{run.progress_text or 'working'} · {waited:.0f} s on this step, still working"
+
+
 def controls(run: RunRecord, *, key: str) -> None:
     """The progress bar and the Stop button of an active run (nothing once it has ended); ``key`` tells the
     buttons of several places apart."""
     if not run.active:
         return
     if run.progress is not None:
-        st.progress(run.progress, text=run.progress_text or None)
+        st.progress(run.progress, text=progress_text(run, st.session_state.setdefault(_SEEN, {}), time.time()))
     if run.stop_requested:
         st.caption("Stop requested; the run stops at its next check (within about a second).")
     elif st.button("Stop run", key=f"stop.{key}.{run.id}", icon=":material/stop:", type="secondary"):

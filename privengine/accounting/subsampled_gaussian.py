@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import Callable
 
 import numpy as np
 from dp_accounting import dp_event
@@ -259,7 +260,8 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
 
 
 def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
-                               accountant: str, prefix: History = ()) -> float:
+                               accountant: str, prefix: History = (),
+                               on_probe: Callable[[float, float], None] | None = None) -> float:
     """The sigma whose epsilon after ``prefix`` then ``steps`` steps at ``sample_rate`` is within 0.01 below the target.
 
     The search of Opacus' ``get_noise_multiplier``, step for step (sigma_high doubled from 10 until epsilon <=
@@ -271,14 +273,20 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_ra
     returned always has a computed epsilon (below the target by more than the tolerance when the sigmas that
     would come closer are all ones PRV cannot account: then the smallest accountable one). ValueError if the
     prefix alone spends the target or no sigma up to Opacus' MAX_SIGMA reaches it.
+
+    ``on_probe(sigma, epsilon)``, if given, is told each probe of the search as it is computed (epsilon inf for one
+    PRV cannot account), for progress only: it changes nothing of the search.
     """
     prefix = list(prefix)
 
     def eps(sigma: float) -> float:
         try:
-            return epsilon_of(prefix + [(sigma, sample_rate, steps)], accountant=accountant, delta=delta)[0]
+            value = epsilon_of(prefix + [(sigma, sample_rate, steps)], accountant=accountant, delta=delta)[0]
         except IntractableAccounting:
-            return math.inf
+            value = math.inf
+        if on_probe is not None:
+            on_probe(sigma, value)
+        return value
 
     if prefix and epsilon_of(prefix, accountant=accountant, delta=delta)[0] >= target_epsilon:
         raise ValueError("the steps before training alone spend the target epsilon")

@@ -171,6 +171,7 @@ def load_task(*, dataset: str, seed: int, public_fraction: float, train_limit: i
         n_outputs = 10
     else:
         pixels = features != "scattering"
+        progress(0.0, f"reading the {dataset} images (training and test sets) from the data root")
         train = load_image_dataset(dataset, train=True, root=data_root or None, standardize=pixels)
         test = load_image_dataset(dataset, train=False, root=data_root or None, standardize=pixels)
         x_train, y_train, x_test, y_test = train.x, train.y, test.x, test.y

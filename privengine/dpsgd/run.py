@@ -32,6 +32,7 @@ from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT
 
+from .calibration_progress import CalibrationProbes
 from . import metrics as M
 from .config import DPSGDConfig, check_batches, declared_private_size, published_size
 from .data import Task, load_task
@@ -358,11 +359,12 @@ def make_plan(config: DPSGDConfig, reporter) -> Plan | None:
         sigma = config.noise_multiplier
     else:
         reporter.progress(0.0, f"calibrating sigma to epsilon = {config.target_epsilon:g}")
+        probes = CalibrationProbes(reporter, config.target_epsilon)
         try:
             sigma = _interruptible(functools.partial(
                 calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
-                sample_rate=q, steps=steps, accountant=config.accountant, prefix=normalization_history(config)),
-                reporter.should_stop)
+                sample_rate=q, steps=steps, accountant=config.accountant, prefix=normalization_history(config),
+                on_probe=probes.add), reporter.should_stop, on_poll=probes.report)
         except ValueError as exc:  # Opacus: "The privacy budget is too low."
             raise ConfigError("target_epsilon", f"cannot be reached with q = {q:.3g} and {steps} steps "
                                                 f"({exc}); raise it or train for fewer steps") from None
@@ -388,9 +390,11 @@ def _check_accountable(config: DPSGDConfig, sigma: float, q: float, steps: int) 
                                  "choose the RDP accountant") from None
 
 
-def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25) -> float | None:
+def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25,
+                   on_poll: Callable[[], None] = lambda: None) -> float | None:
     """``fn()`` in a helper thread while this one keeps asking ``should_stop`` (Opacus' calibration
-    can take several seconds); None if a stop came first (the daemon helper then ends unobserved)."""
+    can take several seconds) and calls ``on_poll`` (this thread's progress reports) every ``poll_s`` seconds and
+    once at the end; None if a stop came first (the daemon helper then ends unobserved)."""
     outcome: dict = {}
 
     def target() -> None:
@@ -401,9 +405,12 @@ def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], pol
 
     helper = threading.Thread(target=target, name="dpsgd-calibration", daemon=True)
     helper.start()
-    while helper.is_alive():
+    while True:
         helper.join(poll_s)
-        if helper.is_alive() and should_stop():
+        on_poll()
+        if not helper.is_alive():
+            break
+        if should_stop():
             return None
     if "error" in outcome:
         raise outcome["error"]

@@ -18,7 +18,9 @@ manager touches them while they are queued or in flight (:class:`~privengine.job
 :mod:`privengine.store.liveness`); a worker, which cannot reach the store, never does.
 
 On an existing cluster (``address`` or ``$RAY_ADDRESS``) privengine must be importable on the
-workers (installed there, or shipped with a Ray ``runtime_env``).
+workers (installed there, or shipped with a Ray ``runtime_env``). An address that cannot be joined (nothing
+listens, or the cluster refuses this driver's authentication) is a ConfigError of ``address``
+(:mod:`.ray_address`), before anything is stored or queued.
 
 Faults. A run whose task dies (its worker process killed, its node lost) is marked *failed* with a
 sentence saying what died (:func:`death_sentence`) and, if it stored outputs, the planned charge its worker
@@ -45,6 +47,7 @@ from privengine.errors import ConfigError, PrivengineError
 from privengine.jobs import RunQueue, run_ids
 from privengine.store import NO_CLAIM_AFTER_DEATH, RunStore
 
+from .ray_address import check_reachable, join_error
 from .ray_worker import STOP_POLL_S, Hub, execute_group, execute_run, ray_module
 
 DRAIN_S = 0.25          # how often the driver moves worker events into the store
@@ -139,10 +142,17 @@ class RayExecutor(RunQueue):
             env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+            if address:  # refused, unreachable or token-refusing: one sentence naming the address, not minutes of
+                check_reachable(address)  # retries and a ConnectionError traceback
             # no address: "local" starts this sweep's own cluster (with no address, ray.init joins any cluster a
             # `ray start` left recorded in /tmp/ray, and refuses num_cpus there)
-            ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
+            try:
+                ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
+            except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
+                if not address:
+                    raise
+                raise join_error(address, exc) from None
         # the hub lives on the driver's node (hard affinity: a soft one may land elsewhere), so a worker node lost
         # takes only its own runs with it
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -249,8 +249,8 @@ def dataset_scattering(x: torch.Tensor, key: str, *, device: torch.device | str 
     on ``device`` (the run's; default ``x``'s), in the one cache every mechanism shares, ``$PRIVENGINE_HOME/cache``
     (the data root may be read-only); ``key`` names the dataset and split (e.g. ``"mnist-train"``).
 
-    ``progress(fraction, sentence)`` after each chunk: the share of the split done and a sentence with the
-    images done and, from the rate so far, the time left."""
+    ``progress(fraction, sentence)`` first (reading the cache), then after each chunk computed: the share of the
+    split done and a sentence with the images done and, from the rate so far, the time left."""
     from privengine.store import default_home
 
     started = time.monotonic()
@@ -260,6 +260,7 @@ def dataset_scattering(x: torch.Tensor, key: str, *, device: torch.device | str 
         left = f", about {remaining_text((total - done) / rate)} left" if done < total else ""
         progress(done / total, f"scattering {key}: {done:,} of {total:,} images{left} (computed once, then cached)")
 
+    progress(0.0, f"scattering {key}: reading its cached features (computed on first use only)")
     return cached_scattering(x, key=key, root=default_home() / "cache", device=device, should_stop=should_stop,
                              progress=report)
 

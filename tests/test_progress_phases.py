@@ -1,0 +1,70 @@
+"""Long phases of a run move or say what they wait on (issue 40, item 8): sigma's calibration reports each probe of
+its search, and the run panel's progress text says for how long it has waited on a step that does not move."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier, epsilon_of
+from privengine.dpsgd.config import DPSGDConfig, declared_private_size
+from privengine.dpsgd.run import make_plan
+from privengine.dpsgd.training import normalization_history
+from tests.memory_reporter import MemoryReporter
+from ui.run_status import STILL_AFTER_S, progress_text
+
+
+class ProgressLog(MemoryReporter):
+    """A reporter that keeps every progress update."""
+
+    def __init__(self):
+        super().__init__()
+        self.updates: list[tuple[float, str]] = []
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        super().progress(fraction, text)
+        self.updates.append((fraction, text))
+
+
+def test_the_calibration_reports_its_probes_and_still_calibrates_the_same_sigma():
+    config = DPSGDConfig().replace(noise_mode="target_epsilon", target_epsilon=3.0, accountant="rdp")
+    reporter = ProgressLog()
+    plan = make_plan(config, reporter)
+    texts = [text for _, text in reporter.updates]
+    assert len(texts) > 1 and all(text.startswith("calibrating sigma to epsilon = 3") for text in texts)
+    probes = [int(m[1]) for m in (re.search(r"probe (\d+), sigma = \S+ gives epsilon = \S+", t) for t in texts) if m]
+    assert probes and probes == sorted(probes)
+    # the probes are reported, nothing else changes: the sigma of the search without a listener
+    q = config.batch_size / declared_private_size(config)
+    assert plan.noise_multiplier == calibrate_noise_multiplier(
+        target_epsilon=3.0, delta=config.delta, sample_rate=q, steps=plan.steps, accountant="rdp",
+        prefix=normalization_history(config))
+    # and the sigma Opacus' own search finds (an independent reference: the group normalisation adds no prefix)
+    from opacus.accountants.utils import get_noise_multiplier
+
+    assert not normalization_history(config)
+    assert plan.noise_multiplier == get_noise_multiplier(target_epsilon=3.0, target_delta=config.delta, sample_rate=q,
+                                                         steps=plan.steps, accountant="rdp", epsilon_tolerance=0.01)
+
+
+def test_every_probe_of_the_search_reaches_the_listener():
+    seen: list[tuple[float, float]] = []
+    sigma = calibrate_noise_multiplier(target_epsilon=2.0, delta=1e-5, sample_rate=0.01, steps=1000,
+                                       accountant="rdp", on_probe=lambda s, e: seen.append((s, e)))
+    assert len(seen) > 1 and sigma in [s for s, _ in seen]  # the sigma returned is one the search probed
+    assert all(e == epsilon_of([(s, 0.01, 1000)], accountant="rdp", delta=1e-5)[0] for s, e in seen[:3])
+
+
+def test_the_panel_says_for_how_long_a_step_has_not_moved():
+    run = SimpleNamespace(id="r1", progress=0.0, progress_text="loading data")
+    seen: dict = {}
+    assert progress_text(run, seen, 100.0) == "loading data"
+    assert progress_text(run, seen, 100.0 + STILL_AFTER_S / 2) == "loading data"
+    still = progress_text(run, seen, 111.0)
+    assert still.startswith("loading data") and "11 s on this step" in still
+    moved = SimpleNamespace(id="r1", progress=0.0, progress_text="calibrating sigma to epsilon = 3")
+    assert progress_text(moved, seen, 112.0) == "calibrating sigma to epsilon = 3"  # a new step: counted anew
+    assert "calibrating sigma to epsilon = 3 · 3 s on this step" in progress_text(moved, seen, 115.0)
+    other = SimpleNamespace(id="r2", progress=0.4, progress_text=None)
+    progress_text(other, seen, 115.0)
+    assert progress_text(other, seen, 120.0).startswith("working · 5 s")  # a run without a text still says so
