@@ -12,9 +12,9 @@ from ui.shell import through_app
 
 def draw(snapshot) -> None:
     run_id = snapshot.run.id
-    tiles = st.columns(4)
-    for tile, (label, value) in zip(tiles, figures.results(snapshot).items()):
-        tile.metric(label, figures.percent(value))
+    with st.container(horizontal=True, gap="medium"):  # each tile as wide as its text, wrapping when narrow
+        for label, value in figures.results(snapshot).items():
+            st.metric(label, figures.percent(value), width="content")
 
     left, right = st.columns(2)
     with left:

@@ -64,8 +64,8 @@ def draw(snapshot) -> None:
     with st.expander("The sumKL bound: what it means and its caveats", expanded=False):
         st.markdown(BOUND_TEXT)
     table = figures.settings_table(snapshot.run.summary or {})
-    if table is not None:
-        charts.table(table, hide_index=False)
+    if table is not None:  # a column per setting, a row per measure: the values in view, not right of long headers
+        charts.table(table.T.rename_axis("measure"), hide_index=False)
 
 
 through_app()  # first: the app's shell when Streamlit ran this script directly

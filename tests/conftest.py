@@ -160,6 +160,18 @@ def one_ray_cluster_at_a_time(request, tmp_path_factory):
         yield
 
 
+def app_page(page: str, **query: str):
+    """The dashboard (``app.py``, Streamlit's AppTest) opened at ``page`` (a page file, e.g. ``"pages/pate.py"``)
+    with URL query parameters ``query``, after its first run."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(page)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
 def run_from_published_preset(store) -> str:
     """A finished DP-SGD run recorded as started from the preset fmnist-scatter-eps3 (published: test accuracy
     89.7 % at ε = 3, Tramer & Boneh 2021) that reached 88.1 %: a stored record, nothing is trained."""

@@ -282,6 +282,9 @@ def test_a_run_is_named_and_annotated_on_its_page(store):
     _assert_clean(at)
     run = store.get_run(run_id)
     assert (run.name, run.notes) == ("baseline for the talk", "first of three seeds")
+    # the heading shows the name right after Save, not after the next rerun (issue 40, item 10)
+    assert any(f"**baseline for the talk** · run {run_id}" in m.value for m in at.markdown)
+    assert [t.value for t in at.toast] == [f"Saved the name and notes of run {run_id}"]
     at = _page("pages/dpsgd.py", run=run_id)
     assert any(f"**baseline for the talk** · run {run_id}" in m.value for m in at.markdown)
     assert any(c.value == "first of three seeds" for c in at.caption)

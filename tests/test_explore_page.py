@@ -14,17 +14,11 @@ from privengine.claims import PrivacyClaim
 from privengine.explore import SweepSpec, run_configs, runner
 from privengine.registry import EPSILON_AXIS
 from privengine.jobs import JobManager
-from tests.conftest import ROOT
-
-APP = str(ROOT / "app.py")
+from tests.conftest import app_page
 
 
 def _page(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page("pages/explore.py")
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return app_page("pages/explore.py", **query)
 
 
 def _assert_clean(at: AppTest) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from privengine.claims import PrivacyClaim
-from privengine.figures.compare import comparison_figures, run_labels, single_values
+from privengine.figures.compare import comparison_figures, run_labels, run_styles, single_values
 from privengine.figures.metric_names import describe
 from privengine.figures.text import privacy_text, result_text
 
@@ -89,6 +89,22 @@ def test_runs_with_equal_curves_stay_visible_one_inside_the_other(store):
     assert {t.mode for t in fig.data} == {"lines+markers"}
 
 
+def test_every_series_of_a_comparison_has_a_colour_of_its_own(store):
+    """Issue 40, item 7: on a chart where each run has several lines (PATE's ε figures), every line gets its own
+    colour, not one per run told apart by dash alone; a chart of one line per run keeps each run's colour."""
+    ids = [_pate_run(store, 50, 1.0), _pate_run(store, 80, 2.0)]
+    for run_id in ids:
+        store.add_metrics(run_id, [(q, "eps_data_dependent", 0.5 * q) for q in range(1, 6)])
+    runs = [store.get_run(i) for i in ids]
+    (fig,) = comparison_figures(runs, {i: store.metrics(i) for i in ids})
+    assert len(fig.data) == 4 and len({t.line.color for t in fig.data}) == 4
+    assert [t.legendgroup for t in fig.data].count(ids[0]) == 2  # two series of one run on the chart
+
+    alone = [_pate_run(store, 50, 1.0), _pate_run(store, 80, 2.0)]
+    (one_each,) = comparison_figures([store.get_run(i) for i in alone], {i: store.metrics(i) for i in alone})
+    assert [t.line.color for t in one_each.data] == [run_styles(runs)[i]["color"] for i in ids]
+
+
 def test_a_long_curve_keeps_a_few_markers_to_tell_runs_apart(store):
     ids = []
     for teachers in (50, 80):
@@ -143,7 +159,10 @@ def test_dp_bayes_runs_are_compared_by_their_posterior_densities_first(store):
     assert [(t.legendgrouptitle.text, t.name) for t in fig.data] == [
         (labels[ids[0]], "private draw"), (labels[ids[0]], "reference posterior"),
         (labels[ids[1]], "private draw"), (labels[ids[1]], "reference posterior")]
-    assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color  # one colour per run
+    # issue 40, item 7: each line its own colour (a run's two series told apart by their dash alone did not read
+    # from a room's back rows); each run's private draw in its own width
+    assert len({t.line.color for t in fig.data}) == 4
+    assert fig.data[0].line.width != fig.data[2].line.width
     assert list(fig.data[2].y) == [0.36, 0.4, 0.36]
     assert list(fig.layout.yaxis.range) == [0, 2.0]  # the highest of the runs' clips: a spike does not flatten all
     assert overlay_figures([store.get_run(_pate_run(store, 50, 1.0))], {}) == []  # PATE draws none

@@ -10,17 +10,11 @@ from streamlit.testing.v1 import AppTest
 
 from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
-from tests.conftest import ROOT
-
-APP = str(ROOT / "app.py")
+from tests.conftest import app_page
 
 
 def _pate(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page("pages/pate.py")
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return app_page("pages/pate.py", **query)
 
 
 @pytest.mark.parametrize("typed", ["1e309", "-1e309", "inf", "nan"])

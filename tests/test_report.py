@@ -165,6 +165,27 @@ def test_every_report_chart_is_finished_as_the_page_finishes_it(store):
                if isinstance(axis, dict)) >= 2  # the DP-SGD overlays' loss and risk
 
 
+def test_report_charts_carry_their_own_template_whatever_plotly_default_is(store, monkeypatch):
+    """Issue 40, item 4: built in the dashboard's process, where Streamlit's template is plotly's default (placeholder
+    colours #000001..., no automargin), a report drew every series near-black and cut its tick labels. Each chart
+    now carries plotly's light template with a named colorway, every axis has automargin, and the page holds the
+    dark template its charts are redrawn in on a dark page (the browser test measures the drawn boxes)."""
+    import plotly.io as pio
+    import streamlit.elements.plotly_chart  # noqa: F401  (registers Streamlit's template)
+
+    from privengine.figures.theme import COLORWAY
+
+    monkeypatch.setattr(pio.templates, "default", "streamlit")
+    html = build(store, _finished_run(store)).html
+    layouts = _chart_layouts(html)
+    assert len(layouts) == 2
+    for layout in layouts:
+        assert layout["template"]["layout"]["colorway"] == list(COLORWAY)
+        axes = [name for name in layout if re.fullmatch(r"[xy]axis\d*", name)]
+        assert axes and all(layout[name]["automargin"] is True for name in axes)
+    assert html.count("const PRIVENGINE_DARK_TEMPLATE = ") == 1 and html.count("privengineDarkChart('chart-") == 2
+
+
 def test_unknown_and_ambiguous_ids(store):
     with pytest.raises(RunNotFoundError, match="no run or sweep with id 'nosuch'"):
         resolve(store, "nosuch")

@@ -6,7 +6,8 @@ titles fitted, and, while a run's charts are drawn inside :func:`published_refer
 of the preset the run was started from as a labelled reference line on the chart of its metric. So every mechanism
 page gets the reference line without drawing it itself. It also draws the chart for the app's theme (Streamlit's
 follows the system's light or dark setting; on a dark one the charts' near-black lines turn light) and with the
-download format chosen in the sidebar (:func:`download_format_choice`: 2x PNG or SVG).
+download format chosen in the sidebar (:func:`download_format_choice`: 2x PNG or SVG), and in presentation mode
+with room-sized text, as tall as the screen allows (:mod:`ui.presentation`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from privengine.figures import published_of
 from privengine.figures.common import chart_config, curves, finish, for_dark_background
 from privengine.presets import Published
 from privengine.store import RunRecord
+
+from . import presentation
 
 MISSING = "—"  # how a missing value reads in every table
 
@@ -53,7 +56,10 @@ def show(fig: go.Figure, *, key: str, selectable: bool = False, **kwargs) -> obj
     if _dark_theme():
         fig = for_dark_background(fig)
     config = chart_config(fig, st.session_state.get(DOWNLOAD_FORMAT_KEY, "png"), selectable=selectable)
-    return st.plotly_chart(fig, key=key, config=config, **kwargs)
+    if not presentation.presenting():
+        return st.plotly_chart(fig, key=key, config=config, **kwargs)
+    with presentation.chart_box(key, int(fig.layout.height or 450)):  # as tall as the room's screen allows
+        return st.plotly_chart(presentation.for_room(fig), key=key, config=config, height="stretch", **kwargs)
 
 
 def _dark_theme() -> bool:

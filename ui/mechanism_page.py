@@ -4,7 +4,8 @@ The page keeps only the run id, in ``st.session_state`` and in the URL
 (``?run=ID``), so a reload, a second tab or a shared link reattaches to the run.
 ``?config=<JSON>`` pre-fills the form; ``?preset=NAME`` pre-fills it with a named preset, ready to launch,
 and a run launched from it records the preset (:mod:`ui.launch`). ``&launch=1`` launches it on arrival (once), and
-``?present=1`` is presentation mode (no intro, the form folded, the charts full width), so a talk is a list of
+``?present=1`` is presentation mode (no intro, the form folded, the charts full width and sized for a room:
+:mod:`ui.presentation`), so a talk is a list of
 links such as ``/pate?preset=quick-demo&launch=1&present=1``; ``?compare=ID`` overlays the shown run's curves on
 run ID's (:mod:`ui.side_by_side`).
 """
@@ -19,7 +20,7 @@ from privengine.errors import ConfigError, RunNotFoundError
 from privengine.figures import preset_of
 from privengine.presets import Preset
 
-from . import services
+from . import presentation, services
 from .form import config_form, error_text
 from .launch import launch, preset_config
 from .ledger_panel import ledger_line
@@ -38,7 +39,7 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     mech = registry.get(name)
     st.title(mech.title)
     _refuse_unknown_linked_audits(mech)
-    presenting = _presenting()
+    presenting = presentation.presenting()
     if not presenting:
         st.markdown(intro or mech.description)
         with st.expander("What it protects, and against whom"):
@@ -47,10 +48,11 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     run_id = _current_run(name)
     just_launched = run_id is not None and st.session_state.pop(JUST_LAUNCHED, None) == run_id
     if presenting:  # the charts take the page; the form folds away above them
-        st.html(PRESENTING_STYLE)
+        st.html(presentation.STYLE)
         folded = st.expander("Configure and launch", expanded=run_id is None)
         charts_area = st.container()
     else:
+        st.html(NARROW_STYLE)
         folded, charts_area = st.columns([1, 2.2], gap="large")
     with folded:
         st.subheader("Configure")
@@ -88,15 +90,14 @@ def render_mechanism_page(name: str, draw: Draw | None = None, *, intro: str | N
     add_launch_cost()
 
 
-# presentation mode: less empty space above the title, and a smaller title, so a finished run's charts start
-# within a 720 px screen under its state, claim and result tiles
-PRESENTING_STYLE = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }
-[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding-top: 0; }
-</style>"""
-
-
 RUN_PANEL = "run-panel"  # the key (CSS class st-key-run-panel-ID) of the container of a run's live view
+# Beside the form, under 1 200 px (1024x768 with the sidebar open) the run panel is about 360 px wide: its charts,
+# two a row, were 175 px wide, their titles cut at the edge. There each row of the panel stacks, a chart a row.
+NARROW_STYLE = f"""<style>
+@media (max-width: 1199px) {{
+  [class*="st-key-{RUN_PANEL}-"] [data-testid="stColumn"] {{ min-width: 100% !important; }}
+}}
+</style>"""
 
 
 def _bring_run_panel_into_view(run_id: str) -> None:
@@ -131,11 +132,6 @@ def _refuse_unknown_linked_audits(mech: registry.Mechanism) -> None:
         if reason is not None:
             st.error(f"The link asks for {what} `{wanted}`, but {reason}: nothing is shown for it.",
                      icon=":material/error:")
-
-
-def _presenting() -> bool:
-    """Presentation mode (``?present=1``): no intro text, the form folded away, the run's charts full width."""
-    return st.query_params.get("present") == "1"
 
 
 def _launch_requested_by_link(errors: list, link_errors: list[str]) -> bool:
@@ -268,7 +264,7 @@ def _recent_runs_picker(name: str, run_id: str | None) -> None:
     ids = [r.id for r in runs]
     labels = {r.id: f"{r.title} · {r.state}" for r in runs}
     index = ids.index(run_id) if run_id in ids else None
-    states = ",".join(r.state for r in runs)  # a new widget when a state changes, so labels never go stale
+    states = ",".join(f"{r.state}:{r.name}" for r in runs)  # a new widget when a state or name changes: true labels
     choice = st.selectbox("Show a recent run", ids, index=index, format_func=labels.get,
                           key=f"pick.{name}.{run_id}.{states}", placeholder="pick a run")
     if choice is not None and choice != run_id:

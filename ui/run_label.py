@@ -21,8 +21,15 @@ def heading(run: RunRecord) -> str:
     return f"**{escape_markdown(run.name)}** · run {run.id}" if run.name else f"Run **{run.id}**"
 
 
+SAVED = "run_label.saved"  # the run whose name and notes the last Save stored, for the toast after the rerun
+
+
 def label_editor(run: RunRecord) -> None:
-    """Run name and notes in a popover form; a bad value is refused with the field's label and its limit."""
+    """Run name and notes in a popover form; a bad value is refused with the field's label and its limit. A Save
+    reruns the page, so the heading above (drawn before the form) shows the new name at once (issue 40, item 10)."""
+    if st.session_state.get(SAVED) == run.id:
+        del st.session_state[SAVED]
+        st.toast(f"Saved the name and notes of run {run.id}")
     with st.popover("Name and notes", icon=":material/edit_note:"):
         with st.form(key=f"label.{run.id}", border=False):
             name = st.text_input("Run name", value=run.name, max_chars=NAME_MAX_CHARS,
@@ -35,7 +42,8 @@ def label_editor(run: RunRecord) -> None:
                 except ConfigError as exc:
                     st.error(str(exc), icon=":material/error:")
                 else:
-                    st.toast(f"Saved the name and notes of run {run.id}")
+                    st.session_state[SAVED] = run.id
+                    st.rerun()
 
 
 def notes_caption(run: RunRecord) -> None:

@@ -26,15 +26,15 @@ from typing import Mapping, Sequence
 
 import streamlit as st
 
-from . import charts
+from . import charts, presentation
 from .scroll import scroll_to_top_if_asked
 
 PAGE_CONFIG = dict(page_title="privengine", page_icon=":material/shield_lock:", layout="wide")
 
 
 def page_config() -> None:
-    """The app's page config: title, icon, wide layout."""
-    st.set_page_config(**PAGE_CONFIG)
+    """The app's page config: title, icon, wide layout; the sidebar collapsed in presentation mode."""
+    st.set_page_config(**PAGE_CONFIG, initial_sidebar_state="collapsed" if presentation.presenting() else "auto")
 
 
 def _in_pages_directory_mode() -> bool:

@@ -55,15 +55,17 @@ def run_figures(snapshot: RunSnapshot) -> list[go.Figure]:
 def overlay_figures(runs: list[RunRecord], artifacts: dict[str, dict]) -> list[go.Figure]:
     """The charts that overlay ``runs`` (one mechanism at a time) from their stored artifacts (run id -> name ->
     data), by their mechanism's ``overlays``; none for a mechanism without them. Runs are told apart as on the
-    metric overlays (:func:`~.compare.run_labels`, :func:`~.compare.run_styles`)."""
-    from .compare import run_labels, run_styles  # compare imports this package's modules, not the package
+    metric overlays (:func:`~.compare.run_labels`, :func:`~.compare.run_styles`), a run's several lines each in a
+    colour of its own (:func:`~.compare.colour_each_series`)."""
+    from .compare import colour_each_series, run_labels, run_styles  # compare imports modules, not the package
 
     labels, styles, out = run_labels(runs), run_styles(runs), []
     for mechanism in dict.fromkeys(r.mechanism for r in runs):
         view = _view(mechanism)
         if view is not None and hasattr(view, "overlays"):
             group = [r for r in runs if r.mechanism == mechanism]
-            out += view.overlays(group, {r.id: artifacts.get(r.id, {}) for r in group}, labels, styles)
+            out += [colour_each_series(fig) for fig in
+                    view.overlays(group, {r.id: artifacts.get(r.id, {}) for r in group}, labels, styles)]
     return out
 
 

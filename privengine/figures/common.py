@@ -269,9 +269,12 @@ def _is_number(value) -> bool:
 
 def finish(fig: go.Figure, published: Published | None = None, *, detail_width: int = DETAIL_WIDTH) -> go.Figure:
     """What every chart gets before it is drawn, on a page or in a report, in place: the title fitted
-    (:func:`wrap_title`, its detail wrapped at ``detail_width`` characters), log axes labelled in full, and the
-    published figure of the run's preset on the chart of its metric. Idempotent: a finished chart finished again
-    (a report finishes every chart it is given) changes only where ``detail_width`` differs."""
+    (:func:`wrap_title`, its detail wrapped at ``detail_width`` characters), log axes labelled in full, every x and
+    y axis pushing the margin its tick labels and title need (automargin: whatever template draws it, the
+    :data:`LAYOUT` margins are a minimum, never a cut), and the published figure of the run's preset on the chart of
+    its metric. Idempotent: a finished chart finished again (a report finishes every chart it is given) changes
+    only where ``detail_width`` differs."""
+    fig.update_xaxes(automargin=True).update_yaxes(automargin=True)
     return with_published(readable_log_axes(wrap_title(fig, detail_width=detail_width)), published)
 
 

@@ -1,6 +1,7 @@
 """Several runs side by side, for the Runs page and comparison reports: each run named by its mechanism and the
 settings that tell it apart, one chart per chart of the runs' pages with every run's lines on it (one colour per
-run), and the metrics a run reports once (e.g. PATE's fraction of queries answered) as a table, not as lone dots.
+run where each run has one line, else one per line: :func:`colour_each_series`), and the metrics a run reports once
+(e.g. PATE's fraction of queries answered) as a table, not as lone dots.
 """
 
 from __future__ import annotations
@@ -126,8 +127,21 @@ def comparison_figures(runs: list[RunRecord], metrics: dict[str, pd.DataFrame]) 
                           **{**LAYOUT, "height": 300 + 22 * legend_rows})  # the legend lists every line below
         if first.log_y:
             fig.update_yaxes(type="log")
-        figures.append(fig)
+        figures.append(colour_each_series(fig))
     return figures
+
+
+def colour_each_series(fig: go.Figure) -> go.Figure:
+    """``fig`` (a chart of several runs' lines, each run's in its legend group: :func:`~.common.run_line`) in place,
+    with every line in a colour of its own (:data:`PALETTE`, in the order drawn) when some run has several lines on
+    it: told apart by their dash alone, a run's series could not be read from the back of a room (issue 40, item 7).
+    Runs stay told apart by their width and markers. A chart with one line per run keeps each run's colour
+    (:func:`run_styles`), the same on every chart."""
+    groups = [trace.legendgroup for trace in fig.data]
+    if len(set(groups)) < len(groups):
+        for i, trace in enumerate(fig.data):
+            trace.line.color = PALETTE[i % len(PALETTE)]
+    return fig
 
 
 def _accountants(lines) -> str:

@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 
 from privengine.store import RunRecord, RunSnapshot
 
-from .common import INK, LAYOUT, Table, curves, run_line
+from .common import INK, LAYOUT, REFERENCE_COLOUR, Table, curves, run_line
 
-COLORS = {"reference": INK, "vi": "#1f77b4", "private": "#d62728"}
+COLORS = {"reference": REFERENCE_COLOUR, "vi": "#1f77b4", "private": "#d62728"}
 METHOD_STYLE = {  # method -> (label, colour)
     "exponential": ("exponential mechanism (seed; SGLD draw)", "#d62728"),
     "ssp": ("SSP + noise-aware posterior", "#2ca02c"),
@@ -47,8 +47,9 @@ def densities(table: dict) -> list[go.Figure]:
 
 def overlays(runs: list[RunRecord], artifacts: dict[str, dict], labels: dict[str, str],
              styles: dict[str, dict]) -> list[go.Figure]:
-    """Several runs' posterior densities, one chart per parameter: each run's private draw (solid, in the run's
-    colour) over its reference posterior (dotted, same colour; runs on the same data share it). ``artifacts``: run
+    """Several runs' posterior densities, one chart per parameter: each run's private draw (solid) over its
+    reference posterior (dotted; runs on the same data share it), in the run's width (the caller gives each line a
+    colour of its own). ``artifacts``: run
     id -> the run's artifacts; runs without densities are left out."""
     charts: dict[str, go.Figure] = {}
     tops: dict[str, float] = {}  # per parameter, the highest of the runs' y_max (each page clips its narrow draws)

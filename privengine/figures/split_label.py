@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from privengine.store import RunSnapshot
 
-from .common import INK, LAYOUT, Table, curves, measures
+from .common import LAYOUT, REFERENCE_COLOUR, Table, curves, measures
 from .metric_names import header
 from .split_label_names import ATTACKS, BOUNDS, LAYERS
 
@@ -76,9 +76,9 @@ def leak(metrics: pd.DataFrame, layer: str, *, title: str) -> go.Figure:
     fig = curves(metrics, names, title=title, x_title="epoch", y_title="leak AUC", labels=text_of)
     for trace in fig.data:
         if trace.name == BOUNDS["auc_bound"]:
-            trace.line = dict(color=INK, dash="dash")
+            trace.line = dict(color=REFERENCE_COLOUR, dash="dash")
         elif trace.name == BOUNDS["auc_bound.mean"]:
-            trace.line = dict(color=INK, dash="dot")
+            trace.line = dict(color=REFERENCE_COLOUR, dash="dot")
         elif "unprotected" in trace.name:
             trace.line = dict(dash="dot", width=1)
         elif "95%" in trace.name:

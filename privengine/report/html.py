@@ -19,9 +19,11 @@ from typing import Any, Iterable
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.io.json import to_json_plotly
 
 from privengine.claims import PrivacyClaim
-from privengine.figures.common import chart_config, finish
+from privengine.figures.common import chart_config, finish, for_dark_background
+from privengine.figures.theme import template
 from privengine.figures.text import claim_label
 
 STYLE = """
@@ -40,15 +42,27 @@ pre { background: #f6f8fa; border: 1px solid #ddd; padding: .7rem; overflow-x: a
 .headline-line { border-left: 4px solid #2e7d32; background: #f3faf3; padding: .4rem .8rem; font-weight: 600; } .mark { color: #2e7d32; font-weight: 600; }
 .note { color: #555; font-size: .9rem; } .chart { margin: 1rem 0; border: 1px solid #eee; }
 .chart .export { text-align: right; font-size: .8rem; margin: 0 .4rem .2rem; }
-@media (prefers-color-scheme: dark) {  /* a projector's dark theme: charts inverted, their hues turned back */
+@media (prefers-color-scheme: dark) {  /* a projector's dark theme: charts redrawn in the dark template (DARK_SCRIPT) */
   body { background: #0e1117; color: #e6e6e6; } th { background: #262730; } pre { background: #262730; }
   .note, dt, footer { color: #aaa; } .headline-line, .claim.headline { background: #12261a; }
-  .chart .js-plotly-plot { filter: invert(0.92) hue-rotate(180deg); } a { color: #8ab4f8; } }
+  .chart { border-color: #333; } a { color: #8ab4f8; } }
 footer { margin-top: 3rem; color: #777; font-size: .8rem; }
 """
 
 
 REPORT_DETAIL_WIDTH = 130  # characters of a title's 12 px detail line across a report's 1 060 px chart
+# On a dark page (the reader's system asks for it) each chart is redrawn, right after plotly first draws it, with
+# its dark layout (the dark template, defined once) and its traces recoloured for a dark background; the light
+# drawing is never painted (plotly resolves newPlot's promise before the browser paints).
+DARK_SCRIPT = """<script>
+const PRIVENGINE_DARK_TEMPLATE = %s;
+function privengineDarkChart(id, layout, traces) {
+  if (!window.matchMedia("(prefers-color-scheme: dark)").matches) return;
+  const chart = document.getElementById(id);
+  return Plotly.react(chart, chart.data.map((trace, i) => traces[i] ?? trace),
+                      {...layout, template: PRIVENGINE_DARK_TEMPLATE});
+}
+</script>"""
 
 
 def escape(text: Any) -> str:
@@ -125,13 +139,16 @@ class Document:
     def figure(self, fig: go.Figure) -> None:
         """A plotly chart, finished in place as the page's charts are (:func:`~privengine.figures.common.finish`:
         the title's head over its detail, the toolbar's strip, log axes ticked in full; the detail wrapped across
-        the report's width), downloaded as a 2x PNG by its toolbar's camera button and as SVG by the link under it
-        (:func:`~privengine.figures.common.chart_config`); the first one carries plotly's JavaScript, inlined."""
+        the report's width), in the light template of :mod:`privengine.figures.theme` and, on a dark page, redrawn
+        in the dark one with its near-black lines turned light (:func:`dark_redraw`), downloaded as a 2x PNG by its
+        toolbar's camera button and as SVG by the link under it (:func:`~privengine.figures.common.chart_config`);
+        the first one carries plotly's JavaScript, inlined."""
         self._charts += 1
         div_id = f"chart-{self._charts}"
         finish(fig, detail_width=REPORT_DETAIL_WIDTH)
+        fig.update_layout(template=template(dark=False))
         div = pio.to_html(fig, include_plotlyjs=not self._plotly_inlined, full_html=False, div_id=div_id,
-                          config={**chart_config(fig), "responsive": True})
+                          config={**chart_config(fig), "responsive": True}, post_script=dark_redraw(fig))
         self._plotly_inlined = True
         svg = escape(json.dumps(chart_config(fig, "svg")["toImageButtonOptions"]))
         link = (f'<div class="export"><a href="#" onclick="Plotly.downloadImage(\'{div_id}\', {svg}); '
@@ -141,7 +158,20 @@ class Document:
     def html(self, *, footer: str = "") -> str:
         """The whole document."""
         end = f"<footer>{escape(footer)}</footer>" if footer else ""
+        dark = DARK_SCRIPT % to_json_plotly(template(dark=True)) if self._charts else ""
         return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-                f"<title>{escape(self.title)}</title><style>{STYLE}</style></head>"
+                f"<title>{escape(self.title)}</title><style>{STYLE}</style>{dark}</head>"
                 f"<body>{''.join(self._parts)}{end}</body></html>\n")
+
+
+def dark_redraw(fig: go.Figure) -> str:
+    """The script (plotly's ``post_script``, ``{plot_id}`` standing for the chart's div) that redraws ``fig`` on a
+    dark page: its layout without a template (the page's dark one is added) and, by index, every trace whose colours
+    :func:`~privengine.figures.common.for_dark_background` changes (the others are kept as drawn)."""
+    dark = for_dark_background(go.Figure(fig))
+    dark.layout.template = None
+    light_traces = [to_json_plotly(trace) for trace in fig.data]
+    changed = {i: trace for i, trace in enumerate(to_json_plotly(t) for t in dark.data) if trace != light_traces[i]}
+    traces = "{" + ", ".join(f'"{i}": {trace}' for i, trace in changed.items()) + "}"
+    return f"return privengineDarkChart('{{plot_id}}', {to_json_plotly(dark.layout)}, {traces});"
