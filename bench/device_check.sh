@@ -14,7 +14,8 @@
 #                       scattering cached: wall seconds per preset (row 2: <= 8 s); then one -X importtime of it
 #   sweep_fmnist        the frontier: 5 target epsilons x SWEEP_SEEDS seeds (default 20: 100 points, row 6 <= 60 s)
 #                       of the Fashion-MNIST preset, a new process to JSON
-#   membership_fmnist   the fmnist-membership preset, then `audit membership` with 64 reference models (row 4)
+#   membership_fmnist   the fmnist-membership preset, then `audit membership` with 64 reference models (row 4);
+#                       membership_one_pass (after the tests) the same attack with every model of a side in one pass
 #   dashboard_cuda      tests/test_dashboard_device.py: AppTest launches the Fashion-MNIST preset on CUDA (row 3)
 #   bench_cnn           bench/bench_cnn_shaped_noise.py: shaped noise with a CNN against isotropic and Opacus (row 5)
 #   bench_scattering    the engine's scattering against kymatio's (when installed) on the 60 000 MNIST images
@@ -34,7 +35,7 @@ logs=$(mktemp -d)
 mkdir -p "$out"
 python=${PYTHON:-python3}
 steps=${STEPS:-bench_presets_cold bench_presets_warm cli_presets_warm sweep_fmnist membership_fmnist dashboard_cuda \
-  bench_cnn tests}
+  bench_cnn tests membership_one_pass}
 data=${PRIVENGINE_DATA:-../shared/data}
 deadline=$((SECONDS + ${DEADLINE_S:-560}))
 home=${BENCH_HOME:-$(mktemp -d)}  # fresh for the presets: the cold one computes the scattering, the rest read it
@@ -90,7 +91,12 @@ membership() {  # the attack's target, then the attack with 64 reference models;
     --json || return 1
   echo
   echo "audit membership, 64 reference models: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall"
-  t0=$(date +%s%N)  # the same attack with every model of a side in one model batch (the default trains 8 at a time)
+  echo "$id" > "$home/membership_target"
+}
+membership_one_pass() {  # the same attack with every model of a side in one model batch (the default: 8 at a time)
+  local t0 id
+  id=$(cat "$home/membership_target") || return 1
+  t0=$(date +%s%N)
   PRIVENGINE_HOME="$home" $python -m privengine audit dpsgd-membership --run "$id" --reference-models 64 \
     --models-per-pass 0 --device cuda --json | $python -c "import json, sys; r = json.load(sys.stdin); \
 print({k: r.get(k) for k in ('auc', 'seconds', 'reference_models')})" || return 1
@@ -111,7 +117,7 @@ print('runs', len(runs), '| first start', round(min(r['started_at'] for r in run
       'stored | last end', round(max(r['finished_at'] for r in runs) - t0, 1), 's | elapsed per run (min / max)',
       round(min(r['elapsed_s'] for r in runs), 1), '/', round(max(r['elapsed_s'] for r in runs), 1), 's')"
 }
-export -f warm_presets cli_presets membership sweep
+export -f warm_presets cli_presets membership membership_one_pass sweep
 export python home data fmnist
 step bench_presets_warm 60 bash -c warm_presets
 step cli_presets_warm 90 bash -c cli_presets
@@ -128,4 +134,5 @@ parallel=()
 if $python -c "import xdist" 2>/dev/null; then parallel=(-n "${TEST_WORKERS:-12}"); fi
 step tests 240 env PRIVENGINE_TORCH_THREADS=1 $python -m pytest -v -p no:cacheprovider --timeout 150 -rfE \
   --tb=short --durations 25 "${parallel[@]}" $tests
+step membership_one_pass 60 bash -c membership_one_pass
 cat "$out/summary.txt"
