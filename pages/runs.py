@@ -10,6 +10,7 @@ from privengine.figures.export import run_csv, run_json
 from privengine.store import STATES
 from ui import charts, services
 from ui.links import link_to_mechanism
+from ui.model_button import model_button
 from ui.report_button import report_button
 from ui.runs_table import column_config, config_differences, identical_configs, runs_frame
 from ui.shell import through_app
@@ -70,6 +71,7 @@ for run in selected[:6]:
                            mime="application/json", key=f"json.{run.id}", icon=":material/download:")
         with c4:
             report_button([run.id], key=f"report.{run.id}")
+            model_button(run, key=f"model.{run.id}")
 if len(selected) > 6:
     st.caption("Links and exports are shown for the first six selected runs.")
 

@@ -1,11 +1,15 @@
 """Command-line interface: ``python -m privengine COMMAND``.
 
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
-``show ID``, ``export ID --format csv|json``, ``report ID [--format html] [--output FILE]``,
+``show ID``, ``export ID --format csv|json``, ``export ID --format model --output DIR`` (the kept models and their
+card, :mod:`privengine.report.model_export`), ``predict --model DIR --data FILE``
+(:mod:`privengine.kept_models.predict`),
+``report ID [--format html] [--output FILE]``,
 ``stop ID``, ``delete ID``, the
 sweep commands of :mod:`privengine.explore.cli` (``sweep``, ``sweeps``, ``show-sweep``, ...),
 ``audit AUDIT [--field value ...] [--json]`` of :mod:`privengine.audit.cli` and ``ledger [SOURCE]``,
-``ledger budget SOURCE --epsilon E --delta D`` of :mod:`privengine.ledger.cli`.
+``ledger budget SOURCE --epsilon E --delta D`` of :mod:`privengine.ledger.cli`, and ``data add NAME PATH``,
+``data list``, ``data show NAME``, ``data delete NAME`` of :mod:`privengine.datasets.cli`.
 The flags of ``run`` are generated from the mechanism's config fields, so they
 always match the dashboard's form. Runs land in the same store as the
 dashboard's. Bad input exits with status 2 and one line naming the field.
@@ -26,7 +30,9 @@ from .audit import cli as audit_cli
 from .audit.interface import result_of
 from .claims import claims_of, headline_of
 from .cli_fields import add_field_flags, field_values
+from .datasets import cli as data_cli
 from .explore import cli as sweep_cli
+from .kept_models import predict
 from .errors import AmbiguousIdError, ConfigError, PrivengineError, RunNotFoundError
 from .ledger import cli as ledger_cli
 from .presets import changed_fields, source_with_preset
@@ -71,10 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run_id", metavar="ID")
     show.add_argument("--json", action="store_true", help="print as JSON")
 
-    export = sub.add_parser("export", help="export a run's metrics (csv) or everything (json)")
+    export = sub.add_parser("export", help="export a run's metrics (csv), everything (json) or its kept models with "
+                                           "their model card (model)")
     export.add_argument("run_id", metavar="ID")
-    export.add_argument("--format", choices=("csv", "json"), required=True)
-    export.add_argument("--output", metavar="FILE", help="write here instead of stdout")
+    export.add_argument("--format", choices=("csv", "json", "model"), required=True)
+    export.add_argument("--output", metavar="FILE", help="write here instead of stdout (model: a new or empty folder, "
+                                                         "required)")
+    predict.add_parser(sub)
 
     report = sub.add_parser("report", help="write a self-contained HTML report of a run, a sweep or a comparison")
     report.add_argument("ref", metavar="ID", help="a run id (or a unique prefix), a sweep id, or run ids joined by "
@@ -94,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_cli.add_parsers(sub, _add_config_flags)
     audit_cli.add_parsers(sub)
     ledger_cli.add_parsers(sub)
+    data_cli.add_parsers(sub)
     return parser
 
 
@@ -173,6 +183,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _cmd_list(args, out)
         if args.command == "presets":
             return _cmd_presets(args, out)
+        if args.command == "predict":
+            return predict.run(args, out)
         store = RunStore()
         if args.command in audit_cli.COMMANDS:
             return audit_cli.dispatch(args, store, out, err, submit_and_follow)
@@ -190,6 +202,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return sweep_cli.dispatch(args, store, out, err, _config_values)
         if args.command in ledger_cli.COMMANDS:
             return ledger_cli.dispatch(args, store, out)
+        if args.command in data_cli.COMMANDS:
+            return data_cli.dispatch(args, store, out)
         if args.command == "label":
             return _cmd_label(args, store, out)
         if args.command == "stop":
@@ -415,6 +429,13 @@ def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    if args.format == "model":
+        from .report.model_export import export_model  # imports plotly through the report package
+
+        if not args.output:
+            raise ConfigError("--output", "is required with --format model: the folder to write the model into")
+        print(export_model(store, args.run_id, args.output), file=out)
+        return EXIT_OK
     from .figures.export import run_csv, run_json  # here: the figures package imports plotly and pandas
 
     text = (run_csv if args.format == "csv" else run_json)(store, args.run_id)

@@ -28,8 +28,8 @@ def field_values(args: argparse.Namespace, config_cls) -> dict[str, Any]:
 
 
 def _metavar(spec: FieldSpec) -> str:
-    if spec.knob.choices is not None:
-        return "{" + ",".join(map(str, spec.knob.choices)) + "}"
+    if spec.knob.choices is not None:  # NAME: a stored user data set's
+        return "{" + ",".join(map(str, spec.knob.choices)) + (",NAME" if spec.knob.user_datasets else "") + "}"
     return {"int": "INT", "float": "X", "bool": "true|false", "str": "TEXT"}.get(spec.kind, "A,B,...")
 
 

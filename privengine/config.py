@@ -63,6 +63,7 @@ class Knob:
     shown_when: tuple[str, tuple] | None = None
     choice_labels: tuple[tuple[str, str], ...] = ()
     unkeyed_default: bool = False
+    user_datasets: bool = False
 
     def choice_label(self, choice: str) -> str:
         """The human-readable name of a choice: its label given here, else the shared name of a common choice
@@ -100,6 +101,7 @@ def knob(
     shown_when: tuple[str, tuple] | None = None,
     choice_labels: dict[str, str] | None = None,
     unkeyed_default: bool = False,
+    user_datasets: bool = False,
 ) -> Any:
     """Declare a config field.
 
@@ -119,9 +121,13 @@ def knob(
         unkeyed_default: a knob added after runs were published, whose default reproduces the earlier behaviour
             exactly: at its default it is left out of the config digest that keys a run's noise
             (:func:`privengine.randomness.config_digest`), so those runs replay with the same noise.
+        user_datasets: a ``dataset`` field that also takes the name of a stored user data set
+            (:mod:`privengine.datasets`) beside its ``choices``: any other text passes the field's own check, and the
+            config's ``check_rules`` checks that it names a stored data set the mechanism can use.
     """
     meta = Knob(low, high, low_open, high_open, choices, log, help, label, advanced,
-                min_items, max_items, shown_when, tuple((choice_labels or {}).items()), unkeyed_default)
+                min_items, max_items, shown_when, tuple((choice_labels or {}).items()), unkeyed_default,
+                user_datasets)
     return dataclasses.field(default=default, metadata={"knob": meta})
 
 
@@ -150,7 +156,8 @@ class FieldSpec:
         """The allowed values in words, e.g. ``[0.01, 100]``, ``> 0`` or ``one of a, b``."""
         k = self.knob
         if k.choices is not None:
-            return "one of " + ", ".join(str(c) for c in k.choices)
+            mine = ", or a stored data set's name (python -m privengine data list)" if k.user_datasets else ""
+            return "one of " + ", ".join(str(c) for c in k.choices) + mine
         if k.low is not None and k.high is not None:
             return f"{'(' if k.low_open else '['}{_fmt(k.low)}, {_fmt(k.high)}{')' if k.high_open else ']'}"
         if k.low is not None:
@@ -184,7 +191,8 @@ class FieldSpec:
         if kind == "str":
             if not isinstance(value, str):
                 raise ConfigError(self.name, f"must be text{where}; got {value!r}")
-            if self.knob.choices is not None and value not in self.knob.choices:
+            if (self.knob.choices is not None and value not in self.knob.choices
+                    and not (self.knob.user_datasets and value)):
                 raise ConfigError(self.name, f"must be {self.range_text()}{where}; got {value!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -288,6 +296,13 @@ class BaseConfig:
     def check_rules(self) -> None:
         """Cross-field rules; subclasses override and raise ConfigError naming a field."""
 
+    @classmethod
+    def user_dataset_problem(cls, name: str, values: dict[str, Any]) -> str | None:
+        """Why stored user data set ``name`` cannot serve a config of ``values`` (its other fields, as far as known),
+        in words; None if it can. A config with a ``user_datasets`` knob overrides it; the form's data set choice
+        names each data set that has a problem, and why."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {s.name: list(v) if isinstance(v := getattr(self, s.name), tuple) else v for s in self.specs()}
 
@@ -324,6 +339,18 @@ class BaseConfig:
 
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
+
+def keep_model_knob() -> Any:
+    """The ``keep_model`` field of a mechanism that keeps its final models (:mod:`privengine.kept_models`): on by
+    default, and unkeyed at that default so runs stored before it existed keep their noise. Keeping a model
+    releases nothing beyond what the run's claims already cover (they cover every model it trains; a mechanism that
+    states no claim, split learning, keeps models no claim covers and its card says so), so the knob changes no
+    claim."""
+    return knob(True, advanced=True, unkeyed_default=True,
+                help="Keep the run's final model(s) in the store's home (safetensors), for python -m privengine "
+                     "export ID --format model and the run page's download. Off keeps none; the privacy claim is "
+                     "the same either way.")
 
 
 @dataclass(frozen=True)

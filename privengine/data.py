@@ -39,6 +39,27 @@ _PRESENT_IF = {"mnist": "MNIST/raw", "fashion_mnist": "FashionMNIST/raw", "cifar
 _IDX_DATASETS = ("mnist", "fashion_mnist")
 
 
+# the class names of each dataset's labels 0, 1, ... (torchvision's; None: the label numbers themselves)
+_CLASS_NAMES = {
+    "fashion_mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                      "Ankle boot"),
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+}
+
+
+def standardisation(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(means, sds)`` per channel that :func:`load_image_dataset` standardises dataset ``name``'s pixels in
+    [0, 1] with: fixed published constants (of the whole training split), never computed here."""
+    _, mean, std, _ = _TORCHVISION[name]
+    return mean, std
+
+
+def class_names(name: str) -> list[str]:
+    """The names of dataset ``name``'s classes in label order (the label numbers as text where they are the
+    names: digits)."""
+    return list(_CLASS_NAMES.get(name) or (str(k) for k in range(_TORCHVISION[name][3])))
+
+
 def data_root() -> Path:
     """Where real datasets are looked for: ``$PRIVENGINE_DATA`` or ``$PRIVENGINE_HOME/data``."""
     return Path(os.environ.get("PRIVENGINE_DATA") or default_home() / "data")

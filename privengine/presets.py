@@ -114,8 +114,9 @@ def find(presets: tuple[Preset, ...], name: str, mechanism: str) -> Preset:
 _PRESET_IN_SOURCE = re.compile(r" \(preset ([^,()]+)(, modified)?\)$")
 
 
-# Not part of what a preset reproduces: where the run trains and reads its data, its seeds, its noise source.
-NOT_PART_OF_A_PRESET = ("seed", "replica", "device", "secure_noise", "data_root", "download")
+# Not part of what a preset reproduces: where the run trains and reads its data, its seeds, its noise source,
+# whether it keeps its models.
+NOT_PART_OF_A_PRESET = ("seed", "replica", "device", "secure_noise", "data_root", "download", "keep_model")
 
 
 def changed_fields(preset_config: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 A run function calls ``reporter.metric(step, loss=..., acc=...)`` for curves,
 ``reporter.artifact(name, data)`` for tables and histograms,
-``reporter.log(text)``, ``reporter.progress(fraction, text)``, and returns early
+``reporter.log(text)``, ``reporter.progress(fraction, text)``, ``reporter.keep_model(name, tensors, spec)`` for
+its final models (files beside the store, :mod:`privengine.store.model_files`), and returns early
 when ``reporter.should_stop()`` says so (it must ask at least once a second).
 Everything goes straight to the run store, so any page, tab or process sees it.
 
@@ -96,6 +97,12 @@ class ReleaseCharge:
         """Store the planned charge where a death of the run's process leaves it (the run store, or the Ray driver's
         hub); a test double keeps it in memory only (:meth:`planned_summary`)."""
 
+    def keep_model(self, name: str, tensors: dict, spec: dict) -> None:
+        """Keep one final model of the run: ``tensors`` (parameter and buffer name -> tensor) and ``spec``, the
+        JSON-able architecture that rebuilds it (:mod:`privengine.kept_models`). A mechanism calls it only after
+        the model is final and only when its config's ``keep_model`` is on; the run's claims already cover every
+        model it trains, so keeping one releases nothing new. Here (a test double): kept nowhere."""
+
 
 def _checked_charge(summary: Any, kind: str) -> dict:
     """``summary``, a declared charge (``kind``: "charged" or "planned"), if it is a dict marking at most one
@@ -171,6 +178,9 @@ class Reporter(ReleaseCharge):
 
     def _persist_plan(self, summary: dict) -> None:
         self.store.set_planned_charge(self.run_id, summary)
+
+    def keep_model(self, name: str, tensors: dict, spec: dict) -> None:
+        self.store.put_model(self.run_id, name, tensors, spec)
 
     def progress(self, fraction: float, text: str = "") -> None:
         """Overall progress in [0, 1] with a short description of the current stage."""

@@ -34,7 +34,8 @@ ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figur
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",
               "privengine.device", "privengine.cuda_graphs", "privengine.schedules", "privengine.data",
-              "privengine.store", "privengine.reporter", "privengine.registry", "privengine.entries")
+              "privengine.store", "privengine.reporter", "privengine.registry", "privengine.entries",
+              "privengine.datasets", "privengine.kept_models")
 FRONT_ENDS = ("streamlit", "ui", "pages", "app")
 # The one arrow up from the foundation, with its reason: on first use the registry imports the module that
 # registers the shipped mechanisms (by name, at run time, as it imports $PRIVENGINE_PLUGINS); none of its names.

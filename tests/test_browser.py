@@ -421,7 +421,8 @@ def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_p
             expect(pg)
             _settle(pg)
             menu = _menu(pg)  # the app's menu, not Streamlit's list of files ("app, dp bayes, dpsgd, home, ...")
-            assert (menu[0], menu[-3:], sorted(menu[1:-3])) == ("Home", ["Runs", "Explore", "Ledger"], MECHANISM_TITLES)
+            assert (menu[:2], menu[-3:], sorted(menu[2:-3])) == (["Home", "Data"], ["Runs", "Explore", "Ledger"],
+                                                                 MECHANISM_TITLES)
             assert _content_width(pg) > 1000  # the wide layout (the narrow one is 736 px at this viewport)
             assert pg.get_by_text("Page not found").count() == 0
             assert _errors_but_missing_data(pg) == []  # the run target is a stored Fashion-MNIST run

@@ -362,7 +362,8 @@ def test_a_private_split_written_in_place_after_its_hash_is_hashed_again():
 def test_a_knob_added_later_keeps_earlier_runs_keys_at_its_default():
     """DP-SGD's ``private_size`` (issue 35) is ``unkeyed_default``: at its default (0, the documented size, which
     computes exactly what a run computed before the knob existed) the config digest is the one of the config without
-    it, so runs published before replay with the same noise; any declared value keys its own noise."""
+    it, so runs published before replay with the same noise; any declared value keys its own noise. (So is
+    ``keep_model``, issue 38: on by default.)"""
     import hashlib
     import json
 
@@ -370,7 +371,7 @@ def test_a_knob_added_later_keeps_earlier_runs_keys_at_its_default():
     from privengine.randomness import config_digest
 
     config = DPSGDConfig(dataset="digits", model="linear")
-    before = {k: v for k, v in config.to_dict().items() if k not in ("secure_noise", "private_size")}
+    before = {k: v for k, v in config.to_dict().items() if k not in ("secure_noise", "private_size", "keep_model")}
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).digest()
     assert config_digest(config) == tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
     assert config_digest(config.replace(private_size=1000)) != config_digest(config)

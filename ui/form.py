@@ -14,6 +14,7 @@ import streamlit as st
 
 from privengine import data
 from privengine.config import BaseConfig, FieldSpec
+from privengine.datasets import manifest, names
 from privengine.errors import ConfigError
 
 from . import services
@@ -45,10 +46,12 @@ def config_form(config_cls: type[BaseConfig], *, key: str, initial: dict[str, An
                 values[spec.name] = start[spec.name]
                 continue
             try:
+                user = _user_datasets(config_cls, key, values, start) if spec.knob.user_datasets else {}
                 values[spec.name] = _widget(spec, start[spec.name], key=f"{key}.{spec.name}",
                                             data_root=values.get("data_root", start.get("data_root")) or None,
                                             download=bool(st.session_state.get(f"{key}.download",
-                                                                               start.get("download", False))))
+                                                                               start.get("download", False))),
+                                            user_datasets=user)
             except ConfigError as exc:
                 errors.append(exc)
                 st.error(error_text(exc, config_cls), icon=":material/error:")
@@ -87,6 +90,27 @@ def error_text(exc: ConfigError, config_cls: type[BaseConfig], fields: dict[str,
     return re.sub(r"`(\w+)`", lambda m: f"**{labels[m[1]]}**" if m[1] in labels else m[0], str(exc))
 
 
+def _user_datasets(config_cls: type[BaseConfig], key: str, values: dict[str, Any], start: dict[str, Any]
+                   ) -> dict[str, str]:
+    """Each stored user data set's name -> its label in the data set choice: "your data", its kind and rows, and,
+    where the form's current values (drawn so far, else the widgets' last checked values, else the initial ones)
+    cannot use it, why (:meth:`~privengine.config.BaseConfig.user_dataset_problem`)."""
+    current = dict(start)
+    for spec in config_cls.specs():
+        try:
+            current[spec.name] = spec.check(st.session_state[f"{key}.{spec.name}"])
+        except (KeyError, ConfigError):
+            pass
+    current |= values
+    labels = {}
+    for name in names():
+        document = manifest(name)
+        problem = config_cls.user_dataset_problem(name, current)
+        labels[name] = (f"{name} (your data: {document['kind']}, {document['rows']} rows)"
+                        + (f" — not usable here: {problem.replace('`', '')}" if problem else ""))
+    return labels
+
+
 def _shown(spec: FieldSpec, values: dict[str, Any], start: dict[str, Any]) -> bool:
     if spec.knob.shown_when is None:
         return True
@@ -100,10 +124,13 @@ def _help(spec: FieldSpec) -> str:
     return f"{spec.knob.help}{allowed}{scale}"
 
 
-def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, download: bool = False) -> Any:
+def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, download: bool = False,
+            user_datasets: dict[str, str] | None = None) -> Any:
     """One widget for one field; returns the checked value or raises ConfigError (``data_root``: the config's,
     where datasets offered in a choice are looked for; a dataset missing there is an error unless ``download``,
-    the form's "let torchvision download" switch, is on)."""
+    the form's "let torchvision download" switch, is on; ``user_datasets``: stored user data sets offered after the
+    choices, name -> label)."""
+    user_datasets = user_datasets or {}
     label, help_text = field_label(spec), _help(spec)
     if spec.name == "device":
         options = ["auto"] + [d.id for d in services.devices()]
@@ -122,11 +149,12 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, d
     if spec.kind == "bool":
         return spec.check(st.toggle(label, value=bool(initial), key=key, help=help_text))
     if spec.knob.choices is not None:
-        choices = list(spec.knob.choices)
+        choices = list(spec.knob.choices) + list(user_datasets)
         if initial not in choices:  # e.g. a run stored by another version: shown, then refused by the check below
             choices.append(initial)
         choice = st.selectbox(label, choices, index=choices.index(initial), key=key, help=help_text,
-                              format_func=lambda c: spec.knob.choice_label(c) + _absence(c, data_root))
+                              format_func=lambda c: user_datasets.get(c) or spec.knob.choice_label(c)
+                              + _absence(c, data_root))
         if _absence(choice, data_root) and not download:
             raise ConfigError(spec.name, f"{spec.knob.choice_label(choice)} is not in the data root "
                                          f"{data_root or data.data_root()}: put torchvision's files there, or set "

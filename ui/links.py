@@ -42,6 +42,10 @@ def ledger_page() -> st.Page:
     return st.Page(PAGES_DIR / "ledger.py", title="Ledger", url_path=LEDGER_PATH, icon=":material/account_balance:")
 
 
+def data_page() -> st.Page:
+    return st.Page(PAGES_DIR / "data.py", title="Data", url_path="data", icon=":material/dataset:")
+
+
 def mechanism_page(name: str) -> st.Page:
     """Mechanism ``name``'s page at ``/name``: its own page script if it has one, else the generic page."""
     title = registry.get(name).title
@@ -59,9 +63,10 @@ def mechanism_page(name: str) -> st.Page:
 
 
 def sections() -> dict[str, list[st.Page]]:
-    """The app's navigation: Home, one page per registered mechanism, then the results pages."""
+    """The app's navigation: Home and Data (the user's data sets), one page per registered mechanism, then the
+    results pages."""
     return {
-        "": [home_page()],
+        "": [home_page(), data_page()],
         "Mechanisms": [mechanism_page(m.name) for m in registry.all_mechanisms()],
         "Results": [runs_page(), explore_page(), ledger_page()],
     }

@@ -26,6 +26,7 @@ from privengine.store import RunSnapshot
 
 from . import services
 from .charts import default_draw, published_reference, table
+from .model_button import model_button
 from .report_button import report_button
 from .run_label import escape_markdown, heading, label_editor, notes_caption
 from .run_status import REFRESH_S, badge, controls, state_text
@@ -76,6 +77,7 @@ def _header(snapshot: RunSnapshot) -> None:
     with st.container(horizontal=True):  # the buttons side by side, each as wide as its label
         if not run.active:
             report_button([run.id], key=f"report.{run.id}")
+            model_button(run, key=f"model.{run.id}")
         label_editor(run)
     if run.state == "failed":
         st.error(f"The run failed: {run.error}", icon=":material/error:")

@@ -28,6 +28,7 @@ from . import releases as R
 from .config import DpBayesConfig
 from .coverage import Released, coverage_90, evaluate, reference_release
 from .data import Records, synthetic_records, true_parameters
+from .kept import keep_posteriors
 from .models import build_model
 from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, composition, dpvi_claim,
                       exponential_claim, replace_one_by_group_privacy, ssp_claim)
@@ -158,6 +159,9 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
         "wall_time_s": time.perf_counter() - started,
         "privacy": [claim.to_dict()],
     }
+    if config.keep_model:  # the release on data set 0; the others only estimate coverage
+        keep_posteriors(reporter, config, released[:1], names,
+                        {k: v for k, v in own.items() if k not in ("method", "epsilon", "repeat", "covered")})
     reporter.progress(1.0, "done")
     return summary
 

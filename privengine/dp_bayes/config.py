@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, knob
+from privengine.config import RunConfig, keep_model_knob, knob
 from privengine.errors import ConfigError
 
 MODELS = ("linear", "logistic")
@@ -118,6 +118,7 @@ class DpBayesConfig(RunConfig):
     mc_samples: int = knob(2, low=1, high=256, advanced=True,
                            help="Reparameterised samples per utility-gradient estimate (used in antithetic pairs "
                                 "when even).")
+    keep_model: bool = keep_model_knob()
 
     @property
     def chains(self) -> int:

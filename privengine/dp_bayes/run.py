@@ -28,6 +28,7 @@ from .charts_data import density_table
 from .coverage import Released, coverage_90, evaluate
 from .config import DpBayesConfig
 from .data import synthetic_records
+from .kept import keep_posteriors
 from .laplace import laplace_approximation
 from .metrics import score
 from .privacy import exponential_claim
@@ -242,6 +243,9 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
             "released": released,
             "privacy": [claim.to_dict()],
         }
+        if config.keep_model:
+            keep_posteriors(reporter, config, [Released.mean_field(z) for z in z_final], names,
+                            {k: v for k, v in evaluated[0].items() if k != "covered"})
     else:
         rows = [{"epsilon": e, "repeat": i % config.sweep_repeats, "data": "data set 0 (shared by every repeat)", **ev}
                 for i, (e, ev) in enumerate(zip(eps_chain, evaluated))]

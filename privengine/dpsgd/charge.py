@@ -10,6 +10,7 @@ Sources:
   so every run on them reads some of the same 1 797 people: ``digits``, whatever the split;
 - ``mnist``, ``fashion_mnist``, ``cifar10``: the private examples are drawn from the training split (its public
   part and a ``train_limit`` subset too), the people PATE's teachers read as well: ``mnist/train``, ...
+- a stored user data set NAME: ``user/NAME`` (:func:`privengine.datasets.source_key`), whatever the split.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import functools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..entries import seeded_source, split_source
-from .config import DIGITS_N, DIGITS_TEST_FRACTION, DPSGDConfig, declared_private_size, public_examples
+from . import user_facts
+from .config import (DIGITS_N, DIGITS_TEST_FRACTION, DPSGDConfig, declared_private_size, is_user_dataset,
+                     public_examples)
 
 if TYPE_CHECKING:
     from ..claims import PrivacyClaim
@@ -35,6 +38,10 @@ def dataset_source(dataset: str, data_seed: int) -> str:
         return seeded_source("linreg", data_seed)
     if dataset == "digits":
         return "digits"
+    if is_user_dataset(dataset):
+        from ..datasets import source_key
+
+        return source_key(dataset)
     return split_source(dataset)
 
 
@@ -43,21 +50,28 @@ def data_source(values: Mapping[str, Any]) -> str:
     return dataset_source(values["dataset"], values["data_seed"])
 
 
+HELD_OUT = "held out (validation and test)"
+
+
 def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     """The parts of its source a DP-SGD run of these config values uses outside its private part, which its claims
     do not protect, from the config and the documented sizes alone (never the data): its public part,
     ``max(1, floor(public_fraction * n))`` of the documented training split n (:func:`~.config.public_examples`),
     drawn from the source by ``data_seed``; on ``digits`` also the held-out fifth, ``round(0.2 * 1797)`` = 359
     rows, whose validation and test accuracies the run publishes (the image data sets' held-out part is their test
-    split, another source).
+    split, another source); on a user data set its declared public rows (if any) and the held-out fifth of its
+    declared private part (:mod:`.user_facts`).
 
     >>> public_rows({"dataset": "digits", "train_limit": 0, "public_fraction": 0.05})
     ((71, 'used as public data'), (359, 'held out (validation and test)'))
     """
-    parts = ((public_examples(values["dataset"], values["train_limit"], values["public_fraction"]),
-              "used as public data"),)
+    public = public_examples(values["dataset"], values["train_limit"], values["public_fraction"])
+    parts = ((public, "used as public data"),) if public else ()
     if values["dataset"] == "digits":
-        parts += ((round(DIGITS_TEST_FRACTION * DIGITS_N), "held out (validation and test)"),)
+        parts += ((round(DIGITS_TEST_FRACTION * DIGITS_N), HELD_OUT),)
+    elif is_user_dataset(values["dataset"]):
+        parts += ((user_facts.held_out(user_facts.declared_part(values["dataset"], values["private_size"])),
+                   HELD_OUT),)
     return parts
 
 
@@ -90,7 +104,7 @@ def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
     from ..randomness import noise_caveat
     from .privacy import dpsgd_claims
     from .run import planned_history
-    from .summary import normalization_caveats
+    from .summary import evaluation_caveats, normalization_caveats
 
     config = DPSGDConfig.from_dict(dict(values))
     plan = _plan(config.replace(seed=0, replica=0))
@@ -99,7 +113,8 @@ def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
                           delta=config.delta, private_size=declared_private_size(config),
                           public_note="Planned before the data is loaded: the public examples are those the run "
                                       "draws.", sampling=config.sampling,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config)
+                          + evaluation_caveats(config))
     return next(c for c in claims if c.headline)
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, knob
+from privengine.config import RunConfig, keep_model_knob, knob
 from privengine.errors import ConfigError
+
+from . import user_facts
 
 DATASETS = ("linreg", "digits", "mnist", "fashion_mnist", "cifar10")
 MODELS = ("auto", "linear", "mlp", "cnn", "scatter_linear", "scatter_cnn", "scatter_mlp")
@@ -33,6 +35,20 @@ TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRA
                   "mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000}
 
 
+def is_user_dataset(dataset: str) -> bool:
+    """Whether ``dataset`` names a stored user data set (:mod:`.user_facts`), not a built-in one."""
+    return dataset not in DATASETS
+
+
+def resolved_model(config: "DPSGDConfig") -> str:
+    """The model ``auto`` stands for: linear on linreg and on a stored table, else the CNN."""
+    if config.model != "auto":
+        return config.model
+    if is_user_dataset(config.dataset):
+        return user_facts.resolved_model(user_facts.stored(config.dataset), "auto")
+    return "linear" if config.dataset == "linreg" else "cnn"
+
+
 def documented_training_examples(dataset: str, train_limit: int) -> int:
     """n: a built-in data set's documented training split, at most ``train_limit`` of it when set."""
     return TRAIN_EXAMPLES[dataset] if not train_limit else min(train_limit, TRAIN_EXAMPLES[dataset])
@@ -41,7 +57,10 @@ def documented_training_examples(dataset: str, train_limit: int) -> int:
 def public_examples(dataset: str, train_limit: int, public_fraction: float) -> int:
     """How many training examples are declared public: ``max(1, floor(public_fraction * n))`` of the documented n
     (:func:`documented_training_examples`), a function of the config alone: a data root whose training file has a
-    record more or less gets the same public count, which the run publishes."""
+    record more or less gets the same public count, which the run publishes. A user data set: the rows it declares
+    public (``public_fraction`` is for the built-in data sets)."""
+    if is_user_dataset(dataset):
+        return user_facts.public_rows(dataset)
     return max(1, math.floor(public_fraction * documented_training_examples(dataset, train_limit)))
 
 
@@ -63,11 +82,16 @@ def declared_private_size(config: "DPSGDConfig") -> int:
     of released iterates and the same published fields, which is what the add/remove claim needs; the Poisson sampler
     still includes each example actually present with probability q.
     """
+    if is_user_dataset(config.dataset):  # the declared private part less its held-out rows
+        part = user_facts.declared_part(config.dataset, config.private_size)
+        return part - user_facts.held_out(part)
     return config.private_size or private_examples(config.dataset, config.train_limit, config.public_fraction)
 
 
 def private_size_basis(config: "DPSGDConfig") -> str:
     """Where :func:`declared_private_size` comes from, in words (the summary and the claims state it)."""
+    if is_user_dataset(config.dataset):
+        return user_facts.basis(config.dataset, config.private_size)
     n = declared_private_size(config)
     if config.private_size:
         return f"N = {n}, declared in the config (private size)"
@@ -96,10 +120,13 @@ def check_batches(batch_size: int, epochs: float, private_size: int) -> None:
 
 @dataclass(frozen=True)
 class DPSGDConfig(RunConfig):
-    dataset: str = knob("linreg", choices=DATASETS,
+    dataset: str = knob("linreg", choices=DATASETS, user_datasets=True,
                         help="linreg: the embedded synthetic linear regression whose gradients live near a "
                              "low-dimensional subspace; digits: scikit-learn's bundled 8x8 digits; mnist, "
-                             "fashion_mnist, cifar10: torchvision files under the data root.")
+                             "fashion_mnist, cifar10: torchvision files under the data root; or the name of a "
+                             "data set you stored (python -m privengine data add): a table trains linear or mlp, "
+                             "images the CNN; its declared public rows are the public data, a fifth of its "
+                             "declared private size is held out for validation and test.")
     model: str = knob("auto", choices=MODELS,
                       help="auto: linear for linreg, the small GroupNorm CNN for images. linear on images is "
                            "softmax regression; mlp has one hidden layer. scatter_linear / scatter_cnn / scatter_mlp "
@@ -140,7 +167,9 @@ class DPSGDConfig(RunConfig):
                                   "and published fields (the add/remove guarantee needs that). 0 = the data set's "
                                   "documented size: its training split (at most train_limit) minus the public "
                                   "part; set it when the data root holds another version of the data. Do not "
-                                  "understate the data: delta is judged against 1 / N.")
+                                  "understate the data: delta is judged against 1 / N. A user data set: the size of "
+                                  "its private part (0 = as declared with the data set), a fifth of which is held "
+                                  "out, so N is the rest.")
     physical_batch_size: int = knob(0, low=0, high=1_000_000, advanced=True,
                                     help="Largest batch sent through the model at once (Opacus' "
                                          "BatchMemoryManager splits logical batches); no effect on privacy. "
@@ -199,7 +228,7 @@ class DPSGDConfig(RunConfig):
     public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True,
                                   help="Fraction of the training split declared public: used to estimate U and "
                                        "for the optional warm start, never in the private training, and not "
-                                       "protected.")
+                                       "protected. A user data set's public part is the rows it declares public.")
     warm_start_epochs: float = knob(0.0, low=0.0, high=1000.0, advanced=True,
                                     help="Before private training, train each model this many epochs on the public "
                                          "split without noise (plain SGD, batch warm_start_batch, learning rate "
@@ -230,8 +259,12 @@ class DPSGDConfig(RunConfig):
                             help="Use only this many training examples (a seeded random subset; 0 = all).")
     data_root: str = knob("", advanced=True,
                           help="Folder with torchvision datasets (empty: $PRIVENGINE_DATA or $PRIVENGINE_HOME/data).")
+    keep_model: bool = keep_model_knob()
 
     def check_rules(self) -> None:
+        if is_user_dataset(self.dataset):
+            user_facts.check(self.dataset, self.model, self.private_size, self.train_limit)
+            self._check_public_rows()
         if self.model.startswith("scatter") and self.dataset == "linreg":
             raise ConfigError("model", f"must not be a scattering model for the linreg dataset (it has no images); "
                                        f"got {self.model!r}")
@@ -260,6 +293,27 @@ class DPSGDConfig(RunConfig):
         if self.uses_subspace and self.subspace_rank > self.public_batch:
             raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
                                                f"gradients span at most m directions; got {self.subspace_rank}")
+
+    def _check_public_rows(self) -> None:
+        """ConfigError naming the knob when the run needs public data and its user data set declares none."""
+        needs = [(field, why) for field, why, on in (
+            ("alphas", "a setting with alpha != 0 shapes its noise by the public subspace", self.uses_subspace),
+            ("warm_start_epochs", "the warm start trains on the public rows", self.warm_start_epochs > 0))
+            if on]
+        if needs and user_facts.public_rows(self.dataset) == 0:
+            field, why = needs[0]
+            raise ConfigError(field, f"needs public rows, and data set {self.dataset!r} declares none ({why}): "
+                                     "choose alphas 0 and no warm start, or add the data set again with "
+                                     "--public-rows N")
+
+    @classmethod
+    def user_dataset_problem(cls, name: str, values: dict) -> str | None:
+        try:
+            user_facts.check(name, values.get("model", "auto"), values.get("private_size", 0),
+                             values.get("train_limit", 0))
+        except ConfigError as exc:
+            return str(exc)
+        return None
 
     @property
     def uses_subspace(self) -> bool:

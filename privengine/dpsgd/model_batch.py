@@ -60,7 +60,7 @@ from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
 from .batch_evaluation import evaluate, outputs
-from .config import DPSGDConfig
+from .config import DPSGDConfig, resolved_model
 from .data import Task
 from .projection import PublicProjection
 from .sampling import ModelBatchSampling
@@ -80,7 +80,7 @@ def unbatchable(config: DPSGDConfig, alpha: float) -> str | None:
     (hooks and ghost clipping compute the same clipped sum), any normalisation but the private one, warm start,
     EMA and schedule included.
     """
-    kind = config.model if config.model != "auto" else ("linear" if config.dataset == "linreg" else "cnn")
+    kind = resolved_model(config)
     if alpha != 0:
         return ("alpha != 0: its noise is shaped by a public subspace that each model re-estimates at its own "
                 "parameters")
@@ -95,11 +95,11 @@ def unbatchable(config: DPSGDConfig, alpha: float) -> str | None:
 # Per model: the seed and attempt; the noise (sigma or its target and the accountant and delta it is calibrated
 # with, its secure source); the learning rate, clip norm and EMA decay (per-model scalars broadcast on the K axis);
 # the run's model count (n_seeds); and fields the batched models do not read (alpha's subspace knobs, the Opacus
-# path's batch splitting and clipping route, the GDP display).
+# path's batch splitting and clipping route, the GDP display, whether the run keeps its models).
 PER_MODEL_FIELDS = frozenset({
     "seed", "replica", "n_seeds", "noise_mode", "noise_multiplier", "target_epsilon", "delta", "accountant",
     "secure_noise", "show_gdp", "lr", "max_grad_norm", "ema_decay", "alphas", "variant", "subspace_rank",
-    "refresh_every", "public_batch", "grad_sample_mode", "physical_batch_size"})
+    "refresh_every", "public_batch", "grad_sample_mode", "physical_batch_size", "keep_model"})
 
 
 def shared_settings(config: DPSGDConfig) -> dict:
@@ -208,6 +208,7 @@ class _Batch:
         self.projection_captured = next((x.captured for x in models[0].modules() if isinstance(x, PublicProjection)),
                                         None)
         self.model, params = stack_models(models)
+        self.networks = models  # each member's own nn.Module (its initial parameters): its result's network
         self.k = len(members)
         # every key from the model's own config, seed and index, as in training.py (its run alone gives the same)
         noise_gens = [noise_generator(own, m.seed, m.index, STREAM_NOISE, data=task.private_fingerprint,
@@ -287,13 +288,25 @@ class _Batch:
             result = ModelResult(setting=M.setting_label(m.alpha, self.configs[k].variant), alpha=m.alpha,
                                  seed=m.seed, steps_done=self.steps_done, history=list(self.accountants[k].history),
                                  final=self.final[position], energy_mean=math.nan, seconds=share, stopped=stopped,
-                                 projection_captured=self.projection_captured)
+                                 projection_captured=self.projection_captured,
+                                 network=self._network(k, position) if self.configs[k].keep_model else None)
             self.results[position] = result
             if m.on_done is not None:
                 m.on_done(result)
         if len(ks) < self.k:  # the rest go on
             gone = set(ks)
             self._keep([k for k in range(self.k) if k not in gone])
+
+    def _network(self, k: int, position: int) -> torch.nn.Module:
+        """Member ``position``'s network (at ``k`` in the current K) holding its evaluated parameters (the EMA when
+        its decay is > 0, else the last iterate), in its ``nn.Module`` order (the order :func:`stack_models`
+        stacked)."""
+        network = self.networks[position]
+        trainable = [p for p in network.parameters() if p.requires_grad]
+        with torch.no_grad():
+            for target, stacked in zip(trainable, self.optimizer.evaluated()):
+                target.copy_(stacked[k])
+        return network
 
     def _keep(self, keep: list[int]) -> None:
         """Only the models at positions ``keep`` (of the current K) go on: every per-model state sliced on K."""

@@ -32,16 +32,18 @@ from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT
 
-from .calibration_progress import CalibrationProbes
 from . import metrics as M
-from .config import DPSGDConfig, check_batches, declared_private_size, published_size
+from .calibration_progress import CalibrationProbes
+from .config import DPSGDConfig, check_batches, declared_private_size, is_user_dataset, published_size
 from .data import Task, load_task
+from .kept import keep_models
 from .model_batch import Member, train_models, unbatchable
 from .models import num_parameters
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
-from .summary import final_text, normalization_caveats, comparison, summarise
+from .summary import evaluation_caveats, final_text, normalization_caveats, comparison, summarise
 from .training import EVAL_POINTS, ModelResult, Plan, build_network, normalization_history, train_model
+from .user_data import load_user_task
 
 EPSILON_POINTS = 8  # points of the live epsilon curve (a PRV evaluation takes 0.2-0.5 s)
 
@@ -74,9 +76,11 @@ STOPPED_LOADING = {"models_trained": 0, "stopped": True, "stopped_during": "scat
 
 def load(config: DPSGDConfig, device: torch.device, *, should_stop: Callable[[], bool],
          progress: Callable[..., None]) -> Task | None:
-    """The run's task (its data, or scattering features, on ``device``); None if a stop came during the
-    scattering."""
+    """The run's task (its data, or scattering features, on ``device``; a stored user data set's splits:
+    :mod:`.user_data`); None if a stop came during the scattering."""
     progress(0.0, "loading data")
+    if is_user_dataset(config.dataset):
+        return load_user_task(config, device)
     features = "scattering" if config.model.startswith("scatter") else "pixels"
     if features == "scattering":
         progress(0.0, "scattering features (computed once per dataset, then cached)")
@@ -176,7 +180,8 @@ class RunState:
                                             f"step {new[0].steps_done} of {self.plan.steps}"}
 
     def train_rest(self, device: torch.device) -> dict:
-        """Train the models left (one at a time on Opacus, in order) and return the run's summary."""
+        """Train the models left (one at a time on Opacus, in order) and return the run's summary; a run that
+        finishes keeps its models first when ``keep_model`` is on (:mod:`.kept`)."""
         config, reporter, plan = self.config, self.reporter, self.plan
         for index, (seed, alpha) in enumerate(self.order):
             if index in self.batched:
@@ -193,8 +198,11 @@ class RunState:
                 summary = summarise(self.results, self.task, config, plan, stopped=True)
                 return summary | {"stopped_during": f"{label}, seed {seed} (model {index + 1} of {self.total}) at "
                                                     f"step {result.steps_done} of {plan.steps}"}
+        summary = summarise(self.results, self.task, config, plan, stopped=False)
+        if config.keep_model:
+            keep_models(reporter, self.results, self.task, config, summary)
         reporter.progress(1.0, "done")
-        return summarise(self.results, self.task, config, plan, stopped=False)
+        return summary
 
 
 def _eval_reporter(reporter, config: DPSGDConfig, plan: Plan, *, label: str, seed: int, index: int, total: int,
@@ -299,7 +307,8 @@ def _accounting_summary(charged: list[ModelResult], task: Task, config: DPSGDCon
     claims = dpsgd_claims(histories=[r.history for r in charged], accountant=config.accountant, delta=config.delta,
                           private_size=declared_private_size(config), public_note=public_note,
                           sampling=config.sampling,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config)
+                          + evaluation_caveats(config))
     summary = {"dataset": task.name, **published_size(config), "n_public": task.n_public,
                "noise_multiplier": plan.noise_multiplier, "sample_rate": plan.sample_rate,
                "steps_per_model": plan.steps, "normalization": config.normalization,

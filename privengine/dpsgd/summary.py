@@ -14,7 +14,8 @@ from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.randomness import noise_caveat
 
 from . import metrics as M
-from .config import DPSGDConfig, declared_private_size, published_size
+from . import user_facts
+from .config import DPSGDConfig, declared_private_size, is_user_dataset, published_size
 from .data import Task
 from .privacy import dpsgd_claims
 from .training import ModelResult, Plan
@@ -30,6 +31,18 @@ def normalization_caveats(config: DPSGDConfig) -> tuple[str, ...]:
             "statistics clipped to the 90 % quantile of the public examples' norms); that step is composed "
             "into every epsilon here. The sums are divided by the declared private size N (public, from the "
             "config, never the data's count; as Opacus divides by the expected batch size).",)
+
+
+def evaluation_caveats(config: DPSGDConfig) -> tuple[str, ...]:
+    """On a user data set: the held-out rows the accuracies are measured on are the user's own rows, drawn from the
+    private part, and no claim covers them."""
+    if not is_user_dataset(config.dataset):
+        return ()
+    part = user_facts.declared_part(config.dataset, config.private_size)
+    return (f"Evaluation data drawn from your rows: data set {config.dataset} declares no test part, so "
+            f"{user_facts.held_out(part)} rows of its private part (a fifth of the declared {part}, drawn by "
+            f"data_seed = {config.data_seed}) are held out; the validation and test accuracies are computed on "
+            "them without privacy, and those rows are not protected by this guarantee (the ledger lists them).",)
 
 
 def _metric_name(task: Task) -> str:
@@ -150,13 +163,16 @@ def summarise(results: list[ModelResult], task: Task, config: DPSGDConfig, plan:
                                  config.normalization == "private"),
                                 ("the principal directions of the model's fixed projection",
                                  config.model == "scatter_mlp")) if on]
+    which = (f"the first {task.n_public} rows of data set {config.dataset}, declared public with it"
+             if is_user_dataset(config.dataset) else
+             f"a seeded random {100 * config.public_fraction:.3g} % of the training split")
     public_note = (f"Public data ({', '.join(uses) if uses else 'unused by this run'}): {task.n_public} training "
-                   f"examples (a seeded random {100 * config.public_fraction:.3g} % of the training split, the same "
-                   "for every model) are declared public; they are never in the private training and are not "
-                   "protected by this guarantee.")
+                   f"examples ({which}, the same for every model) are declared public; they are never in the private "
+                   "training and are not protected by this guarantee.")
     claims = dpsgd_claims(histories=[r.history for r in results] or [[]], accountant=config.accountant,
                           delta=config.delta, private_size=declared_private_size(config), public_note=public_note,
                           sampling=config.sampling, show_gdp=config.show_gdp,
-                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config))
+                          extra_caveats=(noise_caveat(secure=config.secure_noise),) + normalization_caveats(config)
+                          + evaluation_caveats(config))
     summary["privacy"] = [c.to_dict() for c in claims]
     return summary

@@ -22,7 +22,7 @@ import copy
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -39,7 +39,7 @@ from privengine.errors import ConfigError
 from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
-from .config import DPSGDConfig, declared_private_size
+from .config import DPSGDConfig, declared_private_size, resolved_model
 from .data import Task
 from .models import build_model, num_parameters, scatter_groupnorm
 from .normalization import private_norm, public_norm
@@ -73,7 +73,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class ModelResult:
-    """Outcome of one trained model (``final`` holds the last evaluation's values)."""
+    """Outcome of one trained model (``final`` holds the last evaluation's values; ``network``: the evaluated network,
+    the EMA when ``ema_decay`` > 0 else the last iterate, for the run to keep; None where none was built)."""
 
     setting: str
     alpha: float
@@ -85,6 +86,7 @@ class ModelResult:
     seconds: float
     stopped: bool
     projection_captured: float | None = None  # scatter_mlp: share of the public features' variance it keeps
+    network: nn.Module | None = field(default=None, repr=False, compare=False)
 
 
 class _TensorBatches(Dataset):
@@ -243,7 +245,9 @@ class Training:
         return ModelResult(setting=M.setting_label(self.alpha, self.config.variant), alpha=self.alpha,
                            seed=self.seed, steps_done=self.steps_done, history=list(self.accountant.history),
                            final=self.final, energy_mean=energy, seconds=time.perf_counter() - t0,
-                           stopped=stopped, projection_captured=self.projection_captured)
+                           stopped=stopped, projection_captured=self.projection_captured,
+                           network=None if not self.config.keep_model
+                           else self.model if self.ema is None else self.ema.module)
 
     def _evaluate(self, should_stop, on_eval) -> bool:
         """Evaluate, report, and reset the windows; False if a stop came meanwhile.
@@ -384,7 +388,7 @@ def build_network(task: Task, config: DPSGDConfig, seed: int, device: torch.devi
     ``stand_in_projection``: scatter_mlp's projection is :func:`_stand_in_projection` instead of the public split's
     principal directions: a buffer, so the parameters and every check are the same without the public pass
     (:func:`.run.model_dimension` counts parameters with it)."""
-    kind = config.model if config.model != "auto" else ("linear" if task.regression else "cnn")
+    kind = resolved_model(config)
     projection = None
     if kind == "scatter_mlp":
         norm = (norm if norm is not None else scatter_groupnorm(task.input_shape[0])).to(device)

@@ -345,6 +345,8 @@ class RayExecutor(RunQueue):
                     store.set_progress(run_id, event[1], event[2])
                 elif kind == "planned_charge":
                     store.set_planned_charge(run_id, event[1])
+                elif kind == "model":
+                    store.put_model(run_id, event[1], event[2], event[3])
                 elif kind == "running":
                     node = f" on node {event[2]}" if len(event) > 2 else ""
                     store.mark_running(run_id, device=f"{event[1]} (Ray){node}")

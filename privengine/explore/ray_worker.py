@@ -80,6 +80,11 @@ class WorkerReporter(ReleaseCharge):
         self._pending.append(("progress", float(fraction), text))
         self.flush()
 
+    def keep_model(self, name: str, tensors: dict, spec: dict) -> None:
+        """Send the model to the driver, which alone writes the store (the tensors on the CPU)."""
+        self._pending.append(("model", name, {k: t.detach().to("cpu") for k, t in tensors.items()}, spec))
+        self.flush()
+
     def _persist_plan(self, summary: dict) -> None:
         """Deliver the planned charge to the hub before the run goes on: the driver writes a run's events in order,
         so any output that reaches the store comes after it."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import RunConfig, knob
+from ..config import RunConfig, keep_model_knob, knob
 from ..errors import ConfigError
 
 EMBEDDED_DATASETS = ("synthetic", "digits")
@@ -167,6 +167,7 @@ class PateConfig(RunConfig):
                                      "it uses the student's model, inputs, learning rate and batch size.")
     baseline_epochs: int = knob(5, low=1, high=1000, shown_when=("baseline", (True,)),
                                 help="Training epochs of the non-private baseline.")
+    keep_model: bool = keep_model_knob()
 
     def check_rules(self) -> None:
         n_private, n_public = SPLIT_SIZES[self.dataset]

@@ -13,13 +13,13 @@ split's statistics, image datasets with fixed per-dataset constants.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import torch
 
-from ..data import load_image_dataset
+from ..data import load_image_dataset, standardisation
 from ..features.scattering import dataset_scattering
 from ..randomness import data_fingerprint
 from .config import REAL_DATASETS, SPLIT_SIZES, student_test_size
@@ -29,7 +29,9 @@ DATA_SEED = 1234  # the embedded datasets and the public split are fixed; the ru
 
 @dataclass(frozen=True)
 class PateData:
-    """Tensors on the CPU; ``x`` of shape ``(n, *input_shape)`` float32, ``y`` of shape ``(n,)`` int64."""
+    """Tensors on the CPU; ``x`` of shape ``(n, *input_shape)`` float32, ``y`` of shape ``(n,)`` int64.
+    ``preprocessing``: how raw features became ``x`` (``divide_by``, then per channel or feature ``mean`` and ``sd``;
+    :mod:`privengine.kept_models.loader`), with the ``source`` of its constants."""
 
     private_x: torch.Tensor
     private_y: torch.Tensor
@@ -39,6 +41,7 @@ class PateData:
     test_y: torch.Tensor
     n_classes: int
     is_image: bool
+    preprocessing: dict = field(default_factory=dict, compare=False)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -57,22 +60,32 @@ def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> P
     if dataset in REAL_DATASETS:
         train = load_image_dataset(dataset, train=True, root=root or None, download=download)
         test = load_image_dataset(dataset, train=False, root=root or None, download=download)
-        return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True, shuffle=False)
+        mean, sd = standardisation(dataset)
+        return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True, shuffle=False,
+                                  preprocessing={"divide_by": 255.0, "mean": list(mean), "sd": list(sd),
+                                                 "source": "fixed published constants of the dataset (privengine.data),"
+                                                           " not computed by this run"})
     x, y, n_classes, per_feature = _embedded(dataset)
     n_private = SPLIT_SIZES[dataset][0]
-    x = standardise_with_public_statistics(x, x[n_private:], per_feature=per_feature)
+    mean, sd = public_statistics(x[n_private:], per_feature=per_feature)
+    x = (x - mean) / sd
+    steps = {"divide_by": 16.0} if dataset == "digits" else {}
     return _with_public_split(x[:n_private], y[:n_private], x[n_private:], y[n_private:], n_classes, is_image=False,
-                              shuffle=True)
+                              shuffle=True, preprocessing={**steps, "mean": mean.reshape(-1).tolist(),
+                                                           "sd": sd.reshape(-1).tolist(),
+                                                           "source": "the public split's mean and sd (no private "
+                                                                     "row is read)"})
 
 
-def standardise_with_public_statistics(x: torch.Tensor, public: torch.Tensor, *, per_feature: bool) -> torch.Tensor:
-    """``(x - mean) / std`` with the mean and std of the public rows only (per feature, or one of each).
+def public_statistics(public: torch.Tensor, *, per_feature: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and std of the public rows only (per feature, or one of each), that every split is standardised
+    with, ``(x - mean) / std``.
 
     Statistics of the private rows would make every public query depend on private data;
     the public split's cost nothing.
     """
     dims = 0 if per_feature else tuple(range(public.ndim))
-    return (x - public.mean(dim=dims)) / public.std(dim=dims)
+    return public.mean(dim=dims), public.std(dim=dims)
 
 
 def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
@@ -96,14 +109,14 @@ def _embedded(dataset: str) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
 
 
 def _with_public_split(private_x, private_y, public_x, public_y, n_classes: int, *, is_image: bool,
-                       shuffle: bool) -> PateData:
+                       shuffle: bool, preprocessing: dict) -> PateData:
     """The pool is the first public rows and the test set the last ones, after a seeded shuffle if ``shuffle``."""
     if shuffle:
         order = torch.from_numpy(np.random.default_rng(DATA_SEED).permutation(len(public_y)))
         public_x, public_y = public_x[order], public_y[order]
     n_pool = len(public_y) - student_test_size(len(public_y))
     return PateData(private_x, private_y, public_x[:n_pool], public_y[:n_pool], public_x[n_pool:], public_y[n_pool:],
-                    n_classes, is_image)
+                    n_classes, is_image, preprocessing)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ class Ensemble:
         self._base = copy.deepcopy(models[0]).to("meta")
         self._first_layer_width = next(p for p in models[0].parameters() if p.dim() > 1).shape[0]
 
+    def member(self, k: int, model: nn.Module) -> nn.Module:
+        """``model`` (of the ensemble's architecture) holding model ``k``'s parameters and buffers."""
+        with torch.no_grad():
+            model.load_state_dict({**{n: p[k] for n, p in self.params.items()},
+                                   **{n: b[k] for n, b in self.buffers.items()}})
+        return model
+
     def _call(self, params, buffers, x):
         return functional_call(self._base, (params, buffers), (x,))
 

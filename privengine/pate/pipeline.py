@@ -247,14 +247,16 @@ def train_baseline(recipe: Recipe, pipelines: Sequence[Pipeline], device: torch.
 
 
 def train_student(recipe: Recipe, pipeline: Pipeline, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,
-                  device: torch.device, reporter: Reporter,
-                  progress: Progress = _no_progress) -> tuple[Callable[[torch.Tensor], torch.Tensor], float]:
+                  device: torch.device, reporter: Reporter, progress: Progress = _no_progress, *,
+                  keep: Callable[[nn.Module], None] | None = None
+                  ) -> tuple[Callable[[torch.Tensor], torch.Tensor], float]:
     """The pipeline's student on its answered queries (rows ``labelled_rows`` of the pool, noisy labels
     ``labelled_y``) and, semi-supervised or self-training, on the whole unlabelled pool: ``(logits, accuracy)``, its
     logits ``(n, C)`` on inputs ``(n, *input)`` of what it sees (``recipe.students_see``) and its accuracy on the
     public test set. Its initial weights come from the pipeline's ``student_init``, its batches, augmentations and
     mixup from its ``shuffle``. Its metrics go to ``reporter``, its progress to ``progress``; raises
-    :class:`Stopped`."""
+    :class:`Stopped`. ``keep``: called once with the trained student as one ``nn.Module``, the network whose accuracy
+    is reported (FixMatch: its weight average), to keep it."""
     config, data, inputs = recipe.config, recipe.data, recipe.students_see
     if config.student == "supervised":
         model, accuracy = _fit_on_labels(
@@ -262,10 +264,14 @@ def train_student(recipe: Recipe, pipeline: Pipeline, labelled_rows: torch.Tenso
             epochs=config.student_epochs,
             shuffle=pipeline.shuffle, device=device, should_stop=reporter.should_stop,
             on_epoch=report_epochs(reporter, "student", config.student_epochs, progress))
+        if keep is not None:  # a fresh generator: the shapes only, every value is the trained member's
+            keep(model.member(0, recipe.make_student(torch.Generator())))
         return (lambda x: model.logits_in_chunks(x)[0]), float(accuracy[0])
     if config.student == "self_training":
         model, accuracy = _self_train_student(recipe, pipeline, labelled_rows, labelled_y, device, reporter,
                                               progress)
+        if keep is not None:
+            keep(model)
         return (lambda x: logits_in_chunks(model, x)), accuracy
     settings = fixmatch_settings(config)
     accuracy = float("nan")
@@ -278,10 +284,13 @@ def train_student(recipe: Recipe, pipeline: Pipeline, labelled_rows: torch.Tenso
 
     # FixMatch augments images: it reads the pixels (data), never features
     model = recipe.make_student(pipeline.student_init).to(device)
-    if train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device), data.pool_x.to(device),
-                      data.test_x.to(device), data.test_y.to(device), settings, generator=pipeline.shuffle,
-                      should_stop=reporter.should_stop, on_epoch=on_epoch) is None:
+    average = train_fixmatch(model, data.pool_x[labelled_rows].to(device), labelled_y.to(device),
+                             data.pool_x.to(device), data.test_x.to(device), data.test_y.to(device), settings,
+                             generator=pipeline.shuffle, should_stop=reporter.should_stop, on_epoch=on_epoch)
+    if average is None:
         raise Stopped
+    if keep is not None:
+        keep(average.module)
     return (lambda x: logits_in_chunks(model, x)), accuracy
 
 

@@ -13,6 +13,7 @@ from ..reporter import Reporter
 from ..store import EPSILON_BASIS_ARTIFACT
 from .config import PateConfig
 from .data import PateData, load_pate_data
+from .kept import keep_student
 from .pipeline import (Pipeline, Stopped, answer, predict, recipe_of, report_epochs, train_baseline, train_student,
                        train_teachers)
 from .privacy import PrivacyReport, analyse, epsilon_basis
@@ -114,9 +115,13 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
             reporter.log("No query was answered: the student was not trained (lower the threshold or sigma1).")
         else:
             checkpoint("training the student")
+            students: list = []  # the trained student, kept once its accuracy is known (keep_model)
             _, summary["student_accuracy"] = train_student(
                 recipe, pipeline, recipe.queries[answered.cpu()], answers.labels[answered].cpu(), device, reporter,
-                progress(_TEACHERS + _VOTES + _BASELINE, _STUDENT))
+                progress(_TEACHERS + _VOTES + _BASELINE, _STUDENT),
+                keep=students.append if config.keep_model else None)
+            if students:
+                keep_student(reporter, students[0], recipe, summary["student_accuracy"])
         summary["student"] = _student_description(config, len(data.pool_x))
         summary["stage"] = "done"
         reporter.progress(1.0, "done")

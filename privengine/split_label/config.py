@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, knob
+from privengine.config import RunConfig, keep_model_knob, knob
 from privengine.errors import ConfigError
 
 DATASETS = ("synthetic", "fashion_mnist")
@@ -90,6 +90,7 @@ class SplitLabelConfig(RunConfig):
                            help="Features of the synthetic dataset.")
     positive_rate: float = knob(0.02, low=0.001, high=0.5, log=True, shown_when=("dataset", ("synthetic",)),
                                 advanced=True, help="Fraction of positives in the synthetic dataset.")
+    keep_model: bool = keep_model_knob()
 
     def check_rules(self) -> None:
         if self.dataset == "synthetic" and self.batch_size > self.n_train:

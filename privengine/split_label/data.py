@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -34,6 +34,8 @@ class BinaryData:
         x_train, x_test: ``(n, features)`` float32.
         y_train, y_test: ``(n,)`` float32 in {0, 1}.
         name: dataset name.
+        preprocessing: how raw features became ``x`` (``divide_by``, then per feature ``mean`` and ``sd``;
+            :mod:`privengine.kept_models.loader`), with the ``source`` of its constants.
     """
 
     x_train: torch.Tensor
@@ -41,6 +43,7 @@ class BinaryData:
     x_test: torch.Tensor
     y_test: torch.Tensor
     name: str
+    preprocessing: dict = field(default_factory=dict, compare=False)
 
     @property
     def n_features(self) -> int:
@@ -55,7 +58,7 @@ class BinaryData:
 
     def to(self, device: torch.device) -> "BinaryData":
         return BinaryData(self.x_train.to(device), self.y_train.to(device), self.x_test.to(device),
-                          self.y_test.to(device), self.name)
+                          self.y_test.to(device), self.name, self.preprocessing)
 
 
 def load(config) -> BinaryData:
@@ -81,7 +84,8 @@ def fashion_mnist_trousers(*, keep: float, seed: int, root: str | None) -> Binar
         images = load_image_dataset("fashion_mnist", train=train, root=root, standardize=False)
         splits.append((images.x.flatten(1), trouser_labels(images.y, keep=keep, rng=rng)))
     (x_train, y_train), (x_test, y_test) = splits
-    return BinaryData(x_train, y_train, x_test, y_test, "fashion_mnist")
+    return BinaryData(x_train, y_train, x_test, y_test, "fashion_mnist",
+                      {"divide_by": 255.0, "source": "public constant: 8-bit pixel values mapped to [0, 1]"})
 
 
 def synthetic(*, n_train: int, n_features: int, positive_rate: float, seed: int) -> BinaryData:
@@ -99,7 +103,10 @@ def synthetic(*, n_train: int, n_features: int, positive_rate: float, seed: int)
     x = (x - mean) / std
     t = torch.from_numpy
     return BinaryData(t(x[:n_train]), t(y[:n_train].astype(np.float32)), t(x[n_train:]),
-                      t(y[n_train:].astype(np.float32)), "synthetic")
+                      t(y[n_train:].astype(np.float32)), "synthetic",
+                      {"mean": mean.tolist(), "sd": std.tolist(),
+                       "source": "the training split's feature means and sds (+1e-6): the passive party's own "
+                                 "features, no label is read; the protection is of the labels only"})
 
 
 def check_batch_size(data: BinaryData, batch_size: int) -> None:

@@ -40,6 +40,7 @@ from privengine.randomness import noise_caveat, noise_generator
 from . import data as datasets
 from .attacks import NAMES, LeakLog, attack_scores, leak_aucs, pick_reference, sumkl_summary
 from .config import SplitLabelConfig
+from .kept import keep_setting
 from .parties import ActiveParty, PassiveParty
 from .protections import Marvell, MaxNormAlignment, NoProtection, Protection, make_protection
 
@@ -104,15 +105,20 @@ def run(config: SplitLabelConfig, reporter) -> dict:
                  f"{float(data_cpu.y_train.mean()):.2%} positives; settings: "
                  + ", ".join(s.protection.label for s in settings))
     points: list[dict] = []
+    jobs: list[_Training] = []
     stopped = False
     for index, setting in enumerate(settings):
         job = _Training(setting, data, data_cpu, config, device, index=index)
+        jobs.append(job)
         stopped = not job.train(reporter, stage=(index, len(settings)))
         if job.epochs_done:
             points.append(job.point())
             reporter.artifact("tradeoff", {"points": points})
         if stopped:
             break
+    if config.keep_model and not stopped:  # a finished run keeps every setting's two parts (.kept)
+        for index, (job, point) in enumerate(zip(jobs, points)):
+            keep_setting(reporter, index, job.setting.protection.label, job.passive, job.active, data_cpu, point)
     return {
         "mode": config.mode, "dataset": data.name, "n_train": len(data.y_train), "n_test": len(data.y_test),
         "positive_rate_train": float(data_cpu.y_train.mean()), "positive_rate_test": float(data_cpu.y_test.mean()),

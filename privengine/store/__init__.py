@@ -9,6 +9,8 @@
 - :mod:`.liveness`: the owner's heartbeat and when an active run has lost its owner;
 - :mod:`.ledger_tables`: the privacy ledger's side, each run's private data source and the budgets set on sources
   (:class:`BudgetRecord`), part of :class:`RunStore`;
+- :mod:`.model_files`: the files of the models a run keeps (safetensors weights and an architecture spec under
+  ``HOME/models/RUN_ID``), part of :class:`RunStore`;
 - :mod:`.upgrades`: the one-time upgrades of stored data the store asks for and records but cannot do (it imports no
   mechanism: the ledger gives old claims their privacy events), part of :class:`RunStore`.
 

@@ -33,6 +33,7 @@ from ..errors import ConfigError, RunNotFoundError, StoreError
 from ..jsonable import to_jsonable
 from . import liveness
 from .ledger_tables import LedgerTables
+from .model_files import ModelFiles
 from .records import (ACTIVE_STATES, NAME_MAX_CHARS, NOTES_MAX_CHARS, TERMINAL_STATES, RunRecord, RunSnapshot,
                       SweepRecord, finite_or_none, run_record, sweep_record)
 from .schema import migrate
@@ -55,10 +56,10 @@ def default_home() -> Path:
     return Path(os.environ.get("PRIVENGINE_HOME") or Path.home() / ".privengine")
 
 
-class RunStore(LedgerTables, UpgradeTables):
+class RunStore(LedgerTables, UpgradeTables, ModelFiles):
     """Thread-safe access to the run database (one SQLite connection per thread); the ledger's queries (data
     sources, budgets) are :class:`~.ledger_tables.LedgerTables`', the one-time upgrades'
-    :class:`~.upgrades.UpgradeTables`'."""
+    :class:`~.upgrades.UpgradeTables`', the files of its kept models :class:`~.model_files.ModelFiles`'."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_home() / "runs.sqlite"
@@ -228,12 +229,13 @@ class RunStore(LedgerTables, UpgradeTables):
             conn.execute("UPDATE runs SET stop_requested=1 WHERE id=?", (run_id,))
 
     def delete_run(self, run_id: str) -> None:
-        """Delete a run with its metrics, artifacts and logs; refused while it is active."""
+        """Delete a run with its metrics, artifacts, logs and kept models; refused while it is active."""
         run = self.get_run(run_id)
         if run.active:
             raise StoreError(f"run {run_id} is {run.state}; stop it before deleting it")
         with self._tx() as conn:
             conn.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        self.delete_models(run.id)
 
     def recover_interrupted(self) -> list[str]:
         """Mark queued or running runs whose owning process is gone as interrupted; return their ids.

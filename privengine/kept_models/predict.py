@@ -1,0 +1,90 @@
+"""``python -m privengine predict --model DIR --data FILE [--name NAME] [--json]``: an exported (or kept) model,
+loaded in plain PyTorch (:mod:`.loader`), predicts on a file of raw features.
+
+``FILE``: ``.npy`` (an array ``(n, *input shape)`` or ``(n, features)``) or ``.csv`` (one example per row, every
+column a number; a first row none of whose cells is a number is taken as a header). The features are raw, as the
+model's spec describes its ``input`` (e.g. digit pixels 0-16): the spec's preprocessing is applied here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from privengine.errors import ConfigError
+
+FORMATS = (".npy", ".csv")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("predict", help="predict with an exported model (plain PyTorch) on a CSV or NPY file")
+    p.add_argument("--model", required=True, metavar="DIR", help="a folder written by export ID --format model")
+    p.add_argument("--data", required=True, metavar="FILE", help="features, one example per row: .csv or .npy")
+    p.add_argument("--name", metavar="NAME", help="which model of the folder (default: the only one, or its default)")
+    p.add_argument("--json", action="store_true", help="print the predictions as one JSON document")
+
+
+def read_features(path: str | Path) -> np.ndarray:
+    """The float array of a ``.npy`` or ``.csv`` file; ConfigError naming ``--data`` for anything else."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ConfigError("--data", f"must be a .csv or .npy file; got {path.name!r}")
+    if not path.is_file():
+        raise ConfigError("--data", f"must be a readable file; {path} does not exist")
+    try:
+        if path.suffix.lower() == ".npy":
+            data = np.load(path, allow_pickle=False)
+        else:
+            data = _read_csv(path)
+    except ValueError as exc:
+        raise ConfigError("--data", f"must hold numbers only ({exc})") from None
+    if data.ndim == 0 or data.size == 0:
+        raise ConfigError("--data", f"must hold at least one example; {path.name} is empty")
+    if not np.issubdtype(data.dtype, np.number):
+        raise ConfigError("--data", f"must hold numbers only; {path.name} holds {data.dtype}")
+    return data.astype(np.float32, copy=False)
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    """The rows of a CSV of numbers; its first row is a header when none of its cells is a number."""
+    with path.open(encoding="utf-8") as fh:
+        first = fh.readline()
+    header = not any(_is_number(cell) for cell in first.split(","))
+    return np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64, skiprows=int(header))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Load the model, predict, print (exit 0); ConfigError naming the flag for a bad folder or file."""
+    from .loader import load  # imports torch
+
+    features = read_features(args.data)
+    if not Path(args.model).is_dir():
+        raise ConfigError("--model", f"must be a folder written by export ID --format model; {args.model} is not "
+                                     "a folder")
+    try:
+        model = load(args.model, args.name)
+    except ValueError as exc:
+        raise ConfigError("--model" if args.name is None else "--name", f"must name a model: {exc}") from None
+    try:
+        predictions = model.predict(features)
+    except ValueError as exc:
+        raise ConfigError("--data", f"must match the model's input: {exc}") from None
+    if args.json:
+        print(json.dumps({"model": model.name, "task": model.spec["task"], "predictions": predictions}, indent=2),
+              file=out)
+        return 0
+    for i, p in enumerate(predictions):
+        print(f"{i}\t{p['value']:.6g}" if "value" in p else f"{i}\t{p['class']}\t{p['probability']:.4f}", file=out)
+    return 0
