@@ -38,7 +38,9 @@ def read_table(path: Path, declaration: Declaration) -> pd.DataFrame:
     try:
         if reader == "csv":
             header = pd.read_csv(path, nrows=0).columns
-            frame = pd.read_csv(path, dtype={c: str for c in text_columns if c in header})
+            # round_trip: Python's own float parsing, the nearest double to each decimal, as Parquet stores it; the
+            # default ("high", on pandas 2) can land one ulp off, and the content's fingerprint with it
+            frame = pd.read_csv(path, dtype={c: str for c in text_columns if c in header}, float_precision="round_trip")
         else:
             frame = pd.read_parquet(path)
             for column in text_columns & set(frame.columns):
