@@ -1,6 +1,6 @@
 """Data: your own data sets. Upload a table (CSV, Parquet) or a zip of image class folders, see a preview, declare
 its public facts and add it, with the checks and messages of ``python -m privengine data add`` (fields named by
-their labels here); below, the stored data sets with their schema, fingerprint and public facts, and delete (refused
+their labels here); below, the stored data sets with their schema, content address and public facts, and delete (refused
 while stored runs use one)."""
 
 import tempfile
@@ -13,7 +13,7 @@ from privengine.config import BaseConfig
 from privengine.datasets import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, add_dataset, delete_unused,
                                  manifest, names, parse_bounds, parse_categorical, parse_list, referencing_runs)
 from privengine.datasets.builtin import builtin_names
-from privengine.datasets.describe import fact_rows, summary
+from privengine.datasets.describe import address, fact_rows, summary
 from privengine.datasets.images import preview
 from privengine.datasets.tabular import head
 from privengine.errors import ConfigError
@@ -22,7 +22,7 @@ from ui.form import error_text
 from ui.shell import through_app
 
 FIELDS = {"file": "File", "name": "Name", "kind": "Kind", "label": "Label column", "classes": "Classes",
-          "public_rows": "Public rows", "public_fraction": "Public fraction", "private_size": "Private size N",
+          "public_rows": "Public rows", "private_size": "Private size N",
           "categorical": "Categorical columns", "bounds": "Bounds", "max_bytes": "Largest file (bytes)",
           "min_rows": "Fewest private rows"}
 PUBLIC_NOTE = ("**Public facts come from you, never from the private rows.** The class list, category lists, feature "
@@ -41,7 +41,6 @@ def _declaration(values: dict) -> Declaration:
     return Declaration(values["name"].strip(), label=values["label"].strip() or None,
                        classes=parse_list("classes", values["classes"]) if values["classes"].strip() else None,
                        public_rows=int(values["public_rows"]) or None,
-                       public_fraction=float(values["public_fraction"]) or None,
                        private_size=int(values["private_size"]) or None,
                        categorical=parse_categorical(lines["categorical"]), bounds=parse_bounds(lines["bounds"]),
                        max_bytes=int(values["max_bytes"]), min_rows=int(values["min_rows"]))
@@ -76,9 +75,6 @@ def _add_form(path: Path) -> None:
                                                       "accounting; 0: not declared.")
         values["public_rows"] = c1.number_input(FIELDS["public_rows"], min_value=0, value=0, step=1,
                                                 help="The first N rows (images) are public; 0: none.")
-        values["public_fraction"] = c2.number_input(FIELDS["public_fraction"], min_value=0.0, max_value=0.99,
-                                                    value=0.0, step=0.05, format="%g",
-                                                    help="Or: this fraction of the rows, the first ones; 0: none.")
         values["categorical"] = c1.text_area(FIELDS["categorical"], disabled=not is_table,
                                              placeholder="city=oslo,paris,rome",
                                              help="One COLUMN=a,b,c per line: the column's public category list.")
@@ -106,11 +102,11 @@ def _stored(store) -> None:
     st.dataframe(pd.DataFrame([{"name": d["name"], "kind": d["kind"], "rows": d["rows"],
                                 "public rows": d["public"]["public_rows"]["value"],
                                 "classes": ", ".join(d["public"]["classes"]["value"]),
-                                "fingerprint": d["fingerprint"][:16], "file": d["file"]} for d in stored]),
+                                "address": address(d), "file": d["file"]} for d in stored]),
                  hide_index=True)
     for document in stored:
         with st.expander(f"{document['name']}: schema and public facts"):
-            st.caption(f"fingerprint {document['fingerprint']}; columns: "
+            st.caption(f"address {address(document)}; columns: "
                        + ", ".join(f"{c['name']} ({c['role']})" for c in document["schema"]["columns"]))
             st.dataframe(pd.DataFrame(fact_rows(document)), hide_index=True)
             runs = referencing_runs(store, document["name"])

@@ -47,6 +47,11 @@ _CLASS_NAMES = {
 }
 
 
+STANDARDISATION_SOURCE = ("fixed published constants (channel statistics of the whole training split, computed by "
+                          "others once): not computed by this run, but a function of data it treats as private, "
+                          "which no claim covers")
+
+
 def standardisation(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """``(means, sds)`` per channel that :func:`load_image_dataset` standardises dataset ``name``'s pixels in
     [0, 1] with: fixed published constants (of the whole training split), never computed here."""

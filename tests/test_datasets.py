@@ -6,6 +6,7 @@ test_datasets_page.py.)"""
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pandas as pd
@@ -89,7 +90,7 @@ def test_public_facts_come_from_the_declaration_or_the_public_rows_never_the_pri
 
 
 def test_undeclared_bounds_without_public_rows_are_none_and_say_so(csv_path):
-    facts = add_dataset(_declare(private_size=40, public_fraction=None), csv_path)["public"]
+    facts = add_dataset(_declare(private_size=40), csv_path)["public"]
     assert facts["bounds"]["income"]["value"] is None and "not declared" in facts["bounds"]["income"]["source"]
     assert facts["private_size"] == {"value": 40, "source": "declared (private_size)"}
     assert facts["public_rows"]["value"] == 0
@@ -120,7 +121,6 @@ BAD_TABLES = {  # name: (frame change, declaration change, words the one message
     "unknown categorical column": (None, {"categorical": {"town": ("a",)}}, ["`categorical` must name columns",
                                                                             "'town'"]),
     "bad name": (None, {"name": "../up"}, ["`name` must be 1 to 64 letters", "'../up'"]),
-    "both public sizes": (None, {"public_rows": 3, "public_fraction": 0.1}, ["`public_rows` and public_fraction"]),
 }
 
 
@@ -200,6 +200,29 @@ def test_delete_is_refused_while_a_stored_run_uses_the_data_set(store, csv_path)
         load_dataset("copy")
 
 
+def test_a_delete_racing_an_add_of_the_same_content_keeps_the_object_the_new_name_uses(csv_path, monkeypatch):
+    add_dataset(_declare("people"), csv_path)
+    linking, release = threading.Event(), threading.Event()
+    link = storage._link_manifest
+
+    def held_link(*args):  # the add has found the object stored and is about to link its name
+        linking.set()
+        release.wait(30)
+        link(*args)
+
+    monkeypatch.setattr(storage, "_link_manifest", held_link)
+    adding = threading.Thread(target=add_dataset, args=(_declare("copy"), csv_path))
+    adding.start()
+    assert linking.wait(30)
+    deleting = threading.Thread(target=storage.delete, args=("people",))
+    deleting.start()
+    deleting.join(0.5)  # without the lock it would now have removed the object, which no name used yet
+    release.set()
+    adding.join(30)
+    deleting.join(30)
+    assert names() == ["copy"] and load_dataset("copy").x.shape[0] == 40
+
+
 def test_cli_add_list_show_delete_with_json(store, csv_path):
     added = run_cli("data", "add", "people", str(csv_path), "--label", "target", "--classes", "no,yes",
                     "--categorical", "city=oslo,paris,rome", "--public-rows", "8", "--bounds", "*=0:200", "--json")
@@ -213,6 +236,11 @@ def test_cli_add_list_show_delete_with_json(store, csv_path):
     assert json.loads(shown.stdout)["used_by"] == [run_id]
     text = run_cli("data", "show", "people").stdout
     assert "bounds of income: 0.0, 200.0  [declared (bounds)]" in text and f"used by: {run_id}" in text
+    address = manifest("people")["fingerprint"]  # the whole content digest is never shown, its first 16 hex are
+    for output in (added.stdout, run_cli("data", "list", "--json").stdout, run_cli("data", "list").stdout,
+                   shown.stdout, text):
+        assert address not in output and address[:16] in output
+    assert json.loads(shown.stdout)["address"] == address[:16] and "fingerprint" not in json.loads(shown.stdout)
     refused = run_cli("data", "delete", "people")
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.strip().splitlines() == [f"privengine: error: `name` is used by 1 stored run ({run_id}); "
@@ -234,7 +262,7 @@ def test_cli_refuses_a_bad_file_in_one_line_with_status_2(tmp_path):
         "age=a,b,...); got 'old' (rows count data rows from 1, the header not counted)"]
     for flags, words in ((["--bounds", "age=3"], "`bounds` must be COLUMN=LOW:HIGH"),
                          (["--categorical", "city"], "`categorical` must be COLUMN=a,b,c"),
-                         (["--public-fraction", "1.5"], "`public_fraction` must be in (0, 1); got 1.5"),
+                         (["--public-fraction", "0.1"], "unrecognized arguments: --public-fraction"),
                          (["--public-rows", "many"], "argument --public-rows: invalid int value: 'many'")):
         done = run_cli("data", "add", "people", str(path), "--label", "target", *flags)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and words in done.stderr

@@ -16,7 +16,9 @@ from privengine.datasets import load_dataset
 from privengine.dpsgd import user_facts
 from privengine.dpsgd.charge import data_source, planned_claim, public_rows
 from privengine.dpsgd.config import DPSGDConfig, resolved_model
+from privengine.dpsgd.data import with_declared_size
 from privengine.dpsgd.user_data import data_key, inputs, load_user_task
+from privengine.dpsgd.user_split import split_rows
 from privengine.errors import ConfigError
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli
@@ -138,23 +140,77 @@ def test_a_table_trains_linear_by_default_and_is_refused_for_the_cnn(tmp_path):
         DPSGDConfig(dataset="tiny", model="cnn", batch_size=16).validate()
 
 
-def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored_fingerprint(tmp_path):
+def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored_content(tmp_path):
     _add(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = DPSGDConfig(dataset="tiny", model="linear", alphas=(0.0,), batch_size=16).validate()
     task = load_user_task(config, torch.device("cpu"))
     data = load_dataset("tiny")
-    assert (task.n_public, task.n_val + task.n_test, task.n_private) == (20, 20, 80)
+    assert task.n_public == 20 and task.n_val + task.n_test + task.n_private == 100
     torch.testing.assert_close(task.x_public, inputs(data, data.public()))
     frame = pd.read_csv(tmp_path / "tiny.csv")
     expected = np.clip(frame[["a", "b"]].to_numpy()[:20] / 3.0, -1, 1)  # declared *=-3:3 onto [-1, 1]
     np.testing.assert_allclose(task.x_public[:, :2].numpy(), expected, rtol=1e-6)
     assert task.x_public[:, 2:].sum(1).eq(1).all()  # one-hot colour
-    assert task.private_fingerprint == data_key(data, 100)
+    key = data_key(data, 100)  # folded with the declared N = 80 unless the split happens to hold 80 rows
+    assert task.private_fingerprint == (key if task.n_private == 80 else with_declared_size(key, 80))
 
     _add(tmp_path, "--public-rows", "20", "--private-size", "100", name="other", frame_seed=1)
     other = load_user_task(config.replace(dataset="other"), torch.device("cpu"))
     assert other.private_fingerprint != task.private_fingerprint
-    assert json.loads(run_cli("data", "show", "other", "--json").stdout)["fingerprint"] != data.manifest["fingerprint"]
+    assert json.loads(run_cli("data", "show", "other", "--json").stdout)["address"] != data.manifest["fingerprint"][:16]
+
+
+@pytest.mark.slow
+def test_an_exported_model_predicts_on_the_raw_csv_rows_with_the_runs_test_accuracy(store, tmp_path):
+    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    ran = run_cli(*RUN, "--data-seed", "5", "--device", "cpu", "--json")
+    assert ran.returncode == 0, ran.stderr
+    run = json.loads(ran.stdout)
+    exported = run_cli("export", run["id"], "--format", "model", "--output", str(tmp_path / "model"))
+    assert exported.returncode == 0, exported.stderr
+    spec = json.loads((tmp_path / "model" / "model-1.json").read_text())
+    assert spec["classes"] == ["neg", "pos"] and spec["preprocessing"]["table"]["numeric"][0] == {
+        "column": "a", "bounds": [-3.0, 3.0], "source": "declared (bounds)"}
+    # the test rows as the user's file holds them (private rows 20.., those the split sends to test), label included
+    test_rows = split_rows(load_dataset("tiny").private(), data_seed=5)[1]
+    raw = pd.read_csv(tmp_path / "tiny.csv").iloc[20 + test_rows]
+    raw.to_csv(tmp_path / "test.csv", index=False)
+    predicted = run_cli("predict", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "test.csv"), "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    classes = [p["class"] for p in json.loads(predicted.stdout)["predictions"]]
+    assert len(classes) == len(test_rows) > 0
+    accuracy = sum(c == label for c, label in zip(classes, raw["label"])) / len(classes)
+    assert accuracy == run["summary"]["best_test_acc"]
+    raw.assign(colour="green").to_csv(tmp_path / "green.csv", index=False)
+    refused = run_cli("predict", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "green.csv"))
+    assert refused.returncode == 2 and "column 'colour', row 1: must be one of red, blue; got 'green'" in refused.stderr
+
+
+def _rows(n: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.normal(size=(n, 3)), "y": rng.integers(0, 2, n), "categories": rng.integers(0, 4, (n, 2))}
+
+
+def _training_rows(rows: dict[str, np.ndarray], data_seed: int) -> set[bytes]:
+    train = split_rows(rows, data_seed)[2]
+    return {rows["x"][i].tobytes() + rows["y"][i].tobytes() + rows["categories"][i].tobytes() for i in train}
+
+
+def test_adding_or_removing_one_row_changes_no_other_rows_split():
+    rows = _rows(20_000, 0)
+    validation, test, train = split_rows(rows, data_seed=3)
+    assert sorted(np.concatenate([validation, test, train]).tolist()) == list(range(20_000))
+    # each row held out with probability 0.2 (validation 0.1, test 0.1): within 5 standard deviations
+    for count, p in ((len(validation) + len(test), 0.2), (len(validation), 0.1), (len(test), 0.1)):
+        assert abs(count / 20_000 - p) < 5 * (p * (1 - p) / 20_000) ** 0.5
+    new = _rows(1, 1)
+    for at in (0, 7_777, 20_000):
+        added = {k: np.concatenate([v[:at], new[k], v[at:]]) for k, v in rows.items()}
+        assert _training_rows(added, 3) ^ _training_rows(rows, 3) <= _training_rows(new, 3)
+        removed = {k: np.delete(v, at if at < 20_000 else 0, axis=0) for k, v in rows.items()}
+        assert len(_training_rows(rows, 3) - _training_rows(removed, 3)) <= 1
+        assert _training_rows(removed, 3) <= _training_rows(rows, 3)
+    assert _training_rows(rows, 3) != _training_rows(rows, 4)  # data_seed draws another split
 
 
 def test_the_form_offers_stored_data_sets_and_names_why_one_does_not_fit(tmp_path):

@@ -66,6 +66,26 @@ def test_colour_images_are_stored_rgb(tmp_path):
     np.testing.assert_array_equal(parsed.arrays["x"][1].transpose(1, 2, 0), pixels["dog"][0])
 
 
+def test_the_channel_count_is_decided_by_the_public_images_alone(tmp_path):
+    _write_folder(tmp_path / "pets", {"cat": 6, "dog": 6})
+    grey = parse(tmp_path / "pets", Declaration("pets", public_rows=4, min_rows=4))
+    colour = np.random.default_rng(1).integers(0, 256, (4, 6, 3), dtype=np.uint8)
+    Image.fromarray(colour, "RGB").save(tmp_path / "pets" / "dog" / "img05.png")  # row 11: private
+    mixed = parse(tmp_path / "pets", Declaration("pets", public_rows=4, min_rows=4))
+    assert grey.schema["shape"] == mixed.schema["shape"] == [1, 4, 6]  # one private colour image changes nothing
+    np.testing.assert_array_equal(mixed.arrays["x"][11, 0], np.asarray(Image.fromarray(colour, "RGB").convert("L")))
+    np.testing.assert_array_equal(mixed.arrays["x"][:11], grey.arrays["x"][:11])
+    undeclared = parse(tmp_path / "pets", Declaration("pets")).arrays["x"]  # no public image: RGB, whatever they are
+    assert undeclared.shape == (12, 3, 4, 6) and (undeclared[0] == undeclared[0, :1]).all()
+
+
+def test_a_folder_inside_a_hidden_folder_is_read(tmp_path):
+    pixels = _write_folder(tmp_path / ".cache" / "pets", {"cat": 6, "dog": 6})
+    parsed = parse(tmp_path / ".cache" / "pets", Declaration("pets", public_rows=2))
+    assert parsed.rows == 12
+    np.testing.assert_array_equal(parsed.arrays["x"][0, 0], pixels["cat"][0])
+
+
 def _refusal(path: Path, **declared) -> str:
     with pytest.raises(ConfigError) as refused:
         add_dataset(Declaration("pets", **declared), path)

@@ -101,4 +101,4 @@ def test_a_zip_of_class_folders_is_previewed_as_images_per_class(store, tmp_path
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert [c.value for c in at.caption if c.value.startswith("class ")] == ["class **cat**", "class **dog**"]
     assert len(at.get("image")) == 2
-    assert load_dataset("pets").x.shape == (12, 1, 8, 8)
+    assert load_dataset("pets").x.shape == (12, 3, 8, 8)  # no public image to show they are grey: RGB

@@ -11,7 +11,8 @@ The API mechanisms use (part 2 of issue 38)::
     data.public(), data.private()     # rows [:public_rows] / [public_rows:], dicts of the arrays above
     data.private_size                 # N declared public for sampling, or None (not declared)
     data.fact("bounds")               # numeric column -> {"value": [low, high] | None, "source": ...}
-    data.manifest["fingerprint"]      # SHA-256 of the normalised content
+    data.manifest["fingerprint"]      # SHA-256 of the normalised content: the store's address (shown: 16 hex)
+    data.arrays()                     # every array, all rows (a noise key: content_digest(own tag, schema, these))
 
 Every public fact comes from the user's declaration, the public part (the file's first rows) or the format, never
 from the private rows, and its ``source`` says which. A run on data set NAME stores ``"dataset": NAME`` in its config
@@ -25,12 +26,13 @@ Modules, one job each: :mod:`.declaration` (what the user declares, checked), :m
 take), :mod:`.describe` (a manifest in words), :mod:`.cli` (``python -m privengine data ...``).
 """
 
+from .content import content_digest
 from .declaration import DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, parse_bounds, parse_categorical, parse_list
 from .ingest import add_dataset, parse
 from .lookup import UserDataset, load_dataset
 from .references import delete_unused, referencing_runs, source_key
 from .storage import datasets_home, manifest, names
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MIN_ROWS", "Declaration", "UserDataset", "add_dataset", "datasets_home",
-           "delete_unused", "load_dataset", "manifest", "names", "parse", "parse_bounds", "parse_categorical",
-           "parse_list", "referencing_runs", "source_key"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MIN_ROWS", "Declaration", "UserDataset", "add_dataset", "content_digest",
+           "datasets_home", "delete_unused", "load_dataset", "manifest", "names", "parse", "parse_bounds",
+           "parse_categorical", "parse_list", "referencing_runs", "source_key"]

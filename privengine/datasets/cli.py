@@ -12,7 +12,7 @@ from ..store import RunStore
 from .builtin import builtin_names
 from .declaration import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, KINDS, Declaration, parse_bounds, parse_categorical,
                           parse_list)
-from .describe import fact_rows, summary
+from .describe import address, fact_rows, shown, summary
 from .ingest import add_dataset
 from .references import delete_unused, referencing_runs
 from .storage import manifest, names
@@ -34,9 +34,7 @@ def add_parsers(sub) -> None:
     add.add_argument("--kind", choices=KINDS, help="tabular or images (default: from PATH)")
     add.add_argument("--label", metavar="COLUMN", help="a table's label column")
     add.add_argument("--classes", metavar="A,B,...", help="the public class list (default: the public rows' labels)")
-    rows = add.add_mutually_exclusive_group()
-    rows.add_argument("--public-rows", type=int, metavar="N", help="the first N rows (images) are public")
-    rows.add_argument("--public-fraction", type=float, metavar="F", help="the first F of the rows are public, 0<F<1")
+    add.add_argument("--public-rows", type=int, metavar="N", help="the first N rows (images) are public")
     add.add_argument("--private-size", type=int, metavar="N",
                      help="N, the private part's size declared public, used for sampling and accounting")
     add.add_argument("--categorical", action="extend", nargs="+", default=[], metavar="COL=a,b,c",
@@ -48,7 +46,7 @@ def add_parsers(sub) -> None:
     add.add_argument("--min-rows", type=int, default=DEFAULT_MIN_ROWS, metavar="N",
                      help=f"refuse fewer private rows than this (default {DEFAULT_MIN_ROWS})")
     listing = actions.add_parser("list", help="the stored data sets")
-    show = actions.add_parser("show", help="one data set's schema, fingerprint and public facts")
+    show = actions.add_parser("show", help="one data set's schema, address and public facts")
     delete = actions.add_parser("delete", help="delete a data set no stored run uses")
     for p in (show, delete):
         p.add_argument("name", metavar="NAME")
@@ -60,9 +58,9 @@ def declaration_of(args: argparse.Namespace) -> Declaration:
     """The flags of ``data add`` as a Declaration (checked when added)."""
     return Declaration(args.name, kind=args.kind, label=args.label,
                        classes=None if args.classes is None else parse_list("classes", args.classes),
-                       public_rows=args.public_rows, public_fraction=args.public_fraction,
-                       private_size=args.private_size, categorical=parse_categorical(args.categorical),
-                       bounds=parse_bounds(args.bounds), max_bytes=args.max_bytes, min_rows=args.min_rows)
+                       public_rows=args.public_rows, private_size=args.private_size,
+                       categorical=parse_categorical(args.categorical), bounds=parse_bounds(args.bounds),
+                       max_bytes=args.max_bytes, min_rows=args.min_rows)
 
 
 def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
@@ -70,15 +68,18 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     if args.data_command == "add":
         document = add_dataset(declaration_of(args), args.path, reserved=builtin_names())
         text = f"stored {summary(document)}\n{facts_text(document)}"
+        document = shown(document)
     elif args.data_command == "list":
-        document = [manifest(name) for name in names()]
-        text = "\n".join(summary(d) for d in document) or ("no data sets stored yet: python -m privengine data add "
-                                                           "NAME PATH --label COLUMN")
+        stored = [manifest(name) for name in names()]
+        text = "\n".join(summary(d) for d in stored) or ("no data sets stored yet: python -m privengine data add "
+                                                          "NAME PATH --label COLUMN")
+        document = [shown(d) for d in stored]
     elif args.data_command == "show":
-        document = {**manifest(args.name), "used_by": referencing_runs(store, args.name)}
-        text = show_text(document)
+        stored, used_by = manifest(args.name), referencing_runs(store, args.name)
+        text = show_text(stored, used_by)
+        document = {**shown(stored), "used_by": used_by}
     else:
-        document = {"deleted": args.name, "manifest": delete_unused(store, args.name)}
+        document = {"deleted": args.name, "manifest": shown(delete_unused(store, args.name))}
         text = f"deleted data set {args.name}"
     if args.json:
         print(json.dumps(document, indent=2, sort_keys=True), file=out)
@@ -93,10 +94,11 @@ def facts_text(document: dict[str, Any]) -> str:
                                           for row in fact_rows(document))
 
 
-def show_text(document: dict[str, Any]) -> str:
+def show_text(document: dict[str, Any], used_by: list[str]) -> str:
+    """``data show``: a manifest and the stored runs that use it, in words."""
     schema = document["schema"]
     columns = ", ".join(f"{c['name']} ({c['role']})" for c in schema["columns"])
-    used = ", ".join(document["used_by"]) or "no stored run"
+    used = ", ".join(used_by) or "no stored run"
     return (f"{summary(document)}\nfile: {document['file']}  stored: {document['bytes']} bytes\ncolumns: {columns}"
             + (f"\nimage shape: {schema['shape']}" if "shape" in schema else "")
-            + f"\nfingerprint: {document['fingerprint']}\nused by: {used}\n{facts_text(document)}")
+            + f"\naddress: {address(document)}\nused by: {used}\n{facts_text(document)}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,33 +47,37 @@ class Parsed:
         return int(self.arrays["y"].shape[0])
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex) of the normalised content: the schema as sorted JSON, then each array (sorted by name) with
-        its name, dtype and shape and its C-ordered bytes. Equal content gives equal fingerprints whatever file
-        format it came in; one changed cell changes it."""
-        digest = hashlib.sha256(CONTENT_VERSION)
-        digest.update(json.dumps(self.schema, sort_keys=True).encode())
-        for name in sorted(self.arrays):
-            array = np.ascontiguousarray(self.arrays[name])
-            digest.update(f"\n{name}:{array.dtype.str}{list(array.shape)}\n".encode())
-            digest.update(array.reshape(-1).view(np.uint8).data)
-        return digest.hexdigest()
+        """SHA-256 (hex) of the normalised content (:func:`content_digest` under :data:`CONTENT_VERSION`): the data
+        set's address in the store. Equal content gives equal fingerprints whatever file format it came in; one
+        changed cell changes it."""
+        return content_digest(CONTENT_VERSION, self.schema, self.arrays).hexdigest()
+
+
+def content_digest(tag: bytes, schema: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """A SHA-256 (a ``hashlib`` object) of ``tag``, then ``schema`` as sorted JSON, then each array (sorted by name)
+    with its name, dtype and shape and its C-ordered bytes; callers may update it further. Different tags give
+    unrelated digests of the same content (the store's address; a run's noise key)."""
+    digest = hashlib.sha256(tag)
+    digest.update(json.dumps(schema, sort_keys=True).encode())
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"\n{name}:{array.dtype.str}{list(array.shape)}\n".encode())
+        digest.update(array.reshape(-1).view(np.uint8).data)
+    return digest
 
 
 def public_part(declaration: Declaration, rows: int, what: str = "rows") -> dict[str, Any]:
-    """The public part's size fact: the file's first ``public_rows`` (or ``floor(public_fraction * rows)``) rows;
-    raise ConfigError unless at least ``min_rows`` private rows remain."""
+    """The public part's size fact: the file's first ``public_rows`` rows, as declared (a count, never a fraction
+    of the file's rows, which would count the private ones); raise ConfigError unless at least ``min_rows`` private
+    rows remain."""
     if declaration.public_rows is not None:
         count, source = declaration.public_rows, f"declared (public_rows): the first {declaration.public_rows} {what}"
-    elif declaration.public_fraction is not None:
-        count = math.floor(declaration.public_fraction * rows)
-        source = f"declared (public_fraction = {declaration.public_fraction:g}): the first {count} of {rows} {what}"
     else:
         count, source = 0, f"none declared: every {what[:-1]} is private"
     most = rows - declaration.min_rows
     if count > most:
-        field = "public_rows" if declaration.public_rows is not None else "public_fraction"
-        raise ConfigError(field, f"must leave at least min_rows = {declaration.min_rows} private {what}; the file "
-                                 f"has {rows}, so at most {max(most, 0)} may be public; got {count}")
+        raise ConfigError("public_rows", f"must leave at least min_rows = {declaration.min_rows} private {what}; "
+                                         f"the file has {rows}, so at most {max(most, 0)} may be public; got {count}")
     return fact(count, source)
 
 

@@ -35,7 +35,8 @@ class Declaration:
         label: the label column (tabular only).
         classes: the class list, declared public; None: the public part's labels (tabular; images: the class
             folders' names).
-        public_rows / public_fraction: the public part, the first rows of the file (at most one of the two).
+        public_rows: the public part, the file's first rows (a count: a fraction of the file's rows would count
+            the private rows too).
         private_size: N, the private part's size declared public (what sampling and accounting use); None: not
             declared (a mechanism that samples then asks for it).
         categorical: column -> its public category list.
@@ -49,7 +50,6 @@ class Declaration:
     label: str | None = None
     classes: tuple[str, ...] | None = None
     public_rows: int | None = None
-    public_fraction: float | None = None
     private_size: int | None = None
     categorical: dict[str, tuple[str, ...]] = field(default_factory=dict)
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -62,12 +62,7 @@ class Declaration:
             raise ConfigError("name", f"must be {NAME_RULE}; got {self.name!r}")
         if self.kind is not None and self.kind not in KINDS:
             raise ConfigError("kind", f"must be one of {', '.join(KINDS)}; got {self.kind!r}")
-        if self.public_rows is not None and self.public_fraction is not None:
-            raise ConfigError("public_rows", "and public_fraction exclude each other: give at most one")
         _check_int("public_rows", self.public_rows, 0)
-        if self.public_fraction is not None and not (isinstance(self.public_fraction, (int, float))
-                                                     and 0 < self.public_fraction < 1):
-            raise ConfigError("public_fraction", f"must be in (0, 1); got {self.public_fraction!r}")
         _check_int("private_size", self.private_size, 1)
         _check_int("max_bytes", self.max_bytes, 1)
         _check_int("min_rows", self.min_rows, 2)

@@ -1,5 +1,5 @@
-"""A stored data set's manifest in words, for the CLI and the Data page: one summary line, and its public facts
-each with where it came from."""
+"""A stored data set's manifest in words, for the CLI and the Data page: what of it is shown (:func:`shown`), one
+summary line, and its public facts each with where it came from."""
 
 from __future__ import annotations
 
@@ -7,11 +7,26 @@ import time
 from typing import Any
 
 
+ADDRESS_CHARS = 16  # hex characters of the content address shown
+
+
+def shown(document: dict[str, Any]) -> dict[str, Any]:
+    """A manifest as the CLI and the page show it: its content fingerprint replaced by ``address``, its first
+    :data:`ADDRESS_CHARS` hex characters (enough to tell stored data sets apart; the whole digest is never shown)."""
+    visible = {key: value for key, value in document.items() if key != "fingerprint"}
+    return {**visible, "address": address(document)}
+
+
+def address(document: dict[str, Any]) -> str:
+    """The shown prefix of a manifest's content address."""
+    return document["fingerprint"][:ADDRESS_CHARS]
+
+
 def summary(document: dict[str, Any]) -> str:
-    """One line: name, kind, rows (public), classes, fingerprint, when added."""
+    """One line: name, kind, rows (public), classes, address, when added."""
     public = document["public"]
     return (f"{document['name']}: {document['kind']}, {document['rows']} rows ({public['public_rows']['value']} "
-            f"public), classes {', '.join(public['classes']['value'])}; fingerprint {document['fingerprint'][:16]}; "
+            f"public), classes {', '.join(public['classes']['value'])}; address {address(document)}; "
             f"added {time.strftime('%Y-%m-%d %H:%M', time.localtime(document['created_at']))}")
 
 

@@ -1,10 +1,12 @@
 """Image data sets: a folder with one subfolder per class, as torchvision's ``ImageFolder`` reads it, or a zip of
 one (optionally wrapped in a single top folder), decoded with Pillow into normalised arrays, or refused.
 
-Layout of the result (:class:`~.content.Parsed`): ``x`` ``(n, c, h, w)`` uint8 (c = 1 when every image is grey,
-else 3: RGB), ``y`` ``(n,)`` int64 codes into the classes, the class folders' names sorted. Images are ordered round
-robin over the classes (each class's files sorted by path: the first of every class, then the second, ...), so the
-public part, the first ``public_rows`` images, is balanced. Files whose extension ``ImageFolder`` does not read are
+Layout of the result (:class:`~.content.Parsed`): ``x`` ``(n, c, h, w)`` uint8 (c = 1 when there are public images
+and every one of them is grey, the others then converted to grey; else c = 3, every image converted to RGB: the
+channel count is published in the schema, so it is decided from the public part only), ``y`` ``(n,)`` int64 codes
+into the classes, the class folders' names sorted. Images are ordered round robin over the classes (each class's
+files sorted by path: the first of every class, then the second, ...), so the public part, the first
+``public_rows`` images, is balanced. Files whose extension ``ImageFolder`` does not read are
 skipped, as it skips them. Refused, each with one :class:`ConfigError` naming the file or class: a zip member whose
 path leaves the folder (absolute, ``..``) or is a link, a link in a folder, more bytes than ``max_bytes`` (a zip:
 its uncompressed content), fewer than 2 classes, an empty class, a file Pillow cannot read, images of different
@@ -51,7 +53,7 @@ def parse_images(path: Path, declaration: Declaration) -> Parsed:
     order = _round_robin([[(code, item) for item in sorted(files[name])] for code, name in enumerate(classes)])
     check_rows(declaration, len(order), "images")
     public = public_part(declaration, len(order), "images")
-    x = _decode([(name, loader) for _, (name, loader) in order])
+    x = _decode([(name, loader) for _, (name, loader) in order], public["value"])
     y = np.array([code for code, _ in order], dtype=np.int64)
     schema = {"kind": "images", "classes": classes, "rows": len(order), "shape": list(x.shape[1:]),
               "columns": [{"name": "image", "role": "image"}, {"name": "class", "role": "label"}]}
@@ -65,7 +67,7 @@ def preview(path: Path, declaration: Declaration, per_class: int = 4) -> dict[st
     """The first ``per_class`` images of each class folder (``(h, w)`` or ``(h, w, 3)`` uint8), decoded one by one
     (a preview: the folder's checks apply, the images' sizes are not compared)."""
     files = _zip_files(path, declaration) if path.is_file() else _folder_files(path, declaration)
-    return {name: [_decode([item])[0].transpose(1, 2, 0).squeeze(-1) for item in sorted(items)[:per_class]]
+    return {name: [_decode([item], 1)[0].transpose(1, 2, 0).squeeze(-1) for item in sorted(items)[:per_class]]
             for name, items in sorted(files.items())}
 
 
@@ -89,10 +91,11 @@ def _folder_files(root: Path, declaration: Declaration) -> dict[str, list[tuple[
             raise ConfigError("file", f"class folder {folder.name!r} is a link; allowed: folders inside the folder")
         files[folder.name] = []
         for item in sorted(folder.rglob("*")):
-            relative = item.relative_to(root).as_posix()
+            inside = item.relative_to(root)  # a dot-folder above root hides nothing
+            relative = inside.as_posix()
             if item.is_symlink():
                 raise ConfigError("file", f"{relative!r} is a link; allowed: plain files inside the folder")
-            if item.is_file() and item.suffix.lower() in extensions and not _skipped(item.parts):
+            if item.is_file() and item.suffix.lower() in extensions and not _skipped(inside.parts):
                 total += item.stat().st_size
                 files[folder.name].append((relative, item.read_bytes))
     _check_bytes(total, declaration, "the folder's images")
@@ -143,8 +146,9 @@ def _round_robin(lists: list[list]) -> list:
     return [lst[i] for i in range(max(map(len, lists))) for lst in lists if i < len(lst)]
 
 
-def _decode(items: list[tuple[str, Loader]]) -> np.ndarray:
-    """Decode every image into one ``(n, c, h, w)`` uint8 array: grey (c = 1) when all are grey, else RGB."""
+def _decode(items: list[tuple[str, Loader]], public: int) -> np.ndarray:
+    """Decode every image into one ``(n, c, h, w)`` uint8 array: grey (c = 1) when ``public`` > 0 and the first
+    ``public`` images (the public part) are all grey, else RGB (c = 3); the mode of a later image never decides."""
     from PIL import Image, UnidentifiedImageError
 
     opened = []
@@ -158,7 +162,7 @@ def _decode(items: list[tuple[str, Loader]]) -> np.ndarray:
             raise ConfigError("file", f"image {name!r} is {image.size[0]}x{image.size[1]} pixels; every image must "
                                       f"have the size of {opened[0][0]!r}, {first[0]}x{first[1]} (resize them first)")
         opened.append((name, image))
-    mode = "L" if all(image.mode in ("1", "L", "LA") for _, image in opened) else "RGB"
+    mode = "L" if public and all(image.mode in ("1", "L", "LA") for _, image in opened[:public]) else "RGB"
     width, height = opened[0][1].size
     x = np.empty((len(opened), 1 if mode == "L" else 3, height, width), dtype=np.uint8)
     for i, (name, image) in enumerate(opened):

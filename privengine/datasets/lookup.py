@@ -62,9 +62,12 @@ class UserDataset:
         return self._rows(slice(0, self.public_rows))
 
     def private(self) -> dict[str, np.ndarray]:
-        """The private part's arrays, rows ``[public_rows:]``: what a guarantee protects (its noise key:
-        ``randomness.data_fingerprint`` of these, computed once per load)."""
+        """The private part's arrays, rows ``[public_rows:]``: what a guarantee protects."""
         return self._rows(slice(self.public_rows, None))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every stored array by name (``x``, ``y``, and ``categories`` for a table), all rows."""
+        return self._rows(slice(None))
 
     def _rows(self, rows: slice) -> dict[str, np.ndarray]:
         arrays = {"x": self.x[rows], "y": self.y[rows]}

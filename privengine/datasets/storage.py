@@ -8,17 +8,21 @@
 Writes are atomic: an object is written into a temporary folder beside the others and renamed into place; a
 manifest is written to a temporary file and hard-linked to its name, which fails if the name is taken meanwhile.
 A failure at any point removes what it wrote, so nothing half-written is ever found under a name or an address.
+An add and a delete hold one lock (``.lock``, :func:`_locked`) while they link or unlink a name and decide whether
+an object is used, so a delete never removes an object that an add of the same content has just linked a name to.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -77,26 +81,42 @@ def save(name: str, parsed: Parsed, file_name: str, home=None) -> dict[str, Any]
     ``{"value", "source"}``). ConfigError naming ``name`` if it is taken (even by a concurrent add)."""
     fingerprint = parsed.fingerprint()
     target = object_path(fingerprint, home)
-    created = _write_object(parsed, target)
-    document = {"format": MANIFEST_FORMAT, "name": name, "kind": parsed.schema["kind"], "fingerprint": fingerprint,
-                "file": file_name, "bytes": sum(p.stat().st_size for p in target.iterdir()), "rows": parsed.rows,
-                "created_at": time.time(), "schema": parsed.schema, "public": parsed.public}
-    try:
-        _link_manifest(name, document, home)
-    except BaseException:
-        if created and not _users(fingerprint, home):
-            _remove_object(target)
-        raise
+    with _locked(home):
+        created = _write_object(parsed, target)
+        document = {"format": MANIFEST_FORMAT, "name": name, "kind": parsed.schema["kind"],
+                    "fingerprint": fingerprint, "file": file_name,
+                    "bytes": sum(p.stat().st_size for p in target.iterdir()), "rows": parsed.rows,
+                    "created_at": time.time(), "schema": parsed.schema, "public": parsed.public}
+        try:
+            _link_manifest(name, document, home)
+        except BaseException:
+            if created and not _users(fingerprint, home):
+                _remove_object(target)
+            raise
     return document
 
 
 def delete(name: str, home=None) -> dict[str, Any]:
     """Remove ``name``'s manifest, and its object when no other name uses it; return the manifest removed."""
-    document = manifest(name, home)
-    (_names(home) / f"{name}.json").unlink()
-    if not _users(document["fingerprint"], home):
-        _remove_object(object_path(document["fingerprint"], home))
+    with _locked(home):
+        document = manifest(name, home)
+        (_names(home) / f"{name}.json").unlink()
+        if not _users(document["fingerprint"], home):
+            _remove_object(object_path(document["fingerprint"], home))
     return document
+
+
+@contextmanager
+def _locked(home) -> Iterator[None]:
+    """Hold the store's lock (an exclusive ``flock`` on ``.lock``) for the block."""
+    folder = datasets_home(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load_arrays(document: dict[str, Any], home=None) -> dict[str, np.ndarray]:

@@ -60,7 +60,7 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     drawn from the source by ``data_seed``; on ``digits`` also the held-out fifth, ``round(0.2 * 1797)`` = 359
     rows, whose validation and test accuracies the run publishes (the image data sets' held-out part is their test
     split, another source); on a user data set its declared public rows (if any) and the held-out fifth of its
-    declared private part (:mod:`.user_facts`).
+    declared private part (:mod:`.user_facts`; the rows are drawn one by one, so this is their expected count).
 
     >>> public_rows({"dataset": "digits", "train_limit": 0, "public_fraction": 0.05})
     ((71, 'used as public data'), (359, 'held out (validation and test)'))

@@ -125,8 +125,9 @@ class DPSGDConfig(RunConfig):
                              "low-dimensional subspace; digits: scikit-learn's bundled 8x8 digits; mnist, "
                              "fashion_mnist, cifar10: torchvision files under the data root; or the name of a "
                              "data set you stored (python -m privengine data add): a table trains linear or mlp, "
-                             "images the CNN; its declared public rows are the public data, a fifth of its "
-                             "declared private size is held out for validation and test.")
+                             "images the CNN; its declared public rows are the public data, each private row "
+                             "is held out for validation and test with probability 0.2 (by a hash of the row "
+                             "and data_seed).")
     model: str = knob("auto", choices=MODELS,
                       help="auto: linear for linreg, the small GroupNorm CNN for images. linear on images is "
                            "softmax regression; mlp has one hidden layer. scatter_linear / scatter_cnn / scatter_mlp "

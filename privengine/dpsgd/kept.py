@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from privengine.data import TORCHVISION_DATASETS, class_names, standardisation
+from privengine.data import STANDARDISATION_SOURCE, TORCHVISION_DATASETS, class_names, standardisation
 from privengine.kept_models.spec import FORMAT, describe_layers
 
-from .config import DPSGDConfig
+from . import user_facts
+from .config import DPSGDConfig, is_user_dataset
 from .data import Task
 from .training import ModelResult
 
@@ -70,6 +71,13 @@ def network_spec(result: ModelResult, task: Task, config: DPSGDConfig, *, index:
 
 
 def _raw_features(dataset: str) -> str:
+    if is_user_dataset(dataset):
+        manifest = user_facts.stored(dataset)
+        if manifest["kind"] == "images":
+            return f"images of data set {dataset} as stored: pixel values 0-255, channels first"
+        columns = ", ".join(manifest["schema"]["numeric"] + list(manifest["schema"]["categorical"]))
+        return (f"rows of data set {dataset} as in its file, columns by name ({columns}; a CSV with a header): "
+                "numbers, and categories as text")
     if dataset == "linreg":
         return "the embedded linear-regression features as generated (400 numbers per example)"
     if dataset == "digits":
@@ -80,18 +88,20 @@ def _raw_features(dataset: str) -> str:
 
 
 def _preprocessing(dataset: str) -> dict[str, Any]:
+    if is_user_dataset(dataset):
+        return user_facts.preprocessing(user_facts.stored(dataset))
     if dataset == "digits":
         return dict(DIGITS_PREPROCESSING)
     if dataset in TORCHVISION_DATASETS:
         mean, sd = standardisation(dataset)
         return {"divide_by": 255.0, "mean": list(mean), "sd": list(sd),
-                "source": "fixed published constants (channel statistics of the whole training split, computed "
-                          "by others once): not computed by this run, but a function of data it treats as "
-                          "private, which no claim covers"}
+                "source": STANDARDISATION_SOURCE}
     return {"source": "none: the network reads the features as they are"}
 
 
 def _classes(task: Task) -> list[str]:
+    if is_user_dataset(task.name):  # the data set's public class list, which its y codes index
+        return list(user_facts.stored(task.name)["public"]["classes"]["value"])
     if task.name in TORCHVISION_DATASETS:
         return class_names(task.name)
     return [str(k) for k in range(task.n_outputs)]

@@ -39,9 +39,10 @@ def evaluation_caveats(config: DPSGDConfig) -> tuple[str, ...]:
     if not is_user_dataset(config.dataset):
         return ()
     part = user_facts.declared_part(config.dataset, config.private_size)
-    return (f"Evaluation data drawn from your rows: data set {config.dataset} declares no test part, so "
-            f"{user_facts.held_out(part)} rows of its private part (a fifth of the declared {part}, drawn by "
-            f"data_seed = {config.data_seed}) are held out; the validation and test accuracies are computed on "
+    return (f"Evaluation data drawn from your rows: data set {config.dataset} declares no test part, so each row "
+            "of its private part is held out with probability 0.2, decided by a keyed hash of that row and "
+            f"data_seed = {config.data_seed} alone (about {user_facts.held_out(part)} of the declared {part}; adding "
+            "or removing one row changes no other row's split); the validation and test accuracies are computed on "
             "them without privacy, and those rows are not protected by this guarantee (the ledger lists them).",)
 
 

@@ -9,29 +9,32 @@ Inputs, from public facts only:
   of the category lists' lengths)`` float32;
 - images: ``(x / 255 - 0.5) / 0.5``, ``(n, c, h, w)`` float32.
 
-Splits: the public part is the data set's declared public rows (its first ``public_rows``); H rows of the private
-part, chosen by a permutation seeded by ``data_seed``, are held out and halved into validation (the first
-``floor(H / 2)``) and test; the rest is the private training split. The noise key is derived from the stored data
-set's fingerprint (:func:`data_key`), never from a hash of the rows taken here.
+Splits: the public part is the data set's declared public rows (its first ``public_rows``); each row of the private
+part is held out with probability 0.2, decided from its own content and ``data_seed`` alone (:mod:`.user_split`:
+validation or test, a tenth each), so adding or removing one row changes only that row's fate; the rest is the
+private training split (its size is never used: q = B / N with the declared N). The noise key is a digest of the
+stored content with a tag of its own (:func:`data_key`), never the content address that is shown.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 import struct
 from concurrent.futures import Future
 
 import numpy as np
 import torch
 
-from privengine.datasets import UserDataset, load_dataset
+from privengine.datasets import UserDataset, content_digest, load_dataset
 from privengine.errors import ConfigError
+from privengine.kept_models.loader import preprocess, table_inputs
 from privengine.randomness import FINGERPRINT_WORDS
 
 from . import user_facts
 from .config import DPSGDConfig, declared_private_size
-from .data import VALIDATION_SHARE, PendingFingerprint, Task
+from .data import PendingFingerprint, Task
+from .user_split import split_rows
+
+NOISE_KEY_TAG = b"privengine.dpsgd.user_data.noise_key/1"
 
 
 def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
@@ -40,15 +43,12 @@ def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
     part = user_facts.declared_part(config.dataset, config.private_size)
     public, private = data.public(), data.private()
     x_public, x_private = inputs(data, public), inputs(data, private)
-    gen = torch.Generator().manual_seed(config.data_seed)
-    perm = torch.randperm(len(x_private), generator=gen)
-    held = user_facts.held_out(part)
-    if len(x_private) - held < 2:
-        raise ConfigError("private_size", f"must not exceed the private rows of data set {config.dataset!r} so "
-                                          f"far that fewer than 2 training rows remain after the {held} held out; "
-                                          f"got {part}")
-    n_val = math.floor(VALIDATION_SHARE * held)
-    val, test, train = perm[:n_val], perm[n_val:held], perm[held:]
+    val, test, train = (torch.as_tensor(rows) for rows in split_rows(private, config.data_seed))
+    if min(len(val), len(test)) < 1 or len(train) < 2:
+        raise ConfigError("dataset", f"{config.dataset!r} has too few private rows: each is held out with "
+                                     f"probability 0.2 (data_seed = {config.data_seed}), and this draw left "
+                                     f"{len(val)} validation, {len(test)} test and {len(train)} training rows "
+                                     "(at least 1, 1 and 2 needed); add more rows")
     y_private = torch.as_tensor(private["y"])
 
     def put(rows: torch.Tensor | None, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,24 +67,21 @@ def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
 
 def inputs(data: UserDataset, rows: dict[str, np.ndarray]) -> torch.Tensor:
     """The model inputs of ``rows`` (a part of ``data``: :meth:`~privengine.datasets.UserDataset.public` or
-    ``private()``), float32, scaled by public facts only (see the module docstring)."""
+    ``private()``), float32, scaled by public facts only (see the module docstring), by the arithmetic a kept model's
+    loader repeats on raw rows (:func:`.user_facts.preprocessing`)."""
+    steps = user_facts.preprocessing(data.manifest)
     if data.kind == "images":
-        return (torch.as_tensor(rows["x"], dtype=torch.float32) / 255.0 - 0.5) / 0.5
-    bounds = data.fact("bounds")
-    low = np.array([bounds[column]["value"][0] for column in data.manifest["schema"]["numeric"]])
-    high = np.array([bounds[column]["value"][1] for column in data.manifest["schema"]["numeric"]])
-    width = np.where(high > low, high - low, 2.0)  # a constant public column: shifted only
-    columns = [np.clip(2.0 * (rows["x"] - low) / width - np.where(high > low, 1.0, 0.0), -1.0, 1.0)]
-    for j, column in enumerate(data.manifest["schema"]["categorical"]):
-        count = len(data.fact("categories")[column]["value"])
-        columns.append(np.eye(count)[rows["categories"][:, j]])
-    return torch.as_tensor(np.concatenate(columns, axis=1), dtype=torch.float32)
+        return preprocess(torch.as_tensor(rows["x"], dtype=torch.float32), steps)
+    return torch.as_tensor(table_inputs(rows["x"], rows["categories"], steps["table"]))
 
 
 def data_key(data: UserDataset, part: int) -> tuple[int, ...]:
-    """The run's data key (:data:`~privengine.randomness.FINGERPRINT_WORDS` 32-bit words): the SHA-256 of a tag of
-    its own, the stored data set's fingerprint (the SHA-256 of its whole normalised content, so one changed row
-    changes it), its declared public rows and the declared private part's size N_part (which place the split)."""
-    digest = hashlib.sha256(b"privengine.dpsgd.user_data/1" + bytes.fromhex(data.manifest["fingerprint"])
-                            + struct.pack("<QQ", data.public_rows, part)).digest()
+    """The run's data key (:data:`~privengine.randomness.FINGERPRINT_WORDS` 32-bit words): the SHA-256, under a tag
+    of its own, of the data set's whole normalised content as loaded (:func:`~privengine.datasets.content_digest`:
+    one changed row changes it), its declared public rows and the declared private part's size N_part. Its tag
+    differs from the content address's, so the address, which is shown, says nothing about the key, which never
+    leaves the process (``privengine/kept_models/spec.py`` says why it must not)."""
+    digest = content_digest(NOISE_KEY_TAG, data.manifest["schema"], data.arrays())
+    digest.update(struct.pack("<QQ", data.public_rows, part))
+    digest = digest.digest()
     return tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 4 * FINGERPRINT_WORDS, 4))

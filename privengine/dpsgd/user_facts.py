@@ -5,8 +5,9 @@ Splits of a user data set of declared private-part size N_part (``data add --pri
 ``private_size`` knob, which replaces it):
 
 - public: the rows the data set declares public (its first ``public_rows``), used as the engine's public data;
-- held out: H = round(0.2 N_part) rows drawn from the private part by ``data_seed`` (validation, then test): the
-  data set declares no test part, so the run evaluates on the user's own rows, which no claim protects;
+- held out: each private row with probability 0.2, decided from that row and ``data_seed`` alone
+  (:mod:`.user_split`; validation or test), about H = round(0.2 N_part) rows: the data set declares no test part,
+  so the run evaluates on the user's own rows, which no claim protects;
 - private training: the rest, of declared size N = N_part - H: q = B / N and the steps come from N, never from a
   count of the private rows.
 
@@ -79,8 +80,29 @@ def declared_part(name: str, private_size: int) -> int:
     return declared
 
 
+def preprocessing(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """How a run on this data set maps its raw rows to model inputs, from public facts only, as a kept model's spec
+    states it (:mod:`privengine.kept_models.loader` applies it): images ``(x / 255 - 0.5) / 0.5`` per channel; a
+    table's ``table``: its numeric columns with their public bounds and its categorical columns with their category
+    lists, each with the fact's source."""
+    if manifest["kind"] == "images":
+        channels = manifest["schema"]["shape"][0]
+        return {"divide_by": 255.0, "mean": [0.5] * channels, "sd": [0.5] * channels,
+                "source": "public constants: 8-bit pixels (the image format) mapped onto [-1, 1]; read from no data"}
+    public = manifest["public"]
+    table = {"numeric": [{"column": column, "bounds": public["bounds"][column]["value"],
+                          "source": public["bounds"][column]["source"]} for column in manifest["schema"]["numeric"]],
+             "categorical": [{"column": column, "categories": public["categories"][column]["value"],
+                              "source": public["categories"][column]["source"]}
+                             for column in manifest["schema"]["categorical"]]}
+    return {"table": table, "source": f"the public facts of data set {manifest['name']}: each numeric column mapped "
+                                      "from its public bounds onto [-1, 1] and clipped, each categorical column "
+                                      "one-hot over its declared list"}
+
+
 def held_out(part: int) -> int:
-    """H = round(0.2 N_part): the private part's rows held out for validation and test."""
+    """H = round(0.2 N_part): the declared (expected) count of the private part's rows held out for validation and
+    test (the rows themselves are drawn row by row: :mod:`.user_split`)."""
     return round(HELD_OUT_FRACTION * part)
 
 
@@ -114,4 +136,4 @@ def basis(name: str, private_size: int) -> str:
     part = declared_part(name, private_size)
     where = "the run's private_size" if private_size else f"declared with data set {name} (data add --private-size)"
     return (f"N = {part - held_out(part)}: the private part's size {part}, {where}, minus the {held_out(part)} "
-            "rows held out for validation and test")
+            "rows expected to be held out for validation and test (a fifth)")

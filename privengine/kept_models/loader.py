@@ -6,10 +6,11 @@ model folder and used alone. A model is two files, ``NAME.safetensors`` (the ten
 kind ``glm_posterior``: released posteriors of a GLM's coefficients, predicting through :class:`GlmPosterior`.
 ``predict`` maps raw features ``(n, *input.shape)`` (or ``(n, prod(shape))`` rows) through the spec's
 ``preprocessing``, ``x' = (x / divide_by - mean[c]) / sd[c]`` per channel (or feature) c, the run's own float32
-operations in the run's order, so the network sees exactly what it saw in training, then the network, by the spec's
-``task``: ``classification``, class scores ``(n, K)`` -> the arg-max class and its softmax probability; ``binary``,
-one logit per row -> class 1 when sigmoid(logit) > 1/2, with that class's probability; ``regression``, one value
-per row.
+operations in the run's order, so the network sees exactly what it saw in training; or, where the preprocessing is
+a ``table`` (a user data set's), raw columns by name (:func:`table_codes`, :func:`table_inputs`); then the
+network, by the spec's ``task``: ``classification``, class scores ``(n, K)`` -> the arg-max class and its softmax
+probability; ``binary``, one logit per row -> class 1 when sigmoid(logit) > 1/2, with that class's probability;
+``regression``, one value per row.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -115,10 +116,16 @@ class KeptModel:
     spec: dict[str, Any]
     network: nn.Module
 
-    def inputs(self, features: np.ndarray) -> torch.Tensor:
-        """Raw ``features`` (n rows) as the model's preprocessed float32 input ``(n, *input.shape)``; ValueError
-        naming the expected shape otherwise."""
+    def inputs(self, features: np.ndarray | Mapping[str, Sequence[Any]]) -> torch.Tensor:
+        """Raw ``features`` (n rows; for a ``table`` preprocessing, columns by name) as the model's preprocessed
+        float32 input ``(n, *input.shape)``; ValueError naming the expected shape or column otherwise."""
         shape = tuple(self.spec["input"]["shape"])
+        table = (self.spec.get("preprocessing") or {}).get("table")
+        if table is not None:
+            if not isinstance(features, Mapping):
+                raise ValueError(f"this model reads a table's columns by name ({', '.join(table_columns(table))}): "
+                                 "give them with a header row")
+            return torch.as_tensor(table_inputs(*table_codes(features, table), table))
         x = torch.as_tensor(np.asarray(features, dtype=np.float32))
         if x.ndim == 1:
             x = x.reshape(1, -1)
@@ -145,6 +152,54 @@ class KeptModel:
         best = out.argmax(dim=1)
         return [{"index": int(k), "class": classes[int(k)], "probability": float(probs[i, k])}
                 for i, k in enumerate(best)]
+
+
+def table_columns(table: dict[str, Any]) -> list[str]:
+    """The columns a ``table`` preprocessing reads, in its order: the numeric ones, then the categorical ones."""
+    return [item["column"] for item in table["numeric"] + table["categorical"]]
+
+
+def table_codes(columns: Mapping[str, Sequence[Any]], table: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Raw columns by name -> ``(numeric (n, d) float64, codes (n, k) int64)`` in the ``table``'s order: each numeric
+    cell parsed by Python's ``float`` (as the data set's CSV was), each categorical cell's index in its category list
+    (compared as text); other columns (the label) are ignored. ValueError naming the column and row otherwise."""
+    missing = [name for name in table_columns(table) if name not in columns]
+    if missing:
+        raise ValueError(f"the table must have the columns {', '.join(table_columns(table))}; missing: "
+                         f"{', '.join(missing)}")
+    rows = len(columns[table_columns(table)[0]])
+    numeric = np.empty((rows, len(table["numeric"])), dtype=np.float64)
+    codes = np.empty((rows, len(table["categorical"])), dtype=np.int64)
+    for j, item in enumerate(table["numeric"]):
+        for i, cell in enumerate(columns[item["column"]]):
+            try:
+                numeric[i, j] = float(cell)
+            except (TypeError, ValueError):
+                raise ValueError(f"column {item['column']!r}, row {i + 1}: must be a number; got {cell!r}") from None
+            if not math.isfinite(numeric[i, j]):
+                raise ValueError(f"column {item['column']!r}, row {i + 1}: must be a finite number; got {cell!r}")
+    for j, item in enumerate(table["categorical"]):
+        index = {str(category): k for k, category in enumerate(item["categories"])}
+        for i, cell in enumerate(columns[item["column"]]):
+            if str(cell) not in index:
+                raise ValueError(f"column {item['column']!r}, row {i + 1}: must be one of "
+                                 f"{', '.join(map(str, item['categories']))}; got {cell!r}")
+            codes[i, j] = index[str(cell)]
+    return numeric, codes
+
+
+def table_inputs(numeric: np.ndarray, codes: np.ndarray, table: dict[str, Any]) -> np.ndarray:
+    """A table's model input, ``(n, d + sum_j K_j)`` float32: each numeric column j mapped from its public bounds
+    [l_j, h_j] onto [-1, 1], ``x' = clip(2 (x - l_j) / (h_j - l_j) - 1, -1, 1)`` (h_j = l_j: ``clip((x - l_j), -1,
+    1)``, shifted only), in float64 as the run computed it, then the one-hot codes of each categorical column j
+    (K_j categories). ``numeric`` ``(n, d)`` float64, ``codes`` ``(n, k)`` int64: :func:`table_codes`."""
+    low = np.array([item["bounds"][0] for item in table["numeric"]], dtype=np.float64)
+    high = np.array([item["bounds"][1] for item in table["numeric"]], dtype=np.float64)
+    width = np.where(high > low, high - low, 2.0)  # a constant public column: shifted only
+    columns = [np.clip(2.0 * (numeric - low) / width - np.where(high > low, 1.0, 0.0), -1.0, 1.0)]
+    for j, item in enumerate(table["categorical"]):
+        columns.append(np.eye(len(item["categories"]))[codes[:, j]])
+    return np.concatenate(columns, axis=1).astype(np.float32)
 
 
 def preprocess(x: torch.Tensor, steps: dict[str, Any]) -> torch.Tensor:

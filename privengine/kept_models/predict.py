@@ -3,12 +3,15 @@ loaded in plain PyTorch (:mod:`.loader`), predicts on a file of raw features.
 
 ``FILE``: ``.npy`` (an array ``(n, *input shape)`` or ``(n, features)``) or ``.csv`` (one example per row, every
 column a number; a first row none of whose cells is a number is taken as a header). The features are raw, as the
-model's spec describes its ``input`` (e.g. digit pixels 0-16): the spec's preprocessing is applied here.
+model's spec describes its ``input`` (e.g. digit pixels 0-16): the spec's preprocessing is applied here. A model of
+a user data set's table (a ``table`` preprocessing) reads a ``.csv`` with a header instead, its columns by name as in
+the data set's file (text categories; other columns, such as the label, are ignored).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 from typing import TextIO
@@ -49,6 +52,26 @@ def read_features(path: str | Path) -> np.ndarray:
     return data.astype(np.float32, copy=False)
 
 
+def read_columns(path: str | Path) -> dict[str, list[str]]:
+    """A ``.csv`` file's columns by its header's names, each a list of its cells as text; ConfigError naming
+    ``--data`` for anything else."""
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        raise ConfigError("--data", f"must be a .csv file with a header naming the columns for a table's model; got "
+                                    f"{path.name!r}")
+    if not path.is_file():
+        raise ConfigError("--data", f"must be a readable file; {path} does not exist")
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        rows = list(reader)
+    if not header or not rows:
+        raise ConfigError("--data", f"must hold a header and at least one example; {path.name} does not")
+    if any(len(row) != len(header) for row in rows):
+        raise ConfigError("--data", f"must have {len(header)} cells in every row, as its header has")
+    return {name: [row[j] for row in rows] for j, name in enumerate(header)}
+
+
 def _read_csv(path: Path) -> np.ndarray:
     """The rows of a CSV of numbers; its first row is a header when none of its cells is a number."""
     with path.open(encoding="utf-8") as fh:
@@ -69,7 +92,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Load the model, predict, print (exit 0); ConfigError naming the flag for a bad folder or file."""
     from .loader import load  # imports torch
 
-    features = read_features(args.data)
     if not Path(args.model).is_dir():
         raise ConfigError("--model", f"must be a folder written by export ID --format model; {args.model} is not "
                                      "a folder")
@@ -77,6 +99,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         model = load(args.model, args.name)
     except ValueError as exc:
         raise ConfigError("--model" if args.name is None else "--name", f"must name a model: {exc}") from None
+    table = "table" in (model.spec.get("preprocessing") or {})
+    features = read_columns(args.data) if table else read_features(args.data)
     try:
         predictions = model.predict(features)
     except ValueError as exc:

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ..data import load_image_dataset, standardisation
+from ..data import STANDARDISATION_SOURCE, load_image_dataset, standardisation
 from ..features.scattering import dataset_scattering
 from ..randomness import data_fingerprint
 from .config import REAL_DATASETS, SPLIT_SIZES, student_test_size
@@ -63,8 +63,7 @@ def load_pate_data(dataset: str, *, root: str = "", download: bool = False) -> P
         mean, sd = standardisation(dataset)
         return _with_public_split(train.x, train.y, test.x, test.y, train.n_classes, is_image=True, shuffle=False,
                                   preprocessing={"divide_by": 255.0, "mean": list(mean), "sd": list(sd),
-                                                 "source": "fixed published constants of the dataset (privengine.data),"
-                                                           " not computed by this run"})
+                                                 "source": STANDARDISATION_SOURCE})
     x, y, n_classes, per_feature = _embedded(dataset)
     n_private = SPLIT_SIZES[dataset][0]
     mean, sd = public_statistics(x[n_private:], per_feature=per_feature)
