@@ -168,6 +168,17 @@ DPSGD_RUN = ("run", "dpsgd", "--dataset", "digits", "--model", "mlp", "--alphas"
              "--epochs", "1", "--noise-mode", "sigma", "--device", "cpu", "--json")
 
 
+def _accuracy_in_a_fresh_process(model_dir, data_file, labels, home) -> float:
+    """``python -m privengine predict --model MODEL_DIR --data DATA_FILE --json`` in a new process: the share of its
+    predicted classes equal to ``labels`` (a tensor of class indices)."""
+    child = subprocess.run([sys.executable, "-m", "privengine", "predict", "--model", str(model_dir),
+                            "--data", str(data_file), "--json"], capture_output=True, text=True,
+                           cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(home)), timeout=300)
+    assert child.returncode == 0, child.stderr
+    predicted = [p["index"] for p in json.loads(child.stdout)["predictions"]]
+    return sum(p == y for p, y in zip(predicted, labels.tolist())) / len(predicted)
+
+
 @pytest.mark.slow
 def test_an_exported_dpsgd_model_reproduces_its_test_accuracy_in_a_fresh_process(tmp_path, private_home):
     from privengine.dpsgd.config import DPSGDConfig
@@ -182,12 +193,7 @@ def test_an_exported_dpsgd_model_reproduces_its_test_accuracy_in_a_fresh_process
     config = DPSGDConfig.from_dict(run["config"])
     task = load(config, torch.device("cpu"), should_stop=lambda: False, progress=lambda *a: None)
     np.save(tmp_path / "test.npy", ((task.x_test * 0.5 + 0.5) * 16).round().numpy())
-    child = subprocess.run([sys.executable, "-m", "privengine", "predict", "--model", str(tmp_path / "model"),
-                            "--data", str(tmp_path / "test.npy"), "--json"], capture_output=True, text=True,
-                           cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(private_home)), timeout=300)
-    assert child.returncode == 0, child.stderr
-    predicted = [p["index"] for p in json.loads(child.stdout)["predictions"]]
-    accuracy = sum(p == y for p, y in zip(predicted, task.y_test.tolist())) / len(predicted)
+    accuracy = _accuracy_in_a_fresh_process(tmp_path / "model", tmp_path / "test.npy", task.y_test, private_home)
     assert accuracy == run["summary"]["best_test_acc"]
     weights = load_file(str(tmp_path / "model" / "model-1.safetensors"))
     assert set(weights) == {"1.weight", "1.bias", "3.weight", "3.bias"}
@@ -242,12 +248,7 @@ def test_an_exported_pate_student_reproduces_its_accuracy_in_a_fresh_process(tmp
     steps = json.loads((tmp_path / "m" / "student.json").read_text())["preprocessing"]
     raw = ((data.test_x * torch.tensor(steps["sd"]) + torch.tensor(steps["mean"])) * steps["divide_by"]).round()
     np.save(tmp_path / "test.npy", raw.numpy())  # the digit pixels (0-16) again
-    child = subprocess.run([sys.executable, "-m", "privengine", "predict", "--model", str(tmp_path / "m"),
-                            "--data", str(tmp_path / "test.npy"), "--json"], capture_output=True, text=True,
-                           cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(private_home)), timeout=300)
-    assert child.returncode == 0, child.stderr
-    predicted = [p["index"] for p in json.loads(child.stdout)["predictions"]]
-    accuracy = sum(p == y for p, y in zip(predicted, data.test_y.tolist())) / len(predicted)
+    accuracy = _accuracy_in_a_fresh_process(tmp_path / "m", tmp_path / "test.npy", data.test_y, private_home)
     assert accuracy == run["summary"]["student_accuracy"]
 
 
