@@ -225,6 +225,14 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
     assert audit_cli.membership_json(attacked, run_id)["run"] == run_id
     stored = store.get_run(document["audit_run"])  # the attack is a stored audit run of that run
     assert stored.mechanism == "dpsgd-membership" and stored.config["run"] == run_id and stored.state == "finished"
+    one_pass = io.StringIO()  # every model of a side in one batch (fastest on a GPU), and a value out of range
+    assert cli.main(["audit", "membership", "--run", run_id, "--models-per-pass", "0", "--json"], stdout=one_pass,
+                    stderr=io.StringIO()) == 0
+    assert store.get_run(json.loads(one_pass.getvalue())["audit_run"]).config["models_per_pass"] == 0
+    err = io.StringIO()
+    assert cli.main(["audit", "membership", "--run", run_id, "--models-per-pass", "-1"], stdout=io.StringIO(),
+                    stderr=err) == 2
+    assert "models_per_pass" in err.getvalue() or "models per pass" in err.getvalue().lower()
     other = store.create_run("split_label", {})
     assert cli.main(["audit", "membership", "--run", other, "--json"], stdout=io.StringIO(), stderr=err) == 2
     assert "membership attacks cover dpsgd, pate runs" in err.getvalue()

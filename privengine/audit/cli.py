@@ -57,6 +57,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--reference-models", type=int, default=16, metavar="N", help="even, default 16")
     p.add_argument("--seed", type=int, default=0, help="seed of the halves and of the models (default 0)")
     p.add_argument("--offline", action="store_true", help="LiRA / RMIA from the OUT reference models only")
+    p.add_argument("--models-per-pass", type=int, default=None, metavar="N",
+                   help="models trained together in one batch, 0: all at once (default: the attack's own, 8 for "
+                        "DP-SGD; on a GPU 0 is fastest)")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -127,8 +130,9 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     if mechanism not in AUDIT_OF_MECHANISM:
         raise ConfigError("run", f"is a {mechanism} run; membership attacks cover {', '.join(AUDIT_OF_MECHANISM)} "
                                  "runs")
+    chosen = {} if args.models_per_pass is None else {"models_per_pass": args.models_per_pass}
     config = attack_knobs(mechanism, run=args.run, attack=args.attack, reference_models=args.reference_models,
-                          seed=args.seed, offline=args.offline, device=args.device or "auto")
+                          seed=args.seed, offline=args.offline, device=args.device or "auto", **chosen)
     config.target(store)  # ConfigError naming the field before anything is queued
     job = follow(store, AUDIT_OF_MECHANISM[mechanism], config, source="cli", err=err)
     if job is None:
