@@ -13,7 +13,7 @@ from privengine.config import BaseConfig
 from privengine.datasets import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, add_dataset, delete_unused,
                                  manifest, names, parse_bounds, parse_categorical, parse_list, referencing_runs)
 from privengine.datasets.builtin import builtin_names
-from privengine.datasets.describe import address, fact_rows, summary
+from privengine.datasets.describe import ADDRESS_NOTE, address, fact_rows, summary
 from privengine.datasets.images import preview
 from privengine.datasets.tabular import head
 from privengine.errors import ConfigError
@@ -106,7 +106,7 @@ def _stored(store) -> None:
                  hide_index=True)
     for document in stored:
         with st.expander(f"{document['name']}: schema and public facts"):
-            st.caption(f"address {address(document)}; columns: "
+            st.caption(f"address {address(document)} ({ADDRESS_NOTE}); columns: "
                        + ", ".join(f"{c['name']} ({c['role']})" for c in document["schema"]["columns"]))
             st.dataframe(pd.DataFrame(fact_rows(document)), hide_index=True)
             runs = referencing_runs(store, document["name"])

@@ -14,7 +14,7 @@ from PIL import Image
 
 from privengine.datasets import load_dataset
 from privengine.dpsgd import user_facts
-from privengine.dpsgd.charge import data_source, planned_claim, public_rows
+from privengine.dpsgd.charge import HELD_OUT_DRAWN, data_source, planned_claim, public_rows
 from privengine.dpsgd.config import DPSGDConfig, resolved_model
 from privengine.dpsgd.data import with_declared_size
 from privengine.dpsgd.user_data import data_key, inputs, load_user_task
@@ -109,7 +109,7 @@ def test_without_a_declared_private_size_the_run_is_refused_naming_the_flag(stor
 def test_the_run_can_declare_the_private_size_itself(tmp_path):
     _add(tmp_path, "--public-rows", "20")
     config = DPSGDConfig(dataset="tiny", alphas=(0.0,), private_size=90, batch_size=16).validate()
-    assert public_rows(config.to_dict()) == ((20, "used as public data"), (18, "held out (validation and test)"))
+    assert public_rows(config.to_dict()) == ((20, "used as public data"), (18, HELD_OUT_DRAWN))
 
 
 def test_a_data_set_without_public_rows_is_refused_where_the_run_needs_public_data(tmp_path):
@@ -119,7 +119,7 @@ def test_a_data_set_without_public_rows_is_refused_where_the_run_needs_public_da
     with pytest.raises(ConfigError, match="`warm_start_epochs` needs public rows"):
         DPSGDConfig(dataset="tiny", alphas=(0.0,), warm_start_epochs=1.0, batch_size=16).validate()
     assert public_rows(DPSGDConfig(dataset="tiny", alphas=(0.0,), batch_size=16).validate().to_dict()) == (
-        (24, "held out (validation and test)"),)
+        (24, HELD_OUT_DRAWN),)
 
 
 def test_an_image_set_is_refused_for_a_linear_model_and_where_no_cnn_fits(store, tmp_path):

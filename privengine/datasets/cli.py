@@ -12,7 +12,7 @@ from ..store import RunStore
 from .builtin import builtin_names
 from .declaration import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, KINDS, Declaration, parse_bounds, parse_categorical,
                           parse_list)
-from .describe import address, fact_rows, shown, summary
+from .describe import ADDRESS_NOTE, address, fact_rows, shown, summary
 from .ingest import add_dataset
 from .references import delete_unused, referencing_runs
 from .storage import manifest, names
@@ -101,4 +101,4 @@ def show_text(document: dict[str, Any], used_by: list[str]) -> str:
     used = ", ".join(used_by) or "no stored run"
     return (f"{summary(document)}\nfile: {document['file']}  stored: {document['bytes']} bytes\ncolumns: {columns}"
             + (f"\nimage shape: {schema['shape']}" if "shape" in schema else "")
-            + f"\naddress: {address(document)}\nused by: {used}\n{facts_text(document)}")
+            + f"\naddress: {address(document)} ({ADDRESS_NOTE})\nused by: {used}\n{facts_text(document)}")

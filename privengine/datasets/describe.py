@@ -17,8 +17,12 @@ def shown(document: dict[str, Any]) -> dict[str, Any]:
     return {**visible, "address": address(document)}
 
 
+ADDRESS_NOTE = ("a digest of the whole content, private rows included: for your own reference, not for publishing "
+                "(whoever holds every row but one could test guesses of the last against it)")
+
+
 def address(document: dict[str, Any]) -> str:
-    """The shown prefix of a manifest's content address."""
+    """The shown prefix of a manifest's content address (:data:`ADDRESS_NOTE` says what it is not for)."""
     return document["fingerprint"][:ADDRESS_CHARS]
 
 

@@ -51,6 +51,8 @@ def data_source(values: Mapping[str, Any]) -> str:
 
 
 HELD_OUT = "held out (validation and test)"
+HELD_OUT_DRAWN = ("held out (validation and test; the expected count: each private row with probability 0.2, and "
+                  "each data_seed draws other rows)")
 
 
 def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
@@ -71,7 +73,7 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
         parts += ((round(DIGITS_TEST_FRACTION * DIGITS_N), HELD_OUT),)
     elif is_user_dataset(values["dataset"]):
         parts += ((user_facts.held_out(user_facts.declared_part(values["dataset"], values["private_size"])),
-                   HELD_OUT),)
+                   HELD_OUT_DRAWN),)
     return parts
 
 

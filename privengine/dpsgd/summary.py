@@ -43,7 +43,8 @@ def evaluation_caveats(config: DPSGDConfig) -> tuple[str, ...]:
             "of its private part is held out with probability 0.2, decided by a keyed hash of that row and "
             f"data_seed = {config.data_seed} alone (about {user_facts.held_out(part)} of the declared {part}; adding "
             "or removing one row changes no other row's split); the validation and test accuracies are computed on "
-            "them without privacy, and those rows are not protected by this guarantee (the ledger lists them).",)
+            "them without privacy, the counts the summary gives are the actual numbers of held-out rows, and those "
+            "rows are not protected by this guarantee (the ledger lists them, by their expected count).",)
 
 
 def _metric_name(task: Task) -> str:
