@@ -1,7 +1,7 @@
 """Data: your own data sets. Upload a table (CSV, Parquet) or a zip of image class folders, see a preview, declare
 its public facts and add it, with the checks and messages of ``python -m privengine data add`` (fields named by
-their labels here); below, the stored data sets with their schema, content address and public facts, and delete (refused
-while stored runs use one)."""
+their labels here); below, the stored data sets with their schema, content address and public facts, a link to each
+mechanism form that trains on them (the data set chosen), and delete (refused while stored runs use one)."""
 
 import tempfile
 from pathlib import Path
@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from privengine import registry
 from privengine.config import BaseConfig
 from privengine.datasets import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, add_dataset, delete_unused,
                                  manifest, names, parse_bounds, parse_categorical, parse_list, referencing_runs)
@@ -19,6 +20,7 @@ from privengine.datasets.tabular import head
 from privengine.errors import ConfigError
 from ui import services
 from ui.form import error_text
+from ui.links import link_to_mechanism
 from ui.shell import through_app
 
 FIELDS = {"file": "File", "name": "Name", "kind": "Kind", "label": "Label column", "classes": "Classes",
@@ -29,6 +31,14 @@ PUBLIC_NOTE = ("**Public facts come from you, never from the private rows.** The
                "bounds and the size used for sampling are published with every result: declare them here, or let them "
                "come from the public rows (the file's first rows) you declare. Nothing is read from the private rows "
                "to fill them in, and each stored fact says where it came from.")
+
+
+def _train_links(name: str) -> None:
+    """A link to each mechanism page whose data set choice takes stored data sets, its form seeded with ``name``."""
+    for mech in registry.all_mechanisms():
+        for spec in mech.config_cls.specs():
+            if spec.knob.user_datasets:
+                link_to_mechanism(mech.name, f"Train on {name}: {mech.title}", config={spec.name: name})
 
 
 def _show_error(exc: ConfigError) -> None:
@@ -81,8 +91,13 @@ def _add_form(path: Path) -> None:
         values["bounds"] = c2.text_area(FIELDS["bounds"], disabled=not is_table, placeholder="age=0:120\n*=-5:5",
                                         help="One COLUMN=LOW:HIGH per line (*=LOW:HIGH: every other numeric column); "
                                              "empty: the public rows' range, else none.")
-        values["max_bytes"] = c1.number_input(FIELDS["max_bytes"], min_value=1, value=DEFAULT_MAX_BYTES, step=1)
-        values["min_rows"] = c2.number_input(FIELDS["min_rows"], min_value=2, value=DEFAULT_MIN_ROWS, step=1)
+        values["max_bytes"] = c1.number_input(
+            FIELDS["max_bytes"], min_value=1, value=DEFAULT_MAX_BYTES, step=1,
+            help=f"A larger file is refused before anything is stored (default {DEFAULT_MAX_BYTES} = "
+                 f"{DEFAULT_MAX_BYTES // 2 ** 20} MiB). This page's upload takes at most "
+                 f"{st.get_option('server.maxUploadSize')} MB; add a larger file with python -m privengine data add.")
+        values["min_rows"] = c2.number_input(FIELDS["min_rows"], min_value=2, value=DEFAULT_MIN_ROWS, step=1,
+                                             help="A file with fewer private rows (images) than this is refused.")
         submitted = st.form_submit_button("Add data set", icon=":material/add:")
     if submitted:
         try:
@@ -91,6 +106,7 @@ def _add_form(path: Path) -> None:
             _show_error(exc)
         else:
             st.success(f"Stored {summary(document)}", icon=":material/check:")
+            _train_links(document["name"])
 
 
 def _stored(store) -> None:
@@ -111,6 +127,7 @@ def _stored(store) -> None:
             st.dataframe(pd.DataFrame(fact_rows(document)), hide_index=True)
             runs = referencing_runs(store, document["name"])
             st.caption(f"used by {len(runs)} stored runs" if runs else "used by no stored run")
+            _train_links(document["name"])
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     doomed = c1.selectbox("Data set to delete", [d["name"] for d in stored], key="data.delete.name")
     if c2.button("Delete", icon=":material/delete:", key="data.delete"):

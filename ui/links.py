@@ -6,6 +6,7 @@ same page (Streamlit matches pages by their URL path).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NoReturn
 
@@ -72,9 +73,12 @@ def sections() -> dict[str, list[st.Page]]:
     }
 
 
-def link_to_mechanism(name: str, label: str, *, run_id: str | None = None, preset: str | None = None) -> None:
-    """A link to mechanism ``name``'s page, optionally showing run ``run_id`` or with preset ``preset`` loaded."""
-    query = {k: v for k, v in (("run", run_id), ("preset", preset)) if v}
+def link_to_mechanism(name: str, label: str, *, run_id: str | None = None, preset: str | None = None,
+                      config: dict | None = None) -> None:
+    """A link to mechanism ``name``'s page, optionally showing run ``run_id``, with preset ``preset`` loaded or its
+    form seeded with the fields ``config`` (``?config=<JSON>``, on top of the defaults)."""
+    seeded = json.dumps(config, separators=(",", ":")) if config else None
+    query = {k: v for k, v in (("run", run_id), ("preset", preset), ("config", seeded)) if v}
     st.page_link(mechanism_page(name), label=label, icon=":material/arrow_forward:", query_params=query or None)
 
 

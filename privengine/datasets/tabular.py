@@ -28,6 +28,12 @@ SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 ROWS_NOTE = "rows count data rows from 1, the header not counted"
 
 
+# Each decimal read as its nearest double, as Parquet stores it: pandas 3's default; pandas 2's default parser
+# ("high") can land one ulp off, and the content's fingerprint with it, so there Python's own parser is asked for
+# (pandas 3 deprecates the argument).
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
 def read_table(path: Path, declaration: Declaration) -> pd.DataFrame:
     """The file as a frame: the label and categorical columns as text, the others as pandas reads them."""
     reader = SUFFIXES.get(path.suffix.lower())
@@ -38,9 +44,7 @@ def read_table(path: Path, declaration: Declaration) -> pd.DataFrame:
     try:
         if reader == "csv":
             header = pd.read_csv(path, nrows=0).columns
-            # round_trip: Python's own float parsing, the nearest double to each decimal, as Parquet stores it; the
-            # default ("high", on pandas 2) can land one ulp off, and the content's fingerprint with it
-            frame = pd.read_csv(path, dtype={c: str for c in text_columns if c in header}, float_precision="round_trip")
+            frame = pd.read_csv(path, dtype={c: str for c in text_columns if c in header}, **_EXACT_FLOATS)
         else:
             frame = pd.read_parquet(path)
             for column in text_columns & set(frame.columns):
