@@ -397,7 +397,8 @@ def _preset_target(home: Path) -> tuple[str, Callable]:
     def expect(pg):
         pg.locator("h1", has_text="DP Bayesian inference").wait_for(timeout=60_000)
         _settle(pg)
-        assert pg.get_by_role("spinbutton", name="N records").input_value() == "1000"  # the preset's value
+        # the preset's value (Playwright's wait: under load the first request's page can still be filling in)
+        sync_api.expect(pg.get_by_role("spinbutton", name="N records")).to_have_value("1000", timeout=30_000)
         # a click in that first session is not lost (its widgets keep their ids into the next run)
         pg.get_by_role("button", name="Launch run").click()
         pg.wait_for_url("**run=*", timeout=30_000)
