@@ -24,9 +24,12 @@ TEXT, AXIS_TITLE, TITLE, SUBTITLE = 16, 18, 24, 16
 
 # The page's type grows with the screen; less empty space above the title, and a smaller title, so a finished run's
 # charts start within a 720 px screen under its state, claim and result tiles; each chart's wrapper as tall as
-# CHART_HEIGHT (Streamlit sets the wrapper's height in its own style sheet: min and max too, each !important).
+# CHART_HEIGHT (Streamlit sets the wrapper's height in its own style sheet: min and max too, each !important). The
+# progress bar's text stays on one line (cut with an ellipsis): a long step ("calibrating sigma ...: probe 8 ... · 11
+# s on this step, still working") wrapped at room sizes and pushed a 720 px screen's first chart half out of view.
 STYLE = f"""<style>
 html {{ font-size: clamp(16px, 1vw, 20px) !important; }}
+[data-testid="stProgress"] p {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }}
 [data-testid="stMainBlockContainer"] {{ padding-top: 1.5rem; }}
 [data-testid="stMainBlockContainer"] h1 {{ font-size: 2rem; padding-top: 0; }}
 div:has(> [class*="st-key-{CHART_KEY}-"]) {{
