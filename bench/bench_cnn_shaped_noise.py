@@ -27,8 +27,8 @@ C = ``--clip``, plain SGD:
 The engine's variants run :meth:`Training.run` itself, with a ``should_stop`` that reads the logical step count
 (it is asked before every physical batch), reads the clock after ``--warmup`` steps and after ``--steps`` more,
 and stops the run there; the run's plan is longer than that window, so no evaluation falls into it. The physical
-batch is the run's (``--physical-batch``, 0 = auto: on a GPU B + 4 sqrt(B) rounded up to 64, so almost every Poisson batch takes
-one pass; a fixed 256 split about half of them in two).
+batch is the run's (``--physical-batch``, 0 = auto: on a GPU B + 4 sqrt(B) rounded up to 64, so almost every
+Poisson batch takes one pass; a fixed 256 split about half of them in two).
 On CUDA the clock is read after ``torch.cuda.synchronize``. ``--repeats`` rounds over the five rows (in
 turn, so a drift of the machine hits them alike; no round starts that would end past ``--budget`` seconds at
 the pace so far); the fastest round of each is kept. Printed: s/step of each,

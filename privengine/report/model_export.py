@@ -46,8 +46,8 @@ def kept_names(store: RunStore, run_id: str) -> list[str]:
 
 def model_card(store: RunStore, run_id: str) -> dict[str, Any]:
     """The card of a run's kept models: the run, its recipe (config and the command that reruns it), its data
-    source (never its fingerprint, the key of the run's noise), each model's metrics and spec summary, every privacy claim with its events, and the
-    caveats."""
+    source (never its fingerprint, the key of the run's noise), each model's metrics and spec summary, every privacy
+    claim with its events, and the caveats."""
     run = store.get_run(run_id)
     specs = {name: _spec(store, run.id, name) for name in kept_names(store, run.id)}
     claims = claims_of(run.summary)
