@@ -29,7 +29,7 @@ from .charts import default_draw, published_reference, table
 from .model_button import model_button
 from .report_button import report_button
 from .run_label import escape_markdown, heading, label_editor, notes_caption
-from .run_status import REFRESH_S, badge, controls, state_text
+from .run_status import REFRESH_S, badge, progress_bar, state_text, stop_button
 from .side_by_side import draw_comparison
 
 MAX_POINTS = 400  # per metric and refresh: keeps each redraw cheap on long runs
@@ -73,8 +73,9 @@ def _header(snapshot: RunSnapshot) -> None:
     run = snapshot.run
     st.markdown(f"{badge(run)} {heading(run)} · {state_text(run)} · from {run.source}")
     notes_caption(run)
-    controls(run, key="panel")
-    with st.container(horizontal=True):  # the buttons side by side, each as wide as its label
+    progress_bar(run)
+    with st.container(horizontal=True):  # the buttons side by side, each as wide as its label: one row
+        stop_button(run, key="panel")
         if not run.active:
             report_button([run.id], key=f"report.{run.id}")
             model_button(run, key=f"model.{run.id}")

@@ -51,10 +51,20 @@ def progress_text(run: RunRecord, seen: dict, now: float) -> str | None:
 def controls(run: RunRecord, *, key: str) -> None:
     """The progress bar and the Stop button of an active run (nothing once it has ended); ``key`` tells the
     buttons of several places apart."""
+    progress_bar(run)
+    stop_button(run, key=key)
+
+
+def progress_bar(run: RunRecord) -> None:
+    """The progress bar of an active run with what it is doing (:func:`progress_text`); nothing once it ended."""
+    if run.active and run.progress is not None:
+        st.progress(run.progress, text=progress_text(run, st.session_state.setdefault(_SEEN, {}), time.time()))
+
+
+def stop_button(run: RunRecord, *, key: str) -> None:
+    """The Stop button of an active run, or the note that a stop was asked for; nothing once it has ended."""
     if not run.active:
         return
-    if run.progress is not None:
-        st.progress(run.progress, text=progress_text(run, st.session_state.setdefault(_SEEN, {}), time.time()))
     if run.stop_requested:
         st.caption("Stop requested; the run stops at its next check (within about a second).")
     elif st.button("Stop run", key=f"stop.{key}.{run.id}", icon=":material/stop:", type="secondary"):
