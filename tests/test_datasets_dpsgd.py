@@ -18,7 +18,7 @@ from privengine.dpsgd.charge import HELD_OUT_DRAWN, data_source, planned_claim, 
 from privengine.dpsgd.config import DPSGDConfig, resolved_model
 from privengine.dpsgd.data import with_declared_size
 from privengine.dpsgd.user_data import data_key, inputs, load_user_task
-from privengine.dpsgd.user_split import split_rows
+from privengine.datasets.held_out import split_rows
 from privengine.errors import ConfigError
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli

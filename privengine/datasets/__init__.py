@@ -23,16 +23,27 @@ Modules, one job each: :mod:`.declaration` (what the user declares, checked), :m
 (parse and validate), :mod:`.content` (the parsed form, its fingerprint, the public-part facts), :mod:`.storage`
 (content-addressed, atomic), :mod:`.ingest` (add: check, parse, store), :mod:`.lookup` (load),
 :mod:`.references` (runs using one; delete only when none does), :mod:`.builtin` (names a user data set may not
-take), :mod:`.describe` (a manifest in words), :mod:`.cli` (``python -m privengine data ...``).
+take), :mod:`.describe` (a manifest in words), :mod:`.cli` (``python -m privengine data ...``), :mod:`.private_part`
+(what a run of any mechanism takes from a manifest's public facts), :mod:`.held_out` (which private rows a run
+holds out).
 """
 
-from .content import content_digest
-from .declaration import DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, parse_bounds, parse_categorical, parse_list
-from .ingest import add_dataset, parse
-from .lookup import UserDataset, load_dataset
-from .references import delete_unused, referencing_runs, source_key
-from .storage import datasets_home, manifest, names
+_EXPORTS = {"content_digest": "content", "DEFAULT_MAX_BYTES": "declaration", "DEFAULT_MIN_ROWS": "declaration",
+            "Declaration": "declaration", "parse_bounds": "declaration", "parse_categorical": "declaration",
+            "parse_list": "declaration", "add_dataset": "ingest", "parse": "ingest", "UserDataset": "lookup",
+            "load_dataset": "lookup", "delete_unused": "references", "referencing_runs": "references",
+            "source_key": "references", "datasets_home": "storage", "manifest": "storage", "names": "storage"}
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MIN_ROWS", "Declaration", "UserDataset", "add_dataset", "content_digest",
-           "datasets_home", "delete_unused", "load_dataset", "manifest", "names", "parse", "parse_bounds",
-           "parse_categorical", "parse_list", "referencing_runs", "source_key"]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Each name imported from its module on first use (PEP 562), so a config that only reads a manifest's public
+    facts (:mod:`.private_part`) does not import numpy and the parsers at the CLI's start."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -18,8 +18,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Mapping
 
+from privengine.datasets import private_part
+
 from ..entries import seeded_source, split_source
-from . import user_facts
 from .config import (DIGITS_N, DIGITS_TEST_FRACTION, DPSGDConfig, declared_private_size, is_user_dataset,
                      public_examples)
 
@@ -62,7 +63,8 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     drawn from the source by ``data_seed``; on ``digits`` also the held-out fifth, ``round(0.2 * 1797)`` = 359
     rows, whose validation and test accuracies the run publishes (the image data sets' held-out part is their test
     split, another source); on a user data set its declared public rows (if any) and the held-out fifth of its
-    declared private part (:mod:`.user_facts`; the rows are drawn one by one, so this is their expected count).
+    declared private part (:mod:`privengine.datasets.private_part`; the rows are drawn one by one, so this is their
+    expected count).
 
     >>> public_rows({"dataset": "digits", "train_limit": 0, "public_fraction": 0.05})
     ((71, 'used as public data'), (359, 'held out (validation and test)'))
@@ -72,7 +74,7 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     if values["dataset"] == "digits":
         parts += ((round(DIGITS_TEST_FRACTION * DIGITS_N), HELD_OUT),)
     elif is_user_dataset(values["dataset"]):
-        parts += ((user_facts.held_out(user_facts.declared_part(values["dataset"], values["private_size"])),
+        parts += ((private_part.held_out(private_part.declared_part(values["dataset"], values["private_size"])),
                    HELD_OUT_DRAWN),)
     return parts
 

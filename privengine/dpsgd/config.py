@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from privengine.config import RunConfig, keep_model_knob, knob
 from privengine.errors import ConfigError
 
+from privengine.datasets import private_part
+
 from . import user_facts
 
 DATASETS = ("linreg", "digits", "mnist", "fashion_mnist", "cifar10")
@@ -36,7 +38,7 @@ TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRA
 
 
 def is_user_dataset(dataset: str) -> bool:
-    """Whether ``dataset`` names a stored user data set (:mod:`.user_facts`), not a built-in one."""
+    """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
     return dataset not in DATASETS
 
 
@@ -45,7 +47,7 @@ def resolved_model(config: "DPSGDConfig") -> str:
     if config.model != "auto":
         return config.model
     if is_user_dataset(config.dataset):
-        return user_facts.resolved_model(user_facts.stored(config.dataset), "auto")
+        return user_facts.resolved_model(private_part.stored(config.dataset), "auto")
     return "linear" if config.dataset == "linreg" else "cnn"
 
 
@@ -60,7 +62,7 @@ def public_examples(dataset: str, train_limit: int, public_fraction: float) -> i
     record more or less gets the same public count, which the run publishes. A user data set: the rows it declares
     public (``public_fraction`` is for the built-in data sets)."""
     if is_user_dataset(dataset):
-        return user_facts.public_rows(dataset)
+        return private_part.public_rows(dataset)
     return max(1, math.floor(public_fraction * documented_training_examples(dataset, train_limit)))
 
 
@@ -83,15 +85,15 @@ def declared_private_size(config: "DPSGDConfig") -> int:
     still includes each example actually present with probability q.
     """
     if is_user_dataset(config.dataset):  # the declared private part less its held-out rows
-        part = user_facts.declared_part(config.dataset, config.private_size)
-        return part - user_facts.held_out(part)
+        part = private_part.declared_part(config.dataset, config.private_size)
+        return part - private_part.held_out(part)
     return config.private_size or private_examples(config.dataset, config.train_limit, config.public_fraction)
 
 
 def private_size_basis(config: "DPSGDConfig") -> str:
     """Where :func:`declared_private_size` comes from, in words (the summary and the claims state it)."""
     if is_user_dataset(config.dataset):
-        return user_facts.basis(config.dataset, config.private_size)
+        return private_part.basis(config.dataset, config.private_size)
     n = declared_private_size(config)
     if config.private_size:
         return f"N = {n}, declared in the config (private size)"
@@ -301,7 +303,7 @@ class DPSGDConfig(RunConfig):
             ("alphas", "a setting with alpha != 0 shapes its noise by the public subspace", self.uses_subspace),
             ("warm_start_epochs", "the warm start trains on the public rows", self.warm_start_epochs > 0))
             if on]
-        if needs and user_facts.public_rows(self.dataset) == 0:
+        if needs and private_part.public_rows(self.dataset) == 0:
             field, why = needs[0]
             raise ConfigError(field, f"needs public rows, and data set {self.dataset!r} declares none ({why}): "
                                      "choose alphas 0 and no warm start, or add the data set again with "

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from privengine.datasets import private_part
 from privengine.data import STANDARDISATION_SOURCE, TORCHVISION_DATASETS, class_names, standardisation
 from privengine.kept_models.spec import FORMAT, describe_layers
 
-from . import user_facts
 from .config import DPSGDConfig, is_user_dataset
 from .data import Task
 from .training import ModelResult
@@ -72,7 +72,7 @@ def network_spec(result: ModelResult, task: Task, config: DPSGDConfig, *, index:
 
 def _raw_features(dataset: str) -> str:
     if is_user_dataset(dataset):
-        manifest = user_facts.stored(dataset)
+        manifest = private_part.stored(dataset)
         if manifest["kind"] == "images":
             return f"images of data set {dataset} as stored: pixel values 0-255, channels first"
         columns = ", ".join(manifest["schema"]["numeric"] + list(manifest["schema"]["categorical"]))
@@ -89,7 +89,7 @@ def _raw_features(dataset: str) -> str:
 
 def _preprocessing(dataset: str) -> dict[str, Any]:
     if is_user_dataset(dataset):
-        return user_facts.preprocessing(user_facts.stored(dataset))
+        return private_part.preprocessing(private_part.stored(dataset))
     if dataset == "digits":
         return dict(DIGITS_PREPROCESSING)
     if dataset in TORCHVISION_DATASETS:
@@ -101,7 +101,7 @@ def _preprocessing(dataset: str) -> dict[str, Any]:
 
 def _classes(task: Task) -> list[str]:
     if is_user_dataset(task.name):  # the data set's public class list, which its y codes index
-        return list(user_facts.stored(task.name)["public"]["classes"]["value"])
+        return list(private_part.stored(task.name)["public"]["classes"]["value"])
     if task.name in TORCHVISION_DATASETS:
         return class_names(task.name)
     return [str(k) for k in range(task.n_outputs)]

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
+from privengine.datasets import private_part
 from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.randomness import noise_caveat
 
 from . import metrics as M
-from . import user_facts
 from .config import DPSGDConfig, declared_private_size, is_user_dataset, published_size
 from .data import Task
 from .privacy import dpsgd_claims
@@ -38,10 +38,10 @@ def evaluation_caveats(config: DPSGDConfig) -> tuple[str, ...]:
     private part, and no claim covers them."""
     if not is_user_dataset(config.dataset):
         return ()
-    part = user_facts.declared_part(config.dataset, config.private_size)
+    part = private_part.declared_part(config.dataset, config.private_size)
     return (f"Evaluation data drawn from your rows: data set {config.dataset} declares no test part, so each row "
             "of its private part is held out with probability 0.2, decided by a keyed hash of that row and "
-            f"data_seed = {config.data_seed} alone (about {user_facts.held_out(part)} of the declared {part}; adding "
+            f"data_seed = {config.data_seed} alone (about {private_part.held_out(part)} of the declared {part}; adding "
             "or removing one row changes no other row's split); the validation and test accuracies are computed on "
             "them without privacy, the counts the summary gives are the actual numbers of held-out rows, and those "
             "rows are not protected by this guarantee (the ledger lists them, by their expected count).",)

@@ -1,5 +1,5 @@
 """The splits of a DP-SGD run on a stored user data set (:func:`privengine.datasets.load_dataset`), on the run's
-device: what :func:`privengine.dpsgd.data.load_task` is for the built-in data sets (sizes: :mod:`.user_facts`).
+device: what :func:`privengine.dpsgd.data.load_task` is for the built-in data sets (sizes: :mod:`privengine.datasets.private_part`).
 
 Inputs, from public facts only:
 
@@ -10,7 +10,7 @@ Inputs, from public facts only:
 - images: ``(x / 255 - 0.5) / 0.5``, ``(n, c, h, w)`` float32.
 
 Splits: the public part is the data set's declared public rows (its first ``public_rows``); each row of the private
-part is held out with probability 0.2, decided from its own content and ``data_seed`` alone (:mod:`.user_split`:
+part is held out with probability 0.2, decided from its own content and ``data_seed`` alone (:mod:`privengine.datasets.held_out`:
 validation or test, a tenth each), so adding or removing one row changes only that row's fate; the rest is the
 private training split (its size is never used: q = B / N with the declared N). The noise key is a digest of the
 stored content with a tag of its own (:func:`data_key`), never the content address that is shown.
@@ -24,15 +24,14 @@ from concurrent.futures import Future
 import numpy as np
 import torch
 
-from privengine.datasets import UserDataset, content_digest, load_dataset
+from privengine.datasets import UserDataset, content_digest, load_dataset, private_part
+from privengine.datasets.held_out import split_rows
 from privengine.errors import ConfigError
 from privengine.kept_models.loader import preprocess, table_inputs
 from privengine.randomness import FINGERPRINT_WORDS
 
-from . import user_facts
 from .config import DPSGDConfig, declared_private_size
 from .data import PendingFingerprint, Task
-from .user_split import split_rows
 
 NOISE_KEY_TAG = b"privengine.dpsgd.user_data.noise_key/1"
 
@@ -40,7 +39,7 @@ NOISE_KEY_TAG = b"privengine.dpsgd.user_data.noise_key/1"
 def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
     """The splits of ``config.dataset`` (see the module docstring) on ``device``."""
     data = load_dataset(config.dataset)
-    part = user_facts.declared_part(config.dataset, config.private_size)
+    part = private_part.declared_part(config.dataset, config.private_size)
     public, private = data.public(), data.private()
     x_public, x_private = inputs(data, public), inputs(data, private)
     val, test, train = (torch.as_tensor(rows) for rows in split_rows(private, config.data_seed))
@@ -71,8 +70,8 @@ def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
 def inputs(data: UserDataset, rows: dict[str, np.ndarray]) -> torch.Tensor:
     """The model inputs of ``rows`` (a part of ``data``: :meth:`~privengine.datasets.UserDataset.public` or
     ``private()``), float32, scaled by public facts only (see the module docstring), by the arithmetic a kept model's
-    loader repeats on raw rows (:func:`.user_facts.preprocessing`)."""
-    steps = user_facts.preprocessing(data.manifest)
+    loader repeats on raw rows (:func:`privengine.datasets.private_part.preprocessing`)."""
+    steps = private_part.preprocessing(data.manifest)
     if data.kind == "images":
         return preprocess(torch.as_tensor(rows["x"], dtype=torch.float32), steps)
     return torch.as_tensor(table_inputs(rows["x"], rows["categories"], steps["table"]))

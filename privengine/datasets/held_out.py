@@ -1,12 +1,12 @@
-"""Which private rows of a user data set a DP-SGD run holds out, decided row by row (:func:`split_rows`).
+"""Which private rows of a user data set a run (of any mechanism) holds out, decided row by row (:func:`split_rows`).
 
 Row i of the private part gets a draw ``u_i = SHA-256(tag || data_seed || bytes of row i)[:8] / 2**64`` in [0, 1),
 the bytes being the row's stored, normalised content (features, category codes, label) and ``data_seed`` (public,
 from the config) the only other input. Row i validates when ``u_i < 0.2 * 0.5``, tests when
 ``0.1 <= u_i < 0.2``, and trains otherwise: so each row is held out with probability 0.2 (over the hash, modelled as
 a random function) from its own content alone (rows with identical content share a fate), and adding or removing
-one row changes that row's fate only, never another's. A permutation of the private part would not do: one row more reshuffles it whole, and the two
-neighbouring data sets would train on sets differing in many rows, outside the add/remove claim.
+one row changes that row's fate only, never another's. A permutation of the private part would not do: one row
+more reshuffles it whole, and the two neighbouring data sets would train on sets differing in many rows, outside the add/remove claim.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import struct
 
 import numpy as np
 
-from .data import VALIDATION_SHARE
-from .user_facts import HELD_OUT_FRACTION
+from .private_part import HELD_OUT_FRACTION, VALIDATION_SHARE
 
-TAG = b"privengine.dpsgd.user_split/1"
+TAG = b"privengine.dpsgd.user_split/1"  # named for its first user; kept: a new tag redraws stored runs' splits
 
 
 def row_draws(rows: dict[str, np.ndarray], data_seed: int) -> np.ndarray:
