@@ -2,7 +2,8 @@
 
 Commands: ``list``, ``run MECHANISM [--field value ...] [--json]``, ``runs``,
 ``show ID``, ``export ID --format csv|json``, ``export ID --format model --output DIR`` (the kept models and their
-card, :mod:`privengine.report.model_export`), ``predict --model DIR --data FILE``
+card, :mod:`privengine.report.model_export`), ``export ID --to mlflow [--tracking-uri URI] [--experiment NAME]``
+(:mod:`privengine.report.mlflow_export`), ``predict --model DIR --data FILE``
 (:mod:`privengine.kept_models.predict`),
 ``report ID [--format html] [--output FILE]``,
 ``stop ID``, ``delete ID``, the
@@ -78,11 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print as JSON")
 
     export = sub.add_parser("export", help="export a run's metrics (csv), everything (json) or its kept models with "
-                                           "their model card (model)")
+                                           "their model card (model), or log it all to MLflow (--to mlflow)")
     export.add_argument("run_id", metavar="ID")
-    export.add_argument("--format", choices=("csv", "json", "model"), required=True)
+    where = export.add_mutually_exclusive_group(required=True)
+    where.add_argument("--format", choices=("csv", "json", "model"))
+    where.add_argument("--to", choices=("mlflow",), help="log the run to an MLflow tracking store (needs the optional "
+                                                         "MLflow packages of requirements-dev.txt)")
     export.add_argument("--output", metavar="FILE", help="write here instead of stdout (model: a new or empty folder, "
                                                          "required)")
+    export.add_argument("--tracking-uri", metavar="URI", help="with --to mlflow: the tracking store (default: "
+                                                              "$MLFLOW_TRACKING_URI, else SQLite under the run store's "
+                                                              "home, HOME/mlruns/mlflow.db)")
+    export.add_argument("--experiment", metavar="NAME", help="with --to mlflow: the MLflow experiment (default "
+                                                             "privengine; created if absent)")
     predict.add_parser(sub)
 
     report = sub.add_parser("report", help="write a self-contained HTML report of a run, a sweep or a comparison")
@@ -429,6 +438,19 @@ def _cmd_show(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
+    mlflow_flags = [flag for flag, value in (("--tracking-uri", args.tracking_uri), ("--experiment", args.experiment))
+                    if value is not None]
+    if args.to == "mlflow":
+        from .report.mlflow_export import DEFAULT_EXPERIMENT, export_to_mlflow  # MLflow itself only when it runs
+
+        if args.output:
+            raise ConfigError("--output", "applies to --format only; --to mlflow writes into the tracking store")
+        exported = export_to_mlflow(store, args.run_id, tracking_uri=args.tracking_uri,
+                                    experiment=DEFAULT_EXPERIMENT if args.experiment is None else args.experiment)
+        print(exported.text(args.run_id), file=out)
+        return EXIT_OK
+    if mlflow_flags:
+        raise ConfigError(mlflow_flags[0], "applies to --to mlflow only")
     if args.format == "model":
         from .report.model_export import export_model  # imports plotly through the report package
 
