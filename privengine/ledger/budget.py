@@ -12,8 +12,11 @@ around the runs they create (one run, a group), a sweep's launch or resume aroun
 the runs it then submits are not checked again). It plans each run from its config alone (the mechanism's
 ``planned_claim``: :func:`planned_claim_of`) and checks the sources with a budget (:func:`check_configs`,
 :func:`check_claims`). What is spent counts the runs queued or starting, which released nothing yet, at their
-planned releases too: two launches in a row cannot both fit in what is left. One lock per process makes the check
-and the creation of the runs one step; two processes launching at the same moment are not serialised.
+planned releases too: two launches in a row cannot both fit in what is left. The check and the creation of the runs
+are one step for every thread and every process sharing the store: a lock per process (re-entrant, for a sweep's
+runs), then the store's admission lock (:func:`privengine.store.admission_lock`, released by the OS if its process
+dies), each waited for at most :data:`ADMISSION_WAIT_S` seconds before the launch is refused
+(:class:`AdmissionBusy`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import functools
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -30,13 +34,16 @@ from .. import registry
 from ..claims import PrivacyClaim
 from ..config import BaseConfig
 from ..errors import ConfigError
-from ..store import BudgetRecord, RunStore
+from ..store import BudgetRecord, RunStore, admission_lock
 from .composition import Total
 from .ledger import Ledger, Release, ledger_delta, ledger_of, release_of, total_of, total_with
 from .sources import NO_SOURCE, check_source, source_of
 
 #: what the CLI command setting a budget looks like (``raise_command``)
 BUDGET_COMMAND = "python -m privengine ledger budget {source} --epsilon {epsilon} --delta {delta}"
+#: how long (s) a launch waits for the launches being admitted before it, in this process or another one sharing
+#: the store, before it is refused (AdmissionBusy): far above a check's usual second or so
+ADMISSION_WAIT_S = 60.0
 
 
 def set_budget(store: RunStore, source: str, epsilon: float, delta: float, note: str = "") -> BudgetRecord:
@@ -224,23 +231,46 @@ def check_configs(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]
     return checks
 
 
+class AdmissionBusy(ConfigError):
+    """A launch waited :data:`ADMISSION_WAIT_S` seconds for other launches on the same store to be checked and
+    stored, and one still was; nothing was launched. The message names the budgets of the sources it reads."""
+
+    def __init__(self, store: RunStore, mechanism: str, configs: Sequence[BaseConfig]):
+        sources = sorted({source_of(store, mechanism, config) for config in configs} - {NO_SOURCE})
+        budgets = {source: budget_of(store, source) for source in sources}
+        named = ", ".join(f"{source} (ε = {b.epsilon:g} at δ = {b.delta:g})" if b is not None
+                          else f"{source} (no budget)" for source, b in budgets.items()) or "its data source"
+        super().__init__("budget", (
+            f"of {named} could not be checked: this launch waited {ADMISSION_WAIT_S:g} s while another launch on "
+            f"the run store {store.path} was being checked against its budget and stored (launches are admitted one "
+            f"at a time, so that two cannot both spend what is left). Nothing was launched; launch again once it "
+            f"is stored."))
+
+
 _ADMISSION = threading.RLock()
 _ADMITTING = threading.local()
 
 
 @contextlib.contextmanager
 def admitted(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> Iterator[list[LaunchCheck]]:
-    """Check a launch (:func:`check_configs`), then hold this process's admission lock while the caller stores its
-    runs, so the next launch sees them; yields the checks. Inside an admitted launch (a sweep's runs submitted
-    under its whole plan's check, in the same thread) nothing is checked again. BudgetExceeded (a ConfigError)
-    before the caller stores anything."""
-    with _ADMISSION:
+    """Check a launch (:func:`check_configs`) and hold the admission locks while the caller stores its runs, so the
+    next launch, in any thread or process sharing the store, sees them; yields the checks. Inside an admitted launch
+    (a sweep's runs submitted under its whole plan's check, in the same thread) nothing is checked again.
+    BudgetExceeded, or AdmissionBusy after :data:`ADMISSION_WAIT_S` seconds waiting for the locks (both
+    ConfigErrors), before the caller stores anything."""
+    deadline = time.monotonic() + ADMISSION_WAIT_S
+    with contextlib.ExitStack() as held:
+        if not _ADMISSION.acquire(timeout=ADMISSION_WAIT_S):
+            raise AdmissionBusy(store, mechanism, configs)
+        held.callback(_ADMISSION.release)
         if getattr(_ADMITTING, "active", False):
             yield []
             return
+        try:
+            held.enter_context(admission_lock(store.path, deadline - time.monotonic()))
+        except TimeoutError:
+            raise AdmissionBusy(store, mechanism, configs) from None
         checks = check_configs(store, mechanism, configs)
         _ADMITTING.active = True
-        try:
-            yield checks
-        finally:
-            _ADMITTING.active = False
+        held.callback(setattr, _ADMITTING, "active", False)
+        yield checks

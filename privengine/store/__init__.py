@@ -12,12 +12,15 @@
 - :mod:`.model_files`: the files of the models a run keeps (safetensors weights and an architecture spec under
   ``HOME/models/RUN_ID``), part of :class:`RunStore`;
 - :mod:`.upgrades`: the one-time upgrades of stored data the store asks for and records but cannot do (it imports no
-  mechanism: the ledger gives old claims their privacy events), part of :class:`RunStore`.
+  mechanism: the ledger gives old claims their privacy events), part of :class:`RunStore`;
+- :mod:`.admission`: the lock that admits one launch at a time across the processes sharing a store
+  (:func:`admission_lock`, a write transaction on a file beside it), which the budget check holds.
 
 A run's CSV and JSON export is formatted above the store, beside figures and reports (:mod:`privengine.figures.export`).
 """
 
 from ..errors import StoreError
+from .admission import admission_lock
 from .records import (ACTIVE_STATES, EPSILON_BASIS_ARTIFACT, NAME_MAX_CHARS, NOTES_MAX_CHARS, STATES,
                       TERMINAL_STATES, BudgetRecord, RunRecord, RunSnapshot, SweepRecord, is_epsilon_metric)
 from .run_store import DEATH_CAVEAT, NO_CLAIM_AFTER_DEATH, RunStore, default_home
@@ -25,4 +28,5 @@ from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["ACTIVE_STATES", "BudgetRecord", "DEATH_CAVEAT", "EPSILON_BASIS_ARTIFACT", "MIGRATIONS", "NAME_MAX_CHARS",
            "NOTES_MAX_CHARS", "NO_CLAIM_AFTER_DEATH", "SCHEMA_VERSION", "STATES", "TERMINAL_STATES", "RunRecord",
-           "RunSnapshot", "RunStore", "StoreError", "SweepRecord", "default_home", "is_epsilon_metric"]
+           "RunSnapshot", "RunStore", "StoreError", "SweepRecord", "admission_lock", "default_home",
+           "is_epsilon_metric"]
