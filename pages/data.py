@@ -14,7 +14,7 @@ from privengine.config import BaseConfig
 from privengine.datasets import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, Declaration, add_dataset, delete_unused,
                                  manifest, names, parse_bounds, parse_categorical, parse_list, referencing_runs)
 from privengine.datasets.builtin import builtin_names
-from privengine.datasets.describe import ADDRESS_NOTE, address, fact_rows, summary
+from privengine.datasets.describe import ADDRESS_NOTE, address, fact_rows, stored_message
 from privengine.datasets.images import preview
 from privengine.datasets.tabular import head
 from privengine.errors import ConfigError
@@ -105,7 +105,7 @@ def _add_form(path: Path) -> None:
         except ConfigError as exc:
             _show_error(exc)
         else:
-            st.success(f"Stored {summary(document)}", icon=":material/check:")
+            st.success(stored_message(document), icon=":material/check:")
             _train_links(document["name"])
 
 

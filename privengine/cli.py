@@ -179,11 +179,13 @@ def json_only_stdout(out: TextIO, err: TextIO, *, enabled: bool, restore: bool =
     try:
         yield document
     finally:
-        document.flush()
-        out.flush()  # what was printed meanwhile goes to stderr, where descriptor 1 still points
-        if restore:
-            os.dup2(document_fd, out_fd)
-        document.close()
+        try:
+            document.flush()  # BrokenPipeError when the reader has gone: the document is closed all the same
+        finally:
+            out.flush()  # what was printed meanwhile goes to stderr, where descriptor 1 still points
+            if restore:
+                os.dup2(document_fd, out_fd)
+            document.close()
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

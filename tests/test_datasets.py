@@ -251,6 +251,16 @@ def test_cli_add_list_show_delete_with_json(store, csv_path):
     assert "no data sets stored yet" in run_cli("data", "list").stdout
 
 
+def test_cli_add_says_what_the_address_is_not_for_as_the_data_page_does(csv_path):
+    from privengine.datasets.describe import stored_message
+
+    added = run_cli("data", "add", "people", str(csv_path), "--label", "target", "--classes", "no,yes",
+                    "--categorical", "city=oslo,paris,rome", "--public-rows", "8", "--bounds", "*=0:200")
+    assert added.returncode == 0, added.stderr
+    first = added.stdout.splitlines()[0]
+    assert first == stored_message(manifest("people")) and "not for publishing" in first
+
+
 def test_cli_refuses_a_bad_file_in_one_line_with_status_2(tmp_path):
     path = tmp_path / "bad.csv"
     _with(_frame(), 4, "age", "old").to_csv(path, index=False)

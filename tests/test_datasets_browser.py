@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privengine import registry
 from tests.test_browser import _errors, app_home, app_url, browser, chromium, page, sync_api  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Chromium, a real (short) training run
@@ -45,7 +46,7 @@ def test_a_csv_goes_from_upload_to_a_run_and_its_model_download(app_url, page, t
     page.get_by_text(f"Stored {NAME}: tabular, 300 rows (50 public), classes no, yes").wait_for(timeout=60_000)
     assert _errors(page) == []
 
-    page.get_by_role("link", name=f"Train on {NAME}").first.click()
+    page.get_by_role("link", name=f"Train on {NAME}: {registry.get('dpsgd').title}").click()
     page.wait_for_url("**/dpsgd?config=*", timeout=30_000)
     sync_api.expect(page.get_by_role("combobox", name="Dataset")).to_match_aria_snapshot(
         f'- combobox "Dataset": "{NAME} (your data: tabular, 300 rows)"', timeout=60_000)  # the data set chosen

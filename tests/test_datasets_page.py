@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
-from privengine.datasets import load_dataset, names
+from privengine.datasets import load_dataset, manifest, names
+from privengine.datasets.describe import stored_message
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -51,6 +52,8 @@ def test_a_good_csv_is_previewed_and_added_and_listed(store):
     at = _submit(at, **{"Label column": "y", "Classes": "0,1", "Public rows": 5})
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("Stored cohort: tabular, 30 rows (5 public), classes 0, 1" in s.value for s in at.success)
+    (stored,) = [s.value for s in at.success]  # the text data add prints, with what the address is not for
+    assert stored == stored_message(manifest("cohort")) and "not for publishing" in stored
     assert names() == ["cohort"] and load_dataset("cohort").public_rows == 5
     assert at.dataframe[1].value["name"].tolist() == ["cohort"]
 

@@ -157,6 +157,39 @@ def test_predict_refuses_bad_files_naming_the_flag(store, tmp_path):
     assert [p["index"] for p in json.loads(ok.stdout)["predictions"]] == expected
 
 
+def test_predict_takes_the_exported_folder_or_the_unzipped_download_and_says_when_it_cannot_choose(store, tmp_path):
+    net = nn.Sequential(nn.Flatten(), nn.Linear(4, 2))
+    spec = {**_network_spec(net), "input": {"shape": [4]}}
+    runs = [_finished_toy_run(store) for _ in range(2)]
+    for run_id in runs:
+        store.put_model(run_id, "m", net.state_dict(), spec)
+    exported = tmp_path / "exported"
+    assert run_cli("export", runs[0], "--format", "model", "--output", str(exported)).returncode == 0
+    unzipped, both = tmp_path / "unzipped", tmp_path / "both"
+    zipfile.ZipFile(io.BytesIO(model_zip(store, runs[0]))).extractall(unzipped)  # unzipped/model-ID/...
+    for run_id in runs:
+        zipfile.ZipFile(io.BytesIO(model_zip(store, run_id))).extractall(both)
+    (tmp_path / "x.csv").write_text("f1,f2,f3,f4\n1,2,3,4\n0,0,0,0\n")
+    with torch.no_grad():
+        expected = net(torch.tensor([[1.0, 2, 3, 4], [0, 0, 0, 0]])).argmax(1).tolist()
+    for folder in (exported, unzipped):
+        done = run_cli("predict", "--model", str(folder), "--data", str(tmp_path / "x.csv"), "--json")
+        assert done.returncode == 0, done.stderr
+        assert [p["index"] for p in json.loads(done.stdout)["predictions"]] == expected
+    (tmp_path / "empty").mkdir()
+    names = ", ".join(sorted(f"model-{run_id}" for run_id in runs))
+    for folder, message in (("empty", "holds no model (NAME.json beside NAME.safetensors), nor does any folder in it"),
+                            ("both", f"`--model` must hold the models of one run; {tmp_path / 'both'} holds 2 "
+                                     f"folders of models ({names})")):
+        refused = run_cli("predict", "--model", str(tmp_path / folder), "--data", str(tmp_path / "x.csv"))
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    two = _finished_toy_run(store)
+    for name in ("a", "b"):  # two models, neither the default
+        store.put_model(two, name, net.state_dict(), spec)
+    refused = run_cli("predict", "--model", str(store.models_dir(two)), "--data", str(tmp_path / "x.csv"))
+    assert refused.returncode == 2 and "`--name` must pick one model" in refused.stderr and "a, b" in refused.stderr
+
+
 def test_keep_model_changes_no_claim():
     dpsgd = registry.get("dpsgd")
     base = dpsgd.config_cls().to_dict()

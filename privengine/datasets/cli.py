@@ -12,7 +12,7 @@ from ..store import RunStore
 from .builtin import builtin_names
 from .declaration import (DEFAULT_MAX_BYTES, DEFAULT_MIN_ROWS, KINDS, Declaration, parse_bounds, parse_categorical,
                           parse_list)
-from .describe import ADDRESS_NOTE, address, fact_rows, shown, summary
+from .describe import ADDRESS_NOTE, address, fact_rows, shown, stored_message, summary
 from .ingest import add_dataset
 from .references import delete_unused, referencing_runs
 from .storage import manifest, names
@@ -67,7 +67,7 @@ def dispatch(args: argparse.Namespace, store: RunStore, out: TextIO) -> int:
     """Run ``data ACTION``; return 0 (errors are raised: ConfigError for bad input)."""
     if args.data_command == "add":
         document = add_dataset(declaration_of(args), args.path, reserved=builtin_names())
-        text = f"stored {summary(document)}\n{facts_text(document)}"
+        text = f"{stored_message(document)}\n{facts_text(document)}"
         document = shown(document)
     elif args.data_command == "list":
         stored = [manifest(name) for name in names()]

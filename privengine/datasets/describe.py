@@ -34,6 +34,12 @@ def summary(document: dict[str, Any]) -> str:
             f"added {time.strftime('%Y-%m-%d %H:%M', time.localtime(document['created_at']))}")
 
 
+def stored_message(document: dict[str, Any]) -> str:
+    """What ``data add`` and the Data page say once a data set is stored: its :func:`summary` and what its address
+    is not for (:data:`ADDRESS_NOTE`)."""
+    return f"Stored {summary(document)}. The address is {ADDRESS_NOTE}."
+
+
 def fact_rows(document: dict[str, Any]) -> list[dict[str, str]]:
     """Each public fact as ``{"fact", "value", "source"}`` in words (bounds and category lists one per column)."""
     public = document["public"]

@@ -109,11 +109,11 @@ def published_size(config: "DPSGDConfig") -> dict:
     return {"private_size": declared_private_size(config), "private_size_basis": private_size_basis(config)}
 
 
-def check_batches(batch_size: int, epochs: float, private_size: int) -> None:
+def check_batches(batch_size: int, epochs: float, private_size: int, basis: str = "") -> None:
     """Raise ConfigError unless the batch is below the declared private size and ``epochs`` give at least one
-    step."""
+    step (``basis``: where the size comes from, in words, for the message; default: the size alone)."""
     if batch_size >= private_size:
-        raise ConfigError("batch_size", f"must be below the declared private size ({private_size}); "
+        raise ConfigError("batch_size", f"must be below the declared private size ({basis or private_size}); "
                                         f"got {batch_size}")
     q = batch_size / private_size
     if int(epochs / q) < 1:
@@ -228,7 +228,7 @@ class DPSGDConfig(RunConfig):
                              "same sigma.")
     subspace_rank: int = knob(8, low=1, high=100_000, label="subspace rank k",
                               help="Rank k of the public gradient subspace U (d x k).")
-    public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True,
+    public_fraction: float = knob(0.05, low=0.0, high=0.5, low_open=True, shown_when=("dataset", DATASETS),
                                   help="Fraction of the training split declared public: used to estimate U and "
                                        "for the optional warm start, never in the private training, and not "
                                        "protected. A user data set's public part is the rows it declares public.")
@@ -258,7 +258,7 @@ class DPSGDConfig(RunConfig):
                           help="Seed of the data splits (training subset, public part, digits' test part). Kept "
                                "apart from the run's seed so that every seed, and every run of a sweep, protects the "
                                "same private examples.")
-    train_limit: int = knob(0, low=0, high=10_000_000, advanced=True,
+    train_limit: int = knob(0, low=0, high=10_000_000, advanced=True, shown_when=("dataset", DATASETS),
                             help="Use only this many training examples (a seeded random subset; 0 = all).")
     data_root: str = knob("", advanced=True,
                           help="Folder with torchvision datasets (empty: $PRIVENGINE_DATA or $PRIVENGINE_HOME/data).")
@@ -268,6 +268,8 @@ class DPSGDConfig(RunConfig):
         if is_user_dataset(self.dataset):
             user_facts.check(self.dataset, self.model, self.private_size, self.train_limit)
             self._check_public_rows()
+            if self.uses_subspace:
+                user_facts.check_subspace_rank(self.dataset, resolved_model(self), self.subspace_rank)
         if self.model.startswith("scatter") and self.dataset == "linreg":
             raise ConfigError("model", f"must not be a scattering model for the linreg dataset (it has no images); "
                                        f"got {self.model!r}")
@@ -292,7 +294,8 @@ class DPSGDConfig(RunConfig):
         if self.variant == "projected" and sum(a > 0 for a in self.alphas) > 1:
             raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
                                         f"(the projection ignores alpha's size); got {list(self.alphas)}")
-        check_batches(self.batch_size, self.epochs, declared_private_size(self))
+        check_batches(self.batch_size, self.epochs, declared_private_size(self),
+                      private_size_basis(self) if is_user_dataset(self.dataset) else "")
         if self.uses_subspace and self.subspace_rank > self.public_batch:
             raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
                                                f"gradients span at most m directions; got {self.subspace_rank}")

@@ -6,6 +6,9 @@ column a number; a first row none of whose cells is a number is taken as a heade
 model's spec describes its ``input`` (e.g. digit pixels 0-16): the spec's preprocessing is applied here. A model of
 a user data set's table (a ``table`` preprocessing) reads a ``.csv`` with a header instead, its columns by name as in
 the data set's file (text categories; other columns, such as the label, are ignored).
+
+``DIR``: the folder ``export ID --format model --output DIR`` wrote, or a folder holding one such folder (the run
+page's download, ``model-ID/``, unzipped into it): :func:`model_folder`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ FORMATS = (".npy", ".csv")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("predict", help="predict with an exported model (plain PyTorch) on a CSV or NPY file")
-    p.add_argument("--model", required=True, metavar="DIR", help="a folder written by export ID --format model")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="a folder written by export ID --format model, or one holding such a folder (the unzipped "
+                        "download's model-ID/)")
     p.add_argument("--data", required=True, metavar="FILE", help="features, one example per row: .csv or .npy")
     p.add_argument("--name", metavar="NAME", help="which model of the folder (default: the only one, or its default)")
     p.add_argument("--json", action="store_true", help="print the predictions as one JSON document")
@@ -88,16 +93,40 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def model_folder(path: str | Path) -> Path:
+    """The folder of models ``--model`` names: ``path`` itself when it holds a model (what ``export ID --format
+    model --output DIR`` writes), else its one subfolder that does (``model-ID/``: the run page's download unzipped
+    into ``path``); ConfigError naming ``--model`` when it is no folder, holds no model, or holds the model folders
+    of several runs."""
+    from .loader import model_names  # imports torch
+
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError("--model", f"must be a folder written by export ID --format model; {path} is not a folder")
+    if model_names(path):
+        return path
+    inner = [sub for sub in sorted(path.iterdir()) if sub.is_dir() and model_names(sub)]
+    if len(inner) == 1:
+        return inner[0]
+    if not inner:
+        raise ConfigError("--model", f"must be a folder written by export ID --format model, or one holding such a "
+                                     f"folder (the download's model-ID/); {path} holds no model (NAME.json beside "
+                                     "NAME.safetensors), nor does any folder in it")
+    raise ConfigError("--model", f"must hold the models of one run; {path} holds {len(inner)} folders of models "
+                                 f"({', '.join(sub.name for sub in inner)}): give one of them, e.g. --model "
+                                 f"{inner[0]}")
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Load the model, predict, print (exit 0); ConfigError naming the flag for a bad folder or file."""
-    from .loader import load  # imports torch
+    from .loader import load, model_names  # imports torch
 
-    if not Path(args.model).is_dir():
-        raise ConfigError("--model", f"must be a folder written by export ID --format model; {args.model} is not "
-                                     "a folder")
+    folder = model_folder(args.model)
     try:
-        model = load(args.model, args.name)
+        model = load(folder, args.name)
     except ValueError as exc:
+        if args.name is None and len(model_names(folder)) > 1:
+            raise ConfigError("--name", f"must pick one model: {exc}") from None
         raise ConfigError("--model" if args.name is None else "--name", f"must name a model: {exc}") from None
     table = "table" in (model.spec.get("preprocessing") or {})
     features = read_columns(args.data) if table else read_features(args.data)
