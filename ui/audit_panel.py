@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from privengine import registry
-from privengine.audit import result_of
+from privengine.audit import NO_BOUND, result_of
 from privengine.audit.membership_job import AUDIT_OF_MECHANISM
 from privengine.config import BaseConfig
 from privengine.errors import RunNotFoundError
@@ -101,8 +101,11 @@ def draw_audit(snapshot: RunSnapshot) -> None:
     if result is not None:
         claimed, audited = st.columns(2)
         claimed.metric("Claimed ε (upper bound)", f"{result.claimed_epsilon:.3g}", help=result.claim)
-        audited.metric(f"Audited ε ≥ ({100 * result.confidence:g} % confidence)", f"{result.epsilon_lower:.3g}",
-                       help=result.method)
+        if result.epsilon_lower is None:  # a game without a lower bound: its ROC only, never a measured 0
+            audited.metric("Audited ε", "none", help=f"{NO_BOUND}: {result.method}")
+        else:
+            audited.metric(f"Audited ε ≥ ({100 * result.confidence:g} % confidence)", f"{result.epsilon_lower:.3g}",
+                           help=result.method)
         verdict = ("**refutes the claim**: the implementation leaks more than its accountant says"
                    if result.refutes_claim else "consistent with the claim")
         share = "" if result.claimed_epsilon <= 0 else f" · {result.tightness:.0%} of the claim confirmed"

@@ -5,7 +5,8 @@ The attack is the mechanism's membership audit (``dpsgd-membership``, :mod:`priv
 ``pate-membership``, :mod:`privengine.audit.membership_pate_job`), a stored run like any other:
 launched through the job manager, drawn by the same live panel (state, progress, stop, report), listed on the Runs
 page. The section keeps the attack run's id per attacked run in the session, and shows the latest attack of the run
-otherwise, so a reload reattaches.
+otherwise, so a reload reattaches. A DP-SGD run that kept its models can have its stored model attacked instead of its
+recipe (the ``stored_model`` knob, :mod:`privengine.audit.membership_stored`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from privengine.audit import result_of
 from privengine.audit.membership import ATTACKS, above_a_bound, below_resolution
 from privengine.audit.membership_job import AUDIT_OF_MECHANISM, MembershipKnobs, stored_attacks
 from privengine.audit.membership_knobs import attack_knobs
+from privengine.audit.membership_stored import redrawable
 from privengine.errors import ConfigError
 from privengine.figures import membership as figures
 from privengine.store import RunRecord, RunSnapshot
@@ -36,6 +38,9 @@ WHAT_IS_ATTACKED = {"pate": "PATE: the student is attacked (and PATE's non-priva
                             "replace-one claim needs; its bound is the a-priori ε of the student's queries, which "
                             "does not depend on the data's size: the run's headline ε, or below it where the run "
                             "published a sanitized data-dependent ε (whose release the student does not make)."}
+STORED_HELP = ("Attack the model this run kept, not a retrained copy: its private training rows (members) against "
+               "the held-out rows it never trained on (non-members), for runs on digits or a user data set; the "
+               "reference models retrain its recipe on halves of those rows (lira or loss).")
 TAKES = {"dpsgd": "the digits demonstration takes seconds, a Fashion-MNIST preset with 16 reference models about a "
                   "minute on two CPU cores",
          "pate": "each reference model is a whole PATE pipeline (teachers and student): about 2 s each for a digits "
@@ -85,13 +90,23 @@ def _settings(mechanism: str, run_id: str) -> MembershipKnobs | None:
     refs = st.number_input("Reference models", min_value=2, max_value=1024, value=16, step=2, key="membership.refs",
                            help="Even: each example is in half of them; more models, a stronger attack.")
     seed = st.number_input("Seed", min_value=0, value=0, step=1, key="membership.seed")
-    twin = st.checkbox("Also attack the non-private twin", value=True, key="membership.twin")
+    stored = _stored_offered(mechanism, run_id) and st.checkbox(
+        "Attack the stored model", value=False, key="membership.stored", help=STORED_HELP)
+    twin = not stored and st.checkbox("Also attack the non-private twin", value=True, key="membership.twin")
     try:
         return attack_knobs(mechanism, run=run_id, attack=attack, reference_models=int(refs), seed=int(seed),
-                            twin=twin)
+                            twin=twin, **({"stored_model": True} if stored else {}))
     except ConfigError as exc:
         st.error(error_text(exc, MembershipKnobs), icon=":material/error:")
         return None
+
+
+def _stored_offered(mechanism: str, run_id: str) -> bool:
+    """Whether the run's stored model can be chosen: a DP-SGD run that kept models, on a data set whose split its
+    config draws (:func:`~privengine.audit.membership_stored.redrawable`: digits, a user data set)."""
+    store = services.store()
+    return (mechanism == "dpsgd" and redrawable(str(store.get_run(run_id).config.get("dataset")))
+            and bool(store.kept_models(run_id)))
 
 
 def _refusal(config: MembershipKnobs | None) -> str | None:
@@ -129,7 +144,8 @@ def _picker(mechanism: str, run_id: str, attack_id: str | None) -> None:
     if len(attacks) < 2:
         return
     ids = [r.id for r in attacks]
-    labels = {r.id: f"{r.id} · {r.config.get('attack')} · {r.state}" for r in attacks}
+    labels = {r.id: f"{r.id} · {'stored model' if r.config.get('stored_model') else 'recipe'} · "
+                    f"{r.config.get('attack')} · {r.state}" for r in attacks}  # two games, two bounds: named
     states = ",".join(r.state for r in attacks)  # a new widget when a state changes, so labels never go stale
     choice = st.selectbox("Show another attack of this run", ids, index=ids.index(attack_id) if attack_id in ids
                           else None, format_func=labels.get, key=f"membership.pick.{run_id}.{attack_id}.{states}")
@@ -162,5 +178,6 @@ def draw_membership(snapshot: RunSnapshot) -> None:
     for table in figures.tables(snapshot):
         with st.expander(table.title, expanded=table.title == "Audited settings"):
             charts.table(table.frame)
-    if result is not None:
-        st.caption(result.headline() + " (one-run bound of the attack's guesses)")
+    if result is not None:  # a stored model's game has no one-run bound: its headline says "ROC only"
+        st.caption(result.headline() + (" (one-run bound of the attack's guesses)" if result.epsilon_lower is not None
+                                        else ""))

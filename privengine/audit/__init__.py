@@ -25,7 +25,7 @@ from typing import Any
 _EXPORTS = {
     ".bounds": ("clopper_pearson_lower", "clopper_pearson_upper", "epsilon_from_rates", "many_run_epsilon_lower",
                 "many_run_mu_lower", "mu_from_rates", "one_run_epsilon_lower", "one_run_p_value"),
-    ".interface": ("AuditResult", "NullReporter", "audit_entry", "result_of"),
+    ".interface": ("AuditResult", "NO_BOUND", "NullReporter", "audit_entry", "result_of"),
     ".procedures": ("EventTest", "OneRunTest", "best_event_test", "event_test", "one_run_guesses", "one_run_test",
                     "threshold_test"),
 }

@@ -15,7 +15,8 @@ is the membership-inference attack on a stored DP-SGD or PATE run's recipe (:mod
 ``pate-membership``; the dashboard draws it on the run's page): it retrains the target (DP-SGD: the model; PATE: the
 teachers and the student), its reference models and its non-private twin and prints the ROC figures beside the DP
 bound of the target's claim (``--json``: one object; see :func:`membership_json`, with the stored job's id as
-``audit_run``).
+``audit_run``). ``audit membership --target-run RUN_ID`` attacks the model a DP-SGD run kept instead
+(:mod:`.membership_stored`; the ``stored_model`` knob of ``dpsgd-membership``); its refusals name ``--target-run``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ def add_parsers(sub) -> None:
                                       "the (eps, delta) bound of the target's claim and the same attack on a "
                                       "non-private twin (PATE: its non-private baseline); a level under 1 / "
                                       "non-members is marked below resolution, with no TPR.")
-    p.add_argument("--run", required=True, metavar="RUN_ID", help="the DP-SGD or PATE run whose recipe is attacked")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", metavar="RUN_ID", help="the DP-SGD or PATE run whose recipe is attacked")
+    which.add_argument("--target-run", metavar="RUN_ID",
+                       help="the finished DP-SGD run whose stored (kept) model is attacked: its private training "
+                            "rows against the held-out rows it never trained on (digits or a user data set; lira "
+                            "or loss)")
     p.add_argument("--attack", choices=("lira", "rmia", "loss"), default="lira", help="default lira")
     p.add_argument("--reference-models", type=int, default=16, metavar="N", help="even, default 16")
     p.add_argument("--seed", type=int, default=0, help="seed of the halves and of the models (default 0)")
@@ -109,11 +115,12 @@ def membership_json(result: dict, run_id: str) -> dict:
     """The ``--json`` object of ``audit membership``: ``attack``, ``run``, ``epsilon``, ``delta``, ``members``,
     ``non_members``, ``reference_models``, ``auc``, ``tpr_at_fpr`` (keyed by "0.001" and "0.01", the levels the
     non-members resolve), ``below_resolution_at_fpr`` (the others, each with the non-members it needs),
-    ``bound_at_fpr`` (every level), ``non_private_twin`` (``auc``, ``tpr_at_fpr``, ...), then everything else the
-    attack measured."""
+    ``bound_at_fpr`` (every level), ``non_private_twin`` (``auc``, ``tpr_at_fpr``, ...; absent for a stored model),
+    then everything else the attack measured."""
     first = ("attack", "epsilon", "delta", "members", "non_members", "reference_models", "auc", "tpr_at_fpr",
              "below_resolution_at_fpr", "bound_at_fpr", "non_private_twin")
-    return {"run": run_id, **{k: result[k] for k in first}, **{k: v for k, v in result.items() if k not in first}}
+    return {"run": run_id, **{k: result[k] for k in first if k in result},
+            **{k: v for k, v in result.items() if k not in first}}
 
 
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
@@ -123,17 +130,26 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
     from .membership_job import AUDIT_OF_MECHANISM, measured_output
     from .membership_knobs import attack_knobs
 
+    flag, run_id = ("--target-run", args.target_run) if args.target_run else ("--run", args.run)
     try:
-        mechanism = store.get_run(args.run).mechanism
+        mechanism = store.get_run(run_id).mechanism
     except RunNotFoundError:
-        raise ConfigError("run", f"must be the id of a stored run; {args.run!r} is not in the store") from None
+        raise ConfigError(flag, f"must be the id of a stored run; {run_id!r} is not in the store") from None
     if mechanism not in AUDIT_OF_MECHANISM:
-        raise ConfigError("run", f"is a {mechanism} run; membership attacks cover {', '.join(AUDIT_OF_MECHANISM)} "
-                                 "runs")
+        raise ConfigError(flag, f"is a {mechanism} run; membership attacks cover {', '.join(AUDIT_OF_MECHANISM)} "
+                                "runs")
+    if args.target_run and mechanism != "dpsgd":
+        raise ConfigError(flag, f"is a {mechanism} run; only a DP-SGD run's kept model is scored on the rows it "
+                                "trained on (PATE's kept student learnt from public queries); attack its recipe with "
+                                "--run")
     chosen = {} if args.models_per_pass is None else {"models_per_pass": args.models_per_pass}
-    config = attack_knobs(mechanism, run=args.run, attack=args.attack, reference_models=args.reference_models,
-                          seed=args.seed, offline=args.offline, device=args.device or "auto", **chosen)
-    config.target(store)  # ConfigError naming the field before anything is queued
+    chosen |= {"stored_model": True} if args.target_run else {}
+    try:  # ConfigError naming the field before anything is queued
+        config = attack_knobs(mechanism, run=run_id, attack=args.attack, reference_models=args.reference_models,
+                              seed=args.seed, offline=args.offline, device=args.device or "auto", **chosen)
+        config.target(store)
+    except ConfigError as exc:
+        raise ConfigError(flag, exc.reason) if exc.field == "run" else exc from None
     job = follow(store, AUDIT_OF_MECHANISM[mechanism], config, source="cli", err=err)
     if job is None:
         return EXIT_INTERRUPTED
@@ -142,16 +158,17 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
         print(f"membership attack {job.id} {job.state}: {job.error or 'nothing measured'}", file=err)
         return EXIT_FAILED
     if args.json:
-        print(json.dumps(membership_json(result, args.run) | {"audit_run": job.id}, indent=2, sort_keys=False),
+        print(json.dumps(membership_json(result, run_id) | {"audit_run": job.id}, indent=2, sort_keys=False),
               file=out)
         return EXIT_OK if job.state == "finished" else EXIT_FAILED
     twin = result.get("non_private_twin", {})
-    print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on run {args.run} (stored as "
+    attacked = f"the stored model of run {run_id}" if args.target_run else f"run {run_id}"
+    print(f"membership attack {args.attack}{' (offline)' if args.offline else ''} on {attacked} (stored as "
           f"{job.id}): {result['members']} members, {result['non_members']} non-members, "
           f"{result['reference_models']} reference models; claim ε = {result['epsilon']:.4g}, "
           f"δ = {result['delta']:g}", file=out)
     print(result["privacy"], file=out)
-    print(f"AUC {result['auc']:.4f} (non-private twin {twin.get('auc', math.nan):.4f})", file=out)
+    print(f"AUC {result['auc']:.4f}" + (f" (non-private twin {twin['auc']:.4f})" if twin else ""), file=out)
     tradeoff = tradeoff_of(result)
     prefix = tradeoff[0] if tradeoff else None
     for key, bound in result["bound_at_fpr"].items():
@@ -164,6 +181,7 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
         verdict = "ABOVE a bound" if above else "within the bounds"
         print(f"FPR {key}: TPR {result['tpr_at_fpr'][key]:.4f} [{lo:.4f}, {hi:.4f}], DP bound {bound:.4f}"
               + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")
-              + f", {verdict}; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}", file=out)
+              + f", {verdict}" + (f"; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}" if twin else ""),
+              file=out)
     print_result(result_of(job.summary), out, run_id=job.id)
     return EXIT_OK if job.state == "finished" else EXIT_FAILED

@@ -32,7 +32,9 @@ from ..entries import Axis, Frontier, Mechanism
 if TYPE_CHECKING:
     from ..reporter import Reporter
 
-__all__ = ["AUDIT_FRONTIER", "AuditResult", "NullReporter", "audit_entry", "result_of"]
+__all__ = ["AUDIT_FRONTIER", "AuditResult", "NO_BOUND", "NullReporter", "audit_entry", "result_of"]
+
+NO_BOUND = "ROC only, no audited ε"  # what an audit without a lower bound on epsilon says in its place
 
 # What a sweep of an audit plots (the Explore page's frontier chart): the claim on x, the audited bound on y.
 # Both are top-level numbers of the summary (AuditResult.to_dict); a sweep over, e.g., epsilon then charts how
@@ -59,7 +61,8 @@ class AuditResult:
         claim: the guarantee under test, in words (what ``claimed_epsilon`` is).
         claimed_epsilon: the claimed epsilon at ``delta``.
         epsilon_lower: the audited lower bound: with probability at least ``confidence`` the
-            mechanism as implemented is not (eps, delta)-DP for any eps below it.
+            mechanism as implemented is not (eps, delta)-DP for any eps below it; None for an audit whose game
+            gives no such bound (a membership attack on a stored model: its ROC only), never shown as 0.
         confidence: the confidence of ``epsilon_lower``.
         delta: the delta of both the claim and the lower bound.
         counts: the raw counts the bound was computed from (trials, false positives, ...).
@@ -74,7 +77,7 @@ class AuditResult:
     method: str
     claim: str
     claimed_epsilon: float
-    epsilon_lower: float
+    epsilon_lower: float | None
     confidence: float
     delta: float
     counts: Mapping[str, Any] = field(default_factory=dict)
@@ -90,13 +93,17 @@ class AuditResult:
 
     @property
     def refutes_claim(self) -> bool:
-        """Whether the audited lower bound exceeds the claim (the implementation leaks more than claimed)."""
-        return self.epsilon_lower > self.claimed_epsilon * (1.0 + 1e-9)
+        """Whether the audited lower bound exceeds the claim (the implementation leaks more than claimed); False
+        without a bound."""
+        return self.epsilon_lower is not None and self.epsilon_lower > self.claimed_epsilon * (1.0 + 1e-9)
 
     @property
     def tightness(self) -> float:
-        """``epsilon_lower / claimed_epsilon``: how much of the claim the audit confirmed (nan for a claim of 0)."""
-        return self.epsilon_lower / self.claimed_epsilon if self.claimed_epsilon > 0 else math.nan
+        """``epsilon_lower / claimed_epsilon``: how much of the claim the audit confirmed (nan for a claim of 0 or
+        without a bound)."""
+        if self.epsilon_lower is None or self.claimed_epsilon <= 0:
+            return math.nan
+        return self.epsilon_lower / self.claimed_epsilon
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict. The bound is under ``audited_epsilon_lower`` (the CLI's ``--json`` contract)."""
@@ -115,16 +122,20 @@ class AuditResult:
         return cls(**values)
 
     def headline(self) -> str:
-        """One line for lists of runs: ``audited ε ≥ 0.0612 (95 %) against claimed ε = 0.342, δ = 1e-05``."""
-        return (f"audited ε ≥ {self.epsilon_lower:.3g} ({100 * self.confidence:g} %) against claimed "
-                f"ε = {self.claimed_epsilon:.3g}, δ = {self.delta:g}")
+        """One line for lists of runs: ``audited ε ≥ 0.0612 (95 %) against claimed ε = 0.342, δ = 1e-05``; without
+        a bound ``ROC only, no audited ε; claimed ε = 0.342, δ = 1e-05``."""
+        claimed = f"claimed ε = {self.claimed_epsilon:.3g}, δ = {self.delta:g}"
+        if self.epsilon_lower is None:
+            return f"{NO_BOUND}; {claimed}"
+        return f"audited ε ≥ {self.epsilon_lower:.3g} ({100 * self.confidence:g} %) against {claimed}"
 
     def summary_lines(self) -> list[str]:
         """The claim and the audited bound, one line each, then the method."""
         pct = f"{100 * self.confidence:g} %"
         verdict = "REFUTES the claim" if self.refutes_claim else "consistent with the claim"
-        return [f"claimed:  ε = {self.claimed_epsilon:.4g}, δ = {self.delta:g}  [{self.claim}]",
-                f"audited:  ε ≥ {self.epsilon_lower:.4g}, δ = {self.delta:g}  at {pct} confidence ({verdict})",
+        audited = (f"audited:  {NO_BOUND}" if self.epsilon_lower is None else
+                   f"audited:  ε ≥ {self.epsilon_lower:.4g}, δ = {self.delta:g}  at {pct} confidence ({verdict})")
+        return [f"claimed:  ε = {self.claimed_epsilon:.4g}, δ = {self.delta:g}  [{self.claim}]", audited,
                 f"method:   {self.method}"]
 
 

@@ -7,7 +7,9 @@ Its knobs name the attacked DP-SGD run by id (``run``; empty: :data:`DEMO`, a re
 audit also runs without a stored run, as the shared audit tests launch it); the attack itself is
 :func:`.membership_dpsgd.attack_dpsgd`. The audited epsilon is the one-run bound of the attack's guesses (see that
 module); the ROC figures beside it (AUC, TPR at FPR 0.001 / 0.01 with intervals, the (eps, delta) and PLD bounds
-there, the non-private twin's) are :attr:`~.interface.AuditResult.values` and details.
+there, the non-private twin's) are :attr:`~.interface.AuditResult.values` and details. With ``stored_model`` the
+attack is :func:`.membership_stored.attack_stored` on the run's kept model, whose game gives no audited epsilon
+(None: :data:`~.interface.NO_BOUND`, never 0).
 
 Sweeps: ``target_epsilon`` recalibrates the attacked recipe's sigma, so a sweep of this audit over it (one run,
 several epsilons) charts epsilon against the leakage axes of :data:`MEMBERSHIP_FRONTIER` (attack AUC, TPR at 1 %
@@ -25,12 +27,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..entries import TEST_ACCURACY, Axis, Frontier
-from .interface import AuditResult, NullReporter, audit_entry, result_of
+from .interface import NO_BOUND, AuditResult, NullReporter, audit_entry, result_of
 from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, below_resolution
 from .membership_result import MembershipResult
 
 if TYPE_CHECKING:
     from ..dpsgd.config import DPSGDConfig
+    from .membership_stored import StoredTarget
     from ..store import RunStore
 
 __all__ = ["AUDIT_OF_MECHANISM", "DEMO", "DPSGD_MEMBERSHIP_AUDIT", "MEMBERSHIP", "MEMBERSHIP_FRONTIER",
@@ -104,7 +107,28 @@ class MembershipAuditConfig(MembershipKnobs):
                                       "attacked model's half of the data); above 0: sigma calibrated so that the "
                                       "attacked model has this ε (sweep it to chart leakage against ε).")
 
+    stored_model: bool = knob(False, label="attack the stored model",
+                              help="Attack the run's kept final model itself (runs on digits or a user data set): "
+                                   "members are its private training rows, non-members the held-out rows it never "
+                                   "trained on; the reference models retrain its recipe on halves of those rows.")
+
+    def check_rules(self) -> None:
+        super().check_rules()
+        if not self.stored_model:
+            return
+        if not self.run:
+            raise ConfigError("run", "must name a finished run that kept its model to attack the stored model")
+        if self.target_epsilon > 0:
+            raise ConfigError("target_epsilon", f"must be 0 when the stored model is attacked (it was trained at the "
+                                                f"run's own noise); got {self.target_epsilon:g}")
+        if self.attack == "rmia":
+            raise ConfigError("attack", "must be lira or loss when the stored model is attacked: RMIA needs a "
+                                        "population no model trained on, and every held-out row is in half the "
+                                        "reference models")
+
     def target(self, store: "RunStore | None") -> "DPSGDConfig":
+        if self.stored_model:
+            return stored_model_target(self, store).recipe
         return target_config(self, store)
 
 
@@ -138,6 +162,17 @@ def target_config(config: MembershipAuditConfig, store: "RunStore | None") -> "D
         recipe = recipe.replace(noise_mode="target_epsilon", target_epsilon=config.target_epsilon)
     check_target(recipe)
     return recipe
+
+
+def stored_model_target(config: MembershipAuditConfig, store: "RunStore | None") -> "StoredTarget":
+    """The kept model of run ``config.run`` that a ``stored_model`` attack scores
+    (:func:`.membership_stored.stored_target`, which makes the recipe attack's checks too); ConfigError (field
+    ``run``) when it cannot be attacked. The job calls it as the command line and the page do."""
+    from ..dpsgd.config import DPSGDConfig
+    from .membership_stored import stored_target
+
+    recipe = DPSGDConfig.from_dict(stored_recipe(config, store, "dpsgd"))
+    return stored_target(config.run, recipe, store)
 
 
 def stored_attacks(store: "RunStore", run_id: str, *, audit: str = MEMBERSHIP, limit: int = 200) -> list:
@@ -178,9 +213,10 @@ def _interval(values: dict, key: str) -> str | None:
 
 def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[str, Any]:
     """One row of the audited-settings table: the ROC figures of ``part`` (the target's output or the twin's, on the
-    same pool); at a level below the pool's resolution (no TPR there) the interval column says so."""
+    same pool); at a level below the pool's resolution (no TPR there) the interval column says so; no audited ε
+    (None) where the game has no one-run bound."""
     row: dict[str, Any] = {"setting": setting, "claimed_epsilon": claimed,
-                           "epsilon_lower": part.get("one_run", {}).get("epsilon_lower", 0.0),
+                           "epsilon_lower": part.get("one_run", {}).get("epsilon_lower"),
                            "test_accuracy": part.get("test_accuracy", out.get("target", {}).get("test_accuracy")),
                            "auc": part.get("auc")}
     for key, pct in (("0.001", "0.1 %"), ("0.01", "1 %")):
@@ -212,8 +248,8 @@ def _report(reporter, out: dict) -> None:
     the ``membership`` artifact the page draws the ROC from."""
     twin = out.get("non_private_twin", {})
     step = twin.get("reference_models_so_far", 0) + out.get("reference_models_so_far", 0)
-    reporter.metric(step, claimed_epsilon=out["epsilon"], audited_epsilon_lower=out["one_run"]["epsilon_lower"],
-                    **values_of(out))
+    audited = {"audited_epsilon_lower": out["one_run"]["epsilon_lower"]} if "one_run" in out else {}
+    reporter.metric(step, claimed_epsilon=out["epsilon"], **audited, **values_of(out))
     reporter.artifact("membership", out)
 
 
@@ -222,12 +258,14 @@ ROC_NOTE = ("The ROC's Clopper-Pearson intervals treat the examples as independe
 
 
 def attack_result(config: MembershipKnobs, result: MembershipResult, *, audit: str, mechanism: str, claim: str,
-                  claimed: float, delta: float, notes: list[str]) -> AuditResult:
-    """The stored result of an attack's ``result`` (its driver's): the audited epsilon is its one-run bound, ``notes``
-    (what the target is, why the bound is sound) follow the not-covered caveat, the ROC note and a stop's note come
-    after them; the attack's whole output is ``details["membership"]`` (``result.to_dict()``)."""
+                  claimed: float, delta: float, notes: list[str], target: str | None = None) -> AuditResult:
+    """The stored result of an attack's ``result`` (its driver's): the audited epsilon is its one-run bound (None
+    where the game has none: :data:`~.interface.NO_BOUND`, never a measured 0), ``notes`` (what the target is, why
+    the bound is sound) follow the not-covered caveat, the ROC note and a stop's note come after them; the attack's
+    whole output is ``details["membership"]`` (``result.to_dict()``). ``target``: what was attacked, in the method
+    (default: the recipe of the run)."""
     out = result.to_dict()
-    one_run = out.get("one_run", {"guesses": 0, "correct": 0, "epsilon_lower": 0.0})
+    one_run = out.get("one_run")
     notes = [NOT_COVERED, *notes, ROC_NOTE]
     if out.get("stopped"):
         notes.append("Stopped early: the figures cover the models trained before the stop" if measured(out) else
@@ -236,12 +274,16 @@ def attack_result(config: MembershipKnobs, result: MembershipResult, *, audit: s
     mode = "offline" if config.offline else "online"
     return AuditResult(
         audit=audit, mechanism=mechanism,
-        method=(f"membership inference, {config.attack} {mode} with {refs} reference models, on the recipe of run "
-                f"{config.run or 'demo (digits)'}; one-run bound of {one_run['guesses']} guesses"),
-        claim=claim, claimed_epsilon=float(claimed), epsilon_lower=float(one_run["epsilon_lower"]),
+        method=(f"membership inference, {config.attack} {mode} with {refs} reference models, on "
+                f"{target or 'the recipe of run ' + (config.run or 'demo (digits)')}; "
+                + (f"one-run bound of {one_run['guesses']} guesses" if one_run else
+                   f"{NO_BOUND} (the members are not independent fair coins)")),
+        claim=claim, claimed_epsilon=float(claimed),
+        epsilon_lower=float(one_run["epsilon_lower"]) if one_run else None,
         confidence=config.confidence, delta=delta,
         counts={"members": out.get("members", 0), "non_members": out.get("non_members", 0),
-                "reference_models": refs, "guesses": one_run["guesses"], "correct": one_run["correct"]},
+                "reference_models": refs,
+                **({"guesses": one_run["guesses"], "correct": one_run["correct"]} if one_run else {})},
         notes=tuple(notes), details={"settings": setting_rows(out, config), "membership": out},
         values=values_of(out))
 
@@ -259,6 +301,8 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
     from .membership_dpsgd import attack_dpsgd
 
     reporter = reporter or NullReporter()
+    if config.stored_model:
+        return _run_stored(config, reporter)
     recipe = target_config(config, getattr(reporter, "store", None))
     result = attack_dpsgd(recipe, **attack_options(config, reporter))
     # the trained target's claim; before it: its planned history's; stopped while calibrating sigma: the target
@@ -273,11 +317,40 @@ def run(config: MembershipAuditConfig, reporter=None) -> AuditResult:
                          claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})", notes=notes)
 
 
+def _run_stored(config: MembershipAuditConfig, reporter) -> AuditResult:
+    """The job of a ``stored_model`` attack: the kept model of ``config.run`` (:mod:`.membership_stored`), refused
+    (ConfigError naming ``run``) as :meth:`MembershipAuditConfig.target` refuses it."""
+    from .membership_stored import MEANING, REPLACE_ONE, attack_stored
+
+    target = stored_model_target(config, getattr(reporter, "store", None))
+    result = attack_stored(target, **attack_options(config, reporter))
+    recipe = target.recipe
+    claimed = result.claimed_epsilon(0.0)
+    dropped = (result.target or {}).get("duplicates_dropped", 0)
+    notes = [f"The target is the run's stored model {target.name}, as it was kept: its members are the run's private "
+             "training rows, its non-members the held-out rows the run never trained on, both reloaded from the "
+             f"run's config; {claimed:.4g} is that model's own epsilon (its accountant history, as the run stored "
+             "it).",
+             f"Neighbouring relation of the game: {result.neighbouring}.",
+             *([f"{dropped} rows left out of the pool: their content occurs more than once among the private and "
+                "held-out rows, and such rows share one coin (a group, outside the one-row bound)."]
+               if result.neighbouring != REPLACE_ONE else []),
+             MEANING,
+             f"{NO_BOUND}: the members are the run's own split, not independent fair coins, so no one-run lower "
+             "bound on ε is computed."]
+    twice = ("; this game replaces one example (a remove, then an add), so its bound is that bound applied twice "
+             "(group of 2): TPR <= b(b(FPR)), b(FPR) the bound above" if result.neighbouring == REPLACE_ONE else "")
+    return attack_result(config, result, audit=MEMBERSHIP, mechanism="dpsgd", claimed=claimed, delta=recipe.delta,
+                         claim=CLAIM + f" ({recipe.accountant}, δ = {recipe.delta:g})" + twice, notes=notes,
+                         target=f"the stored model {target.name} of run {config.run}")
+
+
 DPSGD_MEMBERSHIP_AUDIT = audit_entry(
-    name=MEMBERSHIP, mechanism="dpsgd", title="DP-SGD: membership inference on a run's recipe",
+    name=MEMBERSHIP, mechanism="dpsgd", title="DP-SGD: membership inference on a run's recipe or stored model",
     config_cls=MembershipAuditConfig, audit=run, claim=CLAIM, frontier=MEMBERSHIP_FRONTIER,
     description=("Retrains a DP-SGD run's recipe on a random half of its private split, with reference models on "
                  "other halves and a non-private twin, attacks it with LiRA, RMIA or the loss attack, and draws the "
                  "ROC (TPR against FPR, log-log) under the bounds its claim implies: (ε, δ) and the tighter PLD "
-                 "trade-off of its history. Covered by no claim itself."),
+                 "trade-off of its history; or attacks the model a run kept, its private rows against its held-out "
+                 "ones (stored model). Covered by no claim itself."),
     smoke={"reference_models": 2, "models_per_pass": 2, "guesses": 40})

@@ -6,7 +6,8 @@ The ROC chart plots TPR against FPR from 1e-4 to 1 (both log), drawn for a reade
 private model (DP-SGD's model, PATE's student), the same attack on its non-private twin, the one bound that says what
 ε allows (:func:`tightest_bound`: the trade-off bound where the output has one, DP-SGD's PLD of the model's history or
 PATE's RDP of its a-priori claim, else the (eps, delta) bound ``min(e^eps FPR + delta, 1 - e^-eps (1 - delta -
-FPR))``, which the trade-off bound lies under), chance (TPR = FPR, labelled on the chart), and the TPR at FPR 0.1 %
+FPR))``, which the trade-off bound lies under; a stored digits model's replace-one game has that bound applied twice,
+and the legend, title and verdict say so), chance (TPR = FPR, labelled on the chart), and the TPR at FPR 0.1 %
 and 1 % as points on the attack's curve. Their intervals are one legend entry, "95 % interval", in a lighter colour
 with caps at both ends, so they cannot be read as the curve: the TPR interval upright at the nominal level, the FPR
 interval across at the point's TPR, from its lower end to the upper one, where the bound is checked. A level below
@@ -55,11 +56,19 @@ def _positive(fpr, tpr) -> tuple[list[float], list[float]]:
 
 def tightest_bound(out: Mapping) -> tuple[str, dict[str, float]]:
     """``(name, bound at each nominal FPR level)`` of the tightest bound attack output ``out`` carries: its trade-off
-    bound (PLD or RDP, :func:`privengine.audit.membership.tradeoff_of`), else its (ε, δ) bound."""
+    bound (PLD or RDP, :func:`privengine.audit.membership.tradeoff_of`), else its (ε, δ) bound; the name says
+    "applied twice" for a replace-one game (a stored digits model: its ``neighbouring`` starts with "replace"),
+    whose numbers are the model's bound applied twice."""
     tradeoff = tradeoff_of(out)
-    if tradeoff is None:
-        return "(ε, δ) bound", out["bound_at_fpr"]
-    return tradeoff[1], out[f"{tradeoff[0]}_bound_at_fpr"]
+    name, bound = (("(ε, δ) bound", out["bound_at_fpr"]) if tradeoff is None else
+                   (tradeoff[1], out[f"{tradeoff[0]}_bound_at_fpr"]))
+    return name + _twice(out), bound
+
+
+def _twice(out: Mapping) -> str:
+    """What a replace-one game's bounds add to their name (empty for add or remove)."""
+    return (", applied twice (replace one: a remove, then an add)"
+            if str(out.get("neighbouring", "")).startswith("replace") else "")
 
 
 def _resolved(out: Mapping) -> list[str]:
@@ -115,11 +124,13 @@ def roc(out: Mapping) -> go.Figure:
                        font=dict(color=REFERENCE_COLOUR, size=11))  # log axes: at (0.001, 0.001), under the diagonal
     tradeoff = tradeoff_of(out)
     if tradeoff is None:
-        x, y, colour = grid, dp_tpr_bound(grid, eps, delta), BOUND
+        y = dp_tpr_bound(grid, eps, delta)
+        x, y, colour = grid, dp_tpr_bound(y, eps, delta) if _twice(out) else y, BOUND
     else:
         curve = out[f"{tradeoff[0]}_bound_curve"]
         x, y, colour = curve["fpr"], curve["tpr"], PLD
-    fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"the most ε = {eps:.3g} allows, by its {tightest_bound(out)[0]}",
+    fig.add_trace(go.Scatter(x=x, y=y, mode="lines",
+                             name=f"the most ε = {eps:.3g} allows, by its {tightest_bound(out)[0]}",
                              line=dict(color=colour, dash="dash")))
     twin = out.get("non_private_twin")
     if twin:
@@ -137,7 +148,7 @@ def roc(out: Mapping) -> go.Figure:
     refs = out.get("reference_models_so_far", out.get("reference_models"))
     accountant = accountant_name(ACCOUNTANT_NAMES.get(out.get("accountant"), str(out.get("accountant"))))
     fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under what the attacked "
-                            f"model's ε = {out['epsilon']:.3g} allows ({accountant}, δ = {delta:g})",
+                            f"model's ε = {out['epsilon']:.3g} allows{_twice(out)} ({accountant}, δ = {delta:g})",
                       xaxis_title="false-positive rate", yaxis_title="true-positive rate", **{**LAYOUT, "height": 420})
     fig.update_xaxes(type="log", range=[np.log10(FPR_MIN), 0])
     fig.update_yaxes(type="log", range=[np.log10(FPR_MIN), 0])

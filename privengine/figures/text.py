@@ -69,7 +69,8 @@ def headline_text(claim: PrivacyClaim | None) -> str:
 
 def privacy_text(run: RunRecord) -> str:
     """What a run's privacy column says: its headline claim (:func:`headline_text`); for an audit, the audited
-    bound against the claim it tests (``audited ε ≥ 0.06 (95 %) against claimed ε = 0.34, δ = 1e-05``); for a
+    bound against the claim it tests (``audited ε ≥ 0.06 (95 %) against claimed ε = 0.34, δ = 1e-05``, or ``ROC only,
+    no audited ε; claimed ...`` for an audit without one); for a
     mechanism that states no (ε, δ), the leakage its frontier measures instead (``not DP: leak AUC 0.62``); empty
     while unknown."""
     headline = headline_of(run.summary)

@@ -35,9 +35,11 @@ def membership_section(doc: Document, store: RunStore, run: RunRecord, *, level:
     result = result_of(attack.summary)
     out = result.details["membership"]
     doc.heading("Membership inference", level)
+    attacked = out.get("attacked", "recipe of this run")  # a stored model's attack names the model
+    bound = " (one-run bound of the attack's guesses)" if "one_run" in out else ""
     doc.paragraph(f"Attack run {attack.id} ({attack.state}): {out['attack']} with {out['reference_models']} reference "
-                  f"models on the recipe of this run, {out['members']} members and {out['non_members']} non-members. "
-                  f"{result.headline()} (one-run bound of the attack's guesses).")
+                  f"models on the {attacked}, {out['members']} members and {out['non_members']} non-members. "
+                  f"{result.headline()}{bound}.")
     doc.paragraph(figures.CAVEAT, note=True)
     doc.paragraph(figures.verdict(out))
     doc.figure(figures.roc(out))
