@@ -52,6 +52,12 @@ def draw(snapshot) -> None:
     if "intervals" in artifacts:
         st.subheader("Released posterior: mean and 90 % interval per parameter")
         charts.show(figures.intervals_figure(artifacts["intervals"]), key=f"dp_bayes.{run_id}.intervals")
+    if (held_out := figures.held_out_text(snapshot.run.summary)) is not None:
+        st.markdown(held_out)
+    if (features := figures.features_table(snapshot.run.summary)) is not None:
+        st.caption("On your data set each coefficient multiplies one column (scaled by its public bounds; a "
+                   "category is 1 for its rows, 0 otherwise):")
+        charts.table(features)
     if "densities" in artifacts:
         st.subheader("Posterior density per parameter")
         cols = st.columns(2)

@@ -1,8 +1,8 @@
 """The catalogue: the mechanisms shipped with privengine and their audits, as registry entries (values), in the
 order the app lists them, each with what it charges its privacy ledger: the private data source its runs read
 (``data_source``), the claim covering a launch's whole planned release (``planned_claim``) and the parts of the
-source it uses as public or held-out data (``public_rows``, DP-SGD's and PATE's), the outputs it publishes without
-privacy (``unprotected_outputs``: DP-SGD's, PATE's and DP-Bayes') and the other sources it releases on
+source it uses as public or held-out data (``public_rows``, DP-SGD's, PATE's and DP-Bayes'), the outputs it
+publishes without privacy (``unprotected_outputs``: DP-SGD's, PATE's and DP-Bayes') and the other sources it releases on
 (``other_sources``: DP-Bayes' evaluation data sets), the functions of its package's ``charge`` module (for audits,
 the sources of :mod:`privengine.audit.sources`; an audit plans no claim).
 The registry registers them on its first use (:func:`privengine.registry.get`)."""
@@ -23,7 +23,8 @@ from .pate.mechanism import PATE
 from .split_label.mechanism import SPLIT_LABEL
 
 _AUDITS = "privengine.audit.sources"
-_PUBLIC_PARTS = ("pate", "dpsgd")  # the packages whose runs use part of their source as public or held-out data
+# the packages whose runs use part of their source as public or held-out data
+_PUBLIC_PARTS = ("pate", "dpsgd", "dp_bayes")
 _UNPROTECTED = ("pate", "dp_bayes", "dpsgd")  # ... whose runs publish outputs of their private data without privacy
 _OTHER_SOURCES = ("dp_bayes",)  # ... whose runs release on data sets that are other runs' sources
 SHIPPED: tuple[Mechanism, ...] = tuple(

@@ -17,8 +17,9 @@ from privengine.dpsgd import user_facts
 from privengine.dpsgd.charge import HELD_OUT_DRAWN, data_source, planned_claim, public_rows
 from privengine.dpsgd.config import DPSGDConfig, resolved_model
 from privengine.dpsgd.data import with_declared_size
-from privengine.dpsgd.user_data import data_key, inputs, load_user_task
+from privengine.dpsgd.user_data import data_key, load_user_task
 from privengine.datasets.held_out import split_rows
+from privengine.datasets.inputs import model_inputs
 from privengine.errors import ConfigError
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli
@@ -146,7 +147,7 @@ def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored
     task = load_user_task(config, torch.device("cpu"))
     data = load_dataset("tiny")
     assert task.n_public == 20 and task.n_val + task.n_test + task.n_private == 100
-    torch.testing.assert_close(task.x_public, inputs(data, data.public()))
+    torch.testing.assert_close(task.x_public, model_inputs(data, data.public()))
     frame = pd.read_csv(tmp_path / "tiny.csv")
     expected = np.clip(frame[["a", "b"]].to_numpy()[:20] / 3.0, -1, 1)  # declared *=-3:3 onto [-1, 1]
     np.testing.assert_allclose(task.x_public[:, :2].numpy(), expected, rtol=1e-6)

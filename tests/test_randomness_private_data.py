@@ -363,18 +363,29 @@ def test_a_knob_added_later_keeps_earlier_runs_keys_at_its_default():
     """DP-SGD's ``private_size`` (issue 35) is ``unkeyed_default``: at its default (0, the documented size, which
     computes exactly what a run computed before the knob existed) the config digest is the one of the config without
     it, so runs published before replay with the same noise; any declared value keys its own noise. (So is
-    ``keep_model``, issue 38: on by default.)"""
+    ``keep_model``, issue 38: on by default; and DP-Bayes' ``dataset`` and ``private_size`` and split learning's
+    ``private_size``, issue 38 part 2: the synthetic and built-in data sets' runs keep their keys.)"""
     import hashlib
     import json
 
     from privengine.dpsgd.config import DPSGDConfig
     from privengine.randomness import config_digest
 
-    config = DPSGDConfig(dataset="digits", model="linear")
-    before = {k: v for k, v in config.to_dict().items() if k not in ("secure_noise", "private_size", "keep_model")}
-    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).digest()
-    assert config_digest(config) == tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
-    assert config_digest(config.replace(private_size=1000)) != config_digest(config)
+    from privengine.dp_bayes.config import DpBayesConfig
+    from privengine.split_label.config import SplitLabelConfig
+
+    # each config, the knobs added after its runs were first published (DP-Bayes' dataset and private_size and split
+    # learning's private_size: issue 38, part 2), and a changed value of one of them that the config accepts
+    later = [(DPSGDConfig(dataset="digits", model="linear"), ("private_size", "keep_model"), {"private_size": 1000}),
+             (DpBayesConfig(), ("dataset", "private_size", "keep_model"), {"keep_model": False}),
+             (DpBayesConfig(model="logistic", method="dpvi"), ("dataset", "private_size", "keep_model"),
+              {"keep_model": False}),
+             (SplitLabelConfig(), ("private_size", "keep_model"), {"keep_model": False})]
+    for config, added, changed in later:
+        before = {k: v for k, v in config.to_dict().items() if k not in ("secure_noise", *added)}
+        digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).digest()
+        assert config_digest(config) == tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+        assert config_digest(config.replace(**changed)) != config_digest(config)
 
 
 def test_a_split_of_inference_tensors_is_hashed_and_never_reused():

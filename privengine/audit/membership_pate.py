@@ -51,7 +51,7 @@ import torch
 
 from ..device import detect_device
 from ..errors import ConfigError
-from ..pate.config import MIN_EXAMPLES_PER_TEACHER, SPLIT_SIZES, PateConfig
+from ..pate.config import MIN_EXAMPLES_PER_TEACHER, SPLIT_SIZES, PateConfig, is_user_dataset
 from ..pate.data import load_pate_data
 from ..accounting.pate import GNMAX_ORDERS
 from ..pate.privacy import NEIGHBOURING, a_priori_rdp, analyse
@@ -71,7 +71,11 @@ ATTACKED = "PATE student"  # what the attack attacks, as its result and its warn
 
 
 def check_target(config: PateConfig) -> None:
-    """ConfigError (field ``run``) unless every teacher keeps at least the minimum examples on half the data."""
+    """ConfigError (field ``run``) unless the run trained on a built-in data set and every teacher keeps at least the
+    minimum examples on half the data."""
+    if is_user_dataset(config.dataset):
+        raise ConfigError("run", f"trained on user data set {config.dataset!r}: the PATE membership attack retrains "
+                                 "on pairs of a built-in data set's private split; attack a run on a built-in one")
     pairs = SPLIT_SIZES[config.dataset][0] // 2
     if pairs // config.teachers < MIN_EXAMPLES_PER_TEACHER:
         raise ConfigError("run", f"has {config.teachers} teachers: the attack trains on half its private split "

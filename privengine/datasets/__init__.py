@@ -25,7 +25,7 @@ Modules, one job each: :mod:`.declaration` (what the user declares, checked), :m
 :mod:`.references` (runs using one; delete only when none does), :mod:`.builtin` (names a user data set may not
 take), :mod:`.describe` (a manifest in words), :mod:`.cli` (``python -m privengine data ...``), :mod:`.private_part`
 (what a run of any mechanism takes from a manifest's public facts), :mod:`.held_out` (which private rows a run
-holds out).
+holds out), :mod:`.inputs` (rows as model inputs, scaled by public facts).
 """
 
 _EXPORTS = {"content_digest": "content", "DEFAULT_MAX_BYTES": "declaration", "DEFAULT_MIN_ROWS": "declaration",

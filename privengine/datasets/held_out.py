@@ -6,7 +6,8 @@ from the config) the only other input. Row i validates when ``u_i < 0.2 * 0.5``,
 ``0.1 <= u_i < 0.2``, and trains otherwise: so each row is held out with probability 0.2 (over the hash, modelled as
 a random function) from its own content alone (rows with identical content share a fate), and adding or removing
 one row changes that row's fate only, never another's. A permutation of the private part would not do: one row
-more reshuffles it whole, and the two neighbouring data sets would train on sets differing in many rows, outside the add/remove claim.
+more reshuffles it whole, and the two neighbouring data sets would train on sets differing in many rows, outside the
+add/remove claim.
 """
 
 from __future__ import annotations

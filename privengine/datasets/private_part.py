@@ -20,6 +20,8 @@ from privengine.errors import ConfigError
 
 HELD_OUT_FRACTION = 0.2  # of the declared private part: validation and test rows
 VALIDATION_SHARE = 0.5  # of the held-out rows: validation (the rest test)
+HELD_OUT_DRAWN = ("held out (validation and test; the expected count: each private row with probability 0.2, and "
+                  "each data_seed draws other rows)")  # how a ledger names the held-out rows a run uses
 
 
 def stored(name: str) -> dict[str, Any]:
@@ -37,6 +39,20 @@ def unbounded_columns(manifest: Mapping[str, Any]) -> list[str]:
     if manifest["kind"] != "tabular":
         return []
     return [column for column, bound in manifest["public"]["bounds"].items() if bound["value"] is None]
+
+
+def binary_table_problem(manifest: Mapping[str, Any]) -> str | None:
+    """Why the data set of ``manifest`` is no table with a binary label and public bounds on every numeric column
+    (what a mechanism that fits a binary label on a table's scaled columns needs), in words; None if it is one."""
+    if manifest["kind"] != "tabular":
+        return "it holds images: a table's columns are needed"
+    classes = manifest["public"]["classes"]["value"]
+    if len(classes) != 2:
+        return f"its label has {len(classes)} classes ({', '.join(map(str, classes))}): a binary label is needed"
+    if columns := unbounded_columns(manifest):
+        return (f"it has numeric columns without public bounds ({', '.join(columns)}): the features are scaled by "
+                "their public range; add the data set again with --bounds COLUMN=LOW:HIGH or with public rows")
+    return None
 
 
 def declared_part(name: str, private_size: int) -> int:
@@ -71,6 +87,16 @@ def preprocessing(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"table": table, "source": f"the public facts of data set {manifest['name']}: each numeric column mapped "
                                       "from its public bounds onto [-1, 1] and clipped, each categorical column "
                                       "one-hot over its declared list"}
+
+
+def raw_features(manifest: Mapping[str, Any]) -> str:
+    """What a kept model of this data set reads, in words: its images as stored, or its rows as in its file."""
+    name = manifest["name"]
+    if manifest["kind"] == "images":
+        return f"images of data set {name} as stored: pixel values 0-255, channels first"
+    columns = ", ".join(manifest["schema"]["numeric"] + list(manifest["schema"]["categorical"]))
+    return (f"rows of data set {name} as in its file, columns by name ({columns}; a CSV with a header): "
+            "numbers, and categories as text")
 
 
 def held_out(part: int) -> int:

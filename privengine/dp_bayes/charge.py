@@ -10,14 +10,21 @@ share a key, an over-charge, never an under-charge. The ssp and dpvi methods als
 read no record of the run's own data set and are not in its claim, but those data sets are the sources
 ``dp-bayes/seed=<data_seed + k>`` of other runs. Nothing charges them there (they are evaluation releases, not the
 run's headline), so :func:`other_sources` names them and the ledger of each lists the run as a use no claim
-covers."""
+covers.
+
+A run on a stored user data set NAME is charged to ``user/NAME`` (:func:`privengine.datasets.source_key`), releases
+on no other source, and uses the held-out fifth of its declared private part (:func:`public_rows`) without privacy.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from privengine.datasets import private_part
+
 from ..entries import seeded_source
 from .config import LINEAR_ONLY, PRIVATE_METHODS, DpBayesConfig
+from .user_facts import SYNTHETIC, is_user_dataset
 
 if TYPE_CHECKING:
     from ..claims import PrivacyClaim
@@ -25,9 +32,33 @@ if TYPE_CHECKING:
 SOURCE = "dp-bayes"
 
 
+def _user_dataset(values: Mapping[str, Any]) -> str | None:
+    """The stored data set a run of these values reads (runs stored before the knob read the synthetic records)."""
+    dataset = values.get("dataset", SYNTHETIC)
+    return dataset if is_user_dataset(dataset) else None
+
+
 def data_source(values: Mapping[str, Any]) -> str:
-    """The source key of a DP-Bayes run's config values (``data_seed``)."""
+    """The source key of a DP-Bayes run's config values (``data_seed``; ``user/NAME`` on stored data set NAME)."""
+    if (name := _user_dataset(values)) is not None:
+        from privengine.datasets import source_key
+
+        return source_key(name)
     return seeded_source(SOURCE, values["data_seed"])
+
+
+def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
+    """The parts of its source a run of these values uses outside the release, which its claims do not protect:
+    on a stored data set the held-out fifth of its declared private part (its expected count, the rows being drawn
+    one by one), whose accuracy and log-loss the run publishes; none on the synthetic records.
+
+    >>> public_rows({"dataset": "synthetic"})
+    ()
+    """
+    if (name := _user_dataset(values)) is None:
+        return ()
+    return ((private_part.held_out(private_part.declared_part(name, values.get("private_size", 0))),
+             private_part.HELD_OUT_DRAWN),)
 
 
 def _methods(values: Mapping[str, Any]) -> tuple[str, ...]:
@@ -47,7 +78,7 @@ def other_sources(values: Mapping[str, Any]) -> tuple[str, ...]:
     >>> other_sources({"method": "ssp", "model": "linear", "mode": "release", "data_seed": 3, "coverage_repeats": 2})
     ('dp-bayes/seed=4', 'dp-bayes/seed=5')
     """
-    if _methods(values) == ("exponential",):
+    if _methods(values) == ("exponential",) or _user_dataset(values) is not None:
         return ()
     repeats = values["coverage_repeats"] if values["mode"] == "release" else values["sweep_repeats"] - 1
     return tuple(seeded_source(SOURCE, values["data_seed"] + k) for k in range(1, repeats + 1))
@@ -58,7 +89,8 @@ def unprotected_outputs(values: Mapping[str, Any]) -> tuple[str, ...]:
     plain words (the claims' caveats in :mod:`.privacy` say they are not private): the
     reference posterior; with the exponential method, the non-private VI fit and the SGLD trace and utility curve;
     every error figure against the reference (and, with ssp or dpvi, the coverage figures); in a sweep of ssp or
-    dpvi, the non-private reference's own errors and coverage. The ledger lists them.
+    dpvi, the non-private reference's own errors and coverage; on a stored data set, the held-out rows' scores and
+    the run's timings instead of coverage. The ledger lists them.
 
     >>> unprotected_outputs({"method": "exponential", "model": "linear", "mode": "release"})[1]
     'the non-private VI fit'
@@ -68,6 +100,10 @@ def unprotected_outputs(values: Mapping[str, Any]) -> tuple[str, ...]:
     outputs = ["the reference (non-private) posterior"]
     if "exponential" in methods:
         outputs += ["the non-private VI fit", "the SGLD trace and utility curve"]
+    if _user_dataset(values) is not None:
+        return tuple(outputs + ["the error figures against the reference",
+                                "the held-out rows' accuracy and log-loss",
+                                "the run's timings (wall time, SGLD steps per second), which grow with the rows"])
     outputs.append("the error figures against the reference" + (" and the coverage figures" if others else ""))
     if others and values["mode"] == "sweep":
         outputs.append("the non-private reference's own errors and coverage")

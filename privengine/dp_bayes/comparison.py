@@ -31,8 +31,10 @@ from .data import Records, synthetic_records, true_parameters
 from .kept import keep_posteriors
 from .models import build_model
 from .privacy import (DPVI_NEIGHBOURING, EVALUATION_NOTE, add_remove_target, composition, dpvi_claim,
-                      exponential_claim, replace_one_by_group_privacy, ssp_claim)
+                      exponential_claim, replace_one_by_group_privacy, ssp_claim, with_records_caveat)
 from .reference import ReferencePosterior, StopRequested, reference_posterior
+from .user_data import UserRecords, held_out_scores, records_of
+from .user_facts import feature_names
 
 SSP_STREAM, DPVI_STREAM = 2, 3   # noise stream keys (privengine.randomness); the exponential uses 1
 REFERENCE_METHOD = "non-private posterior"
@@ -67,10 +69,14 @@ def describe(released: Released, names: tuple[str, ...]) -> dict:
                 "upper_90": float(released.upper[j])} for j, n in enumerate(names)}
 
 
-def intervals_table(names, truth, reference: ReferencePosterior, released: Released, method: str) -> dict:
-    """Per parameter: the truth, the reference's and the release's mean and 90 % interval (the page's forest plot)."""
+def intervals_table(names, truth: np.ndarray | None, reference: ReferencePosterior, released: Released,
+                    method: str) -> dict:
+    """Per parameter: the truth, the reference's and the release's mean and 90 % interval (the page's forest plot).
+    Without a truth (a stored data set's records) the reference's mean stands in its place, and ``zero`` says so."""
     ref = reference_release(reference)
-    return {"names": list(names), "truth": truth.tolist(), "method": method,
+    zero = "true value" if truth is not None else "non-private posterior mean"
+    return {"names": list(names), "truth": (truth if truth is not None else ref.mean).tolist(), "zero": zero,
+            "method": method,
             "reference": {"mean": ref.mean.tolist(), "lower": ref.lower.tolist(), "upper": ref.upper.tolist()},
             "released": {"mean": released.mean.tolist(), "lower": released.lower.tolist(),
                          "upper": released.upper.tolist()}}
@@ -103,7 +109,7 @@ def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, 
     """
     noise = noise_caveat(secure=config.secure_noise)
     label = (f"{method} sweep (evaluation only): every release of data set 0 composed" if sweep else None)
-    if method == "ssp":
+    if method == "ssp":  # synthetic records only (user_facts refuses ssp on a stored data set)
         return ssp_claim(release_mus=tuple(info.mu[e] for e in epsilons), delta=config.delta,
                          neighbouring=config.neighbouring, d=len(config.coefficients), x_bound=config.x_bound,
                          y_low=config.y_low, y_high=config.y_high, noise=noise, headline=headline, label=label)
@@ -111,19 +117,22 @@ def _claims(config: DpBayesConfig, method: str, info, epsilons: list[float], *, 
     requested = (sum(epsilons), config.delta)
     _, delta_ar = add_remove_target(*requested, config.neighbouring)
     eps, order = epsilon_of(history, accountant=R.DPVI_ACCOUNTANT, delta=delta_ar)
-    return dpvi_claim(epsilon=eps, delta=delta_ar, order=order,
+    claim = dpvi_claim(epsilon=eps, delta=delta_ar, order=order,
                       noise_multipliers=tuple(info.noise_multiplier[e] for e in epsilons),
                       sample_rate=config.dpvi_sample_rate, steps=tuple(info.steps[e] for e in epsilons),
-                      clip=config.dpvi_clip, n_records=config.n_records, neighbouring=config.neighbouring,
-                      requested=requested, noise=noise, headline=headline, label=label)
+                      clip=config.dpvi_clip, n_records=config.record_count, neighbouring=config.neighbouring,
+                      requested=requested, noise=noise, headline=headline, label=label,
+                      n_source="declared with the data set" if config.is_user_dataset else "n_records, public")
+    return with_records_caveat(claim, config)
 
 
 def run_release(config: DpBayesConfig, reporter) -> dict:
     """Release mode of ssp or dpvi: data set 0 released, ``coverage_repeats`` more for coverage_90."""
     started = time.perf_counter()
     method, names = config.method, _names(config)
-    data = datasets(config, 1 + config.coverage_repeats)
-    truth = truth_of(config)
+    user = records_of(config) if config.is_user_dataset else None  # coverage_repeats does not apply to it
+    data = [user.train] if user is not None else datasets(config, 1 + config.coverage_repeats)
+    truth = None if user is not None else truth_of(config)
     try:
         refs = references(config, data, reporter.should_stop)
         problems = [(k, config.epsilon) for k in range(len(data))]
@@ -137,7 +146,7 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
              **evaluate(r, refs[k], truth, coefficient_count=coefs)} for k, r in enumerate(released)]
     own = rows[0]
     claim = _claims(config, method, info, [config.epsilon], headline=True, sweep=False)
-    if config.coverage_repeats:
+    if len(data) > 1:  # evaluation releases on other synthetic data sets (never on a stored data set)
         claim = replace(claim, caveats=claim.caveats + (EVALUATION_NOTE,))
     # the release is stored from here on: a failure from now on stores this claim (reporter.charge), and so does
     # the death of the process (reporter.charge_plan: the whole release is made, so the plan is this claim)
@@ -153,7 +162,7 @@ def run_release(config: DpBayesConfig, reporter) -> dict:
         "method": method, "model": config.model, "reference": refs[0].method, "neighbouring": config.neighbouring,
         "epsilon": config.epsilon, "delta": config.delta,
         **{f"private_{k}": v for k, v in own.items() if k not in ("method", "epsilon", "repeat", "covered")},
-        "coverage_90": coverage_90(rows), "coverage_releases": len(rows),
+        **coverage_summary(rows, truth), **user_summary(user, released[:1]),
         "released": describe(released[0], names),
         **_info_summary(method, info),
         "wall_time_s": time.perf_counter() - started,
@@ -247,13 +256,34 @@ def coverage_by(rows: list[dict]) -> list[dict]:
     return out
 
 
+def coverage_summary(rows: list[dict], truth: np.ndarray | None) -> dict:
+    """``coverage_90`` of a release's evaluated ``rows`` and their count; nothing without a truth (a stored data
+    set's records)."""
+    return {} if truth is None else {"coverage_90": coverage_90(rows), "coverage_releases": len(rows)}
+
+
+def user_summary(user: UserRecords | None, released: list[Released]) -> dict:
+    """What a release on a stored data set adds to the summary: its feature names (beta_j is the j-th) and how the
+    released posteriors predict the held-out rows (:func:`~.user_data.held_out_scores`); nothing otherwise."""
+    if user is None:
+        return {}
+    return {"features": {f"beta{j + 1}": name for j, name in enumerate(user.features)},
+            **held_out_scores(released, user.held_out)}
+
+
+def feature_count(config: DpBayesConfig) -> int:
+    """d: the synthetic generator's coefficients, or a stored data set's features (:func:`~.user_facts.feature_names`,
+    public)."""
+    return len(feature_names(config.dataset)) if config.is_user_dataset else len(config.coefficients)
+
+
 def coefficient_count(config: DpBayesConfig) -> int:
     """Number of regression-function parameters (beta and b), the leading entries of theta."""
-    return len(config.coefficients) + 1
+    return feature_count(config) + 1
 
 
 def _names(config: DpBayesConfig) -> tuple[str, ...]:
-    base = tuple(f"beta{j + 1}" for j in range(len(config.coefficients))) + ("intercept",)
+    base = tuple(f"beta{j + 1}" for j in range(feature_count(config))) + ("intercept",)
     return base + ("log_sigma",) if config.model == "linear" else base
 
 

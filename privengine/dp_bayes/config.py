@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from privengine.config import RunConfig, keep_model_knob, knob
 from privengine.errors import ConfigError
 
+from . import user_facts
+
 MODELS = ("linear", "logistic")
 NEIGHBOURING = ("replace-one", "add-remove")
 MODES = ("release", "sweep")
@@ -32,12 +34,27 @@ class DpBayesConfig(RunConfig):
                       choice_labels={"linear": "linear regression", "logistic": "logistic regression"},
                       help="Bayesian linear regression (Gaussian noise, half-Cauchy prior on its scale) "
                            "or Bayesian logistic regression.")
-    n_records: int = knob(4000, low=10, high=1_000_000, log=True, help="Number of synthetic records N.")
+    dataset: str = knob(user_facts.SYNTHETIC, choices=(user_facts.SYNTHETIC,), user_datasets=True,
+                        unkeyed_default=True,
+                        help="synthetic: records drawn from the generator below; or the name of a table you stored "
+                             "(python -m privengine data add) with a binary label: the logistic model on its "
+                             "columns scaled by their public bounds (categories one-hot), exponential or dpvi, "
+                             "release mode; each private row is held out with probability 0.2 (a hash of the row "
+                             "and data_seed) to score the release.")
+    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
+                             unkeyed_default=True,
+                             help="A stored data set only: the size of its private part, declared public (0 = as "
+                                  "declared with the data set); a fifth is held out and N is the rest, dpvi's "
+                                  "divisor round(q N). Never counted from the rows.")
+    n_records: int = knob(4000, low=10, high=1_000_000, log=True, shown_when=("dataset", (user_facts.SYNTHETIC,)),
+                          help="Number of synthetic records N.")
     data_seed: int = knob(0, low=0, high=2**31 - 1,
-                          help="Seed of the synthetic data (the run's `seed` drives the samplers).")
+                          help="Seed of the synthetic data, or of a stored data set's held-out split (the run's "
+                               "`seed` drives the samplers).")
     coefficients: tuple[float, ...] = knob((2.0, -3.5), low=-100.0, high=100.0, max_items=10,
+                                           shown_when=("dataset", (user_facts.SYNTHETIC,)),
                                            help="True coefficients; one feature per entry, features ~ U(-0.5, 0.5).")
-    intercept: float = knob(-5.0, low=-100.0, high=100.0,
+    intercept: float = knob(-5.0, low=-100.0, high=100.0, shown_when=("dataset", (user_facts.SYNTHETIC,)),
                             help="True intercept. For the logistic model pick one near 0 for balanced labels.")
     noise_sd: float = knob(0.1, low=0.0, high=100.0, low_open=True, log=True,
                            shown_when=("model", ("linear",)), help="True noise sd of the linear model.")
@@ -89,10 +106,11 @@ class DpBayesConfig(RunConfig):
     dpvi_lr: float = knob(0.1, low=0.0, high=10.0, low_open=True, log=True, advanced=True,
                           shown_when=("method", ("dpvi", "all")), help="Adam learning rate of dpvi.")
     coverage_repeats: int = knob(20, low=0, high=500, shown_when=("mode", ("release",)),
-                                 help="ssp / dpvi release: extra evaluation releases, each on a fresh synthetic data "
-                                      "set (data seeds data_seed + 1, ...) with fresh noise, to estimate coverage_90. "
-                                      "They touch no record of the released data set. The exponential method's "
-                                      "coverage uses its `draws`.")
+                                 help="Synthetic records only (not used with a stored data set). ssp / dpvi "
+                                      "release: extra evaluation releases, each on a fresh synthetic data set (data "
+                                      "seeds data_seed + 1, ...) with fresh noise, to estimate coverage_90. They "
+                                      "touch no record of the released data set. The exponential method's coverage "
+                                      "uses its `draws`.")
     mode: str = knob("release", choices=MODES,
                      choice_labels={"release": "release once", "sweep": "sweep over ε (evaluation only)"},
                      help="release: draw the private approximation(s) once. sweep: repeat the release over "
@@ -126,6 +144,19 @@ class DpBayesConfig(RunConfig):
         return self.draws if self.mode == "release" else len(self.sweep_epsilons) * self.sweep_repeats
 
     @property
+    def is_user_dataset(self) -> bool:
+        """Whether the records are a stored user data set's (:mod:`.user_facts`), not the synthetic generator's."""
+        return user_facts.is_user_dataset(self.dataset)
+
+    @property
+    def record_count(self) -> int:
+        """N, public: ``n_records`` for the synthetic records; for a stored data set its declared private part less
+        the held-out fifth (:func:`~.user_facts.training_size`), never a count of the rows."""
+        if self.is_user_dataset:
+            return user_facts.training_size(self.dataset, self.private_size)
+        return self.n_records
+
+    @property
     def methods(self) -> tuple[str, ...]:
         """The private methods this run releases or compares (``all``: every one the model supports)."""
         if self.method != "all":
@@ -133,6 +164,12 @@ class DpBayesConfig(RunConfig):
         return tuple(m for m in PRIVATE_METHODS if self.model == "linear" or m not in LINEAR_ONLY)
 
     def check_rules(self) -> None:
+        if self.is_user_dataset:
+            user_facts.check(self.dataset, model=self.model, method=self.method, mode=self.mode,
+                             private_size=self.private_size)
+        elif self.private_size:
+            raise ConfigError("private_size", f"applies to a stored data set only (0 with the synthetic records, "
+                                              f"whose size is n_records); got {self.private_size}")
         if self.method == "all" and self.mode != "sweep":
             raise ConfigError("method", "must be one of exponential, ssp, dpvi in release mode (`all` compares the "
                                         f"methods in a sweep: set mode to sweep); got {self.method!r}")
@@ -144,7 +181,21 @@ class DpBayesConfig(RunConfig):
                                         f"[y_low, y_high] must not be empty); got {self.y_high:g}")
         if "exponential" not in self.methods:
             return
-        work = self.chains * self.mc_samples * self.n_records
+        work = self.chains * self.mc_samples * self.record_count
+        if work > MAX_ELEMENTS and self.is_user_dataset:  # N is the data set's declaration: draws is the user's
+            raise ConfigError("draws", f"times mc_samples ({self.mc_samples}) times the declared N "
+                                       f"({self.record_count}) must be at most {MAX_ELEMENTS:,} (per-step memory): "
+                                       f"lower draws or mc_samples; got {self.draws}")
         if work > MAX_ELEMENTS:
-            raise ConfigError("n_records", f"times chains ({self.chains}) times mc_samples ({self.mc_samples}) must be "
-                                           f"at most {MAX_ELEMENTS:,} (per-step memory); got {work:,}")
+            raise ConfigError("n_records", f"times chains ({self.chains}) times mc_samples ({self.mc_samples}) must "
+                                           f"be at most {MAX_ELEMENTS:,} (per-step memory); got {work:,}")
+
+    @classmethod
+    def user_dataset_problem(cls, name: str, values: dict) -> str | None:
+        known = {**cls().to_dict(), **values}
+        try:
+            user_facts.check(name, model=known["model"], method=known["method"], mode=known["mode"],
+                             private_size=known["private_size"])
+        except ConfigError as exc:
+            return str(exc)
+        return None

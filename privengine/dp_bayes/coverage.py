@@ -71,9 +71,10 @@ def reference_release(reference: ReferencePosterior) -> Released:
     return Released.mean_field(np.concatenate([reference.mean, np.log(reference.sd)]))
 
 
-def evaluate(released: Released, reference: ReferencePosterior, truth: np.ndarray, *,
+def evaluate(released: Released, reference: ReferencePosterior, truth: np.ndarray | None, *,
              coefficient_count: int | None = None) -> dict[str, float]:
-    """One row of scores: errors against the truth and the reference, sd ratio, KL, and the covered fraction.
+    """One row of scores: errors against the truth and the reference, sd ratio, KL, and the covered fraction
+    (``truth`` None, a stored data set's records, whose generating parameters are unknown: the reference's only).
 
     - ``truth_error_rms``: RMS over parameters of |mean - truth| in the parameters' own units;
     - ``truth_coef_error_rms``: the same over the first ``coefficient_count`` parameters only (the regression
@@ -83,6 +84,8 @@ def evaluate(released: Released, reference: ReferencePosterior, truth: np.ndarra
       reference (:func:`~.metrics.score`; the KL of the mean-field Gaussian with the released moments);
     - ``covered``: fraction of parameters whose 90 % interval contains the truth.
     """
+    if truth is None:
+        return score(released.z, reference).summary()
     diff = released.mean - truth
     coef = diff[: coefficient_count]
     return {

@@ -24,6 +24,7 @@ from privengine.randomness import noise_caveat
 
 from .config import DpBayesConfig
 from .sanitizer import NEIGHBOURING_TEXT, sensitivity
+from .user_facts import data_caveat
 
 #: the config's neighbouring knob -> the events' relation (a key of ``accounting.events.RELATIONS``)
 RELATION = {"replace-one": "replace_one", "add-remove": "add_or_remove_one"}
@@ -95,8 +96,16 @@ def exponential_claim(config: DpBayesConfig) -> PrivacyClaim:
                 step_size=config.step_size, steps=config.steps, mc_samples=config.mc_samples,
                 noise=noise_caveat(secure=config.secure_noise))
     if config.mode == "release":
-        return release_claim(epsilon=config.epsilon, draws=config.draws, **args)
+        return with_records_caveat(release_claim(epsilon=config.epsilon, draws=config.draws, **args), config)
     return sweep_claim(epsilons=config.sweep_epsilons, repeats=config.sweep_repeats, **args)
+
+
+def with_records_caveat(claim: PrivacyClaim, config: DpBayesConfig) -> PrivacyClaim:
+    """``claim`` with a first caveat saying where its records and N come from when ``config`` reads a stored data set
+    (:func:`~.user_facts.data_caveat`); as it is for the synthetic records."""
+    if not config.is_user_dataset:
+        return claim
+    return replace(claim, caveats=(data_caveat(config.dataset, config.private_size),) + claim.caveats)
 
 
 SSP_ACCOUNTANT = ("analytic Gaussian mechanism (Balle & Wang 2018; mu-GDP, Dong, Roth & Su 2019): noise sd s on "
@@ -180,7 +189,7 @@ def add_remove_target(epsilon: float, delta: float, neighbouring: str) -> tuple[
 def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multipliers: tuple[float, ...],
                sample_rate: float, steps: tuple[int, ...], clip: float, n_records: int, neighbouring: str,
                requested: tuple[float, float], noise: str, headline: bool = True,
-               label: str | None = None) -> PrivacyClaim:
+               label: str | None = None, n_source: str = "n_records, public") -> PrivacyClaim:
     """The claim of one DPVI run per entry of ``noise_multipliers`` on one data set (Opacus RDP, composed).
 
     ``epsilon``, ``delta`` and ``order`` are the add/remove accountant's (at the delta' of
@@ -189,6 +198,7 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
     (2 epsilon, (1 + e^epsilon) delta) and states the requested delta when that bounds it: within
     calibration tolerance, the requested (epsilon, delta) itself. Under add/remove it carries the steps as
     events (``history_events`` of ``(sigma_i, sample_rate, steps_i)``); the replace-one restatement carries none.
+    ``n_source`` says where the public N = ``n_records`` comes from (the config, or a stored data set's declaration).
     """
     runs = len(noise_multipliers)
     want_eps, want_delta = requested
@@ -198,7 +208,7 @@ def dpvi_claim(*, epsilon: float, delta: float, order: float | None, noise_multi
         f"q = {sample_rate:g}, {', '.join(map(str, steps))} step(s). The prior and entropy terms read no record and "
         "are added after the noise; the released z averages the last iterates (post-processing).",
         f"The divisor round(q N) of the noisy gradient sum and the weight 1/N of the prior and entropy terms use "
-        f"the configured N = {n_records} (n_records, public), not the number of records in the private data, "
+        f"the configured N = {n_records} ({n_source}), not the number of records in the private data, "
         "which under add/remove is itself private.",
         _diagnostics_caveat("the released variational parameters z"),
         noise,

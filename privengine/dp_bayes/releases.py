@@ -126,7 +126,7 @@ def dpvi_releases(config: DpBayesConfig, datasets: list[Records], problems: list
         index = [i for i, (_, e) in enumerate(problems) if e == eps]
         sigmas[eps] = dpvi_noise_multiplier(config, eps)
         z, steps[eps] = dpvi.fit(config.model, [datasets[problems[i][0]] for i in index],
-                                 n_records=config.n_records, noise_multiplier=sigmas[eps],
+                                 n_records=config.record_count, noise_multiplier=sigmas[eps],
                                  sample_rate=config.dpvi_sample_rate,
                                  steps=config.dpvi_steps, clip=config.dpvi_clip, lr=config.dpvi_lr,
                                  mc_samples=config.mc_samples, prior_sd=config.prior_sd,

@@ -34,6 +34,7 @@ from .metrics import score
 from .privacy import exponential_claim
 from .reference import StopRequested, reference_posterior
 from .sanitizer import sensitivity
+from .user_data import records_of
 
 BIG_STEP = 1_000_000      # chains x samples x records above which SGLD checks every step
 TRACE_POINTS = 1000       # trace and utility points per SGLD run, at most
@@ -132,8 +133,10 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     started = time.perf_counter()
     device = torch.device(reporter.device)
     gen = torch.Generator(device=device).manual_seed(config.seed)
-    records = synthetic_records(config.model, n=config.n_records, coefficients=config.coefficients,
-                                intercept=config.intercept, noise_sd=config.noise_sd, seed=config.data_seed)
+    user = records_of(config) if config.is_user_dataset else None
+    records = user.train if user is not None else synthetic_records(
+        config.model, n=config.n_records, coefficients=config.coefficients, intercept=config.intercept,
+        noise_sd=config.noise_sd, seed=config.data_seed)
     exact_model, model = chains.models_of(config, records, device)
     names = model.names
     eps_chain = _chain_epsilons(config)
@@ -184,7 +187,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
         labels = {0: "utility"}
     else:
         labels = {i * config.sweep_repeats: f"utility.eps={e:g}" for i, e in enumerate(config.sweep_epsilons)}
-    check_every = chains.CHECK_EVERY if n_chains * config.mc_samples * config.n_records <= BIG_STEP else 1
+    check_every = chains.CHECK_EVERY if n_chains * config.mc_samples * config.record_count <= BIG_STEP else 1
     trace_every = check_every * max(1, sgld_steps // (TRACE_POINTS * check_every))
     offset = config.vi_steps + config.warmup_steps
     reporter.artifact("phases", {"vi_end": config.vi_steps, "warmup_end": offset,
@@ -209,7 +212,7 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
     reporter.charge(charged | {"failed_during": "after the SGLD draws"})
     live.densities(torch.from_numpy(z_final[0]))
     scores = [score(z, reference) for z in z_final]
-    truth = comparison.truth_of(config)
+    truth = None if user is not None else comparison.truth_of(config)
     coefs = comparison.coefficient_count(config)
     evaluated = [evaluate(Released.mean_field(z), reference, truth, coefficient_count=coefs) for z in z_final]
 
@@ -239,7 +242,8 @@ def run_exponential(config: DpBayesConfig, reporter) -> dict:
             "epsilon_per_draw": config.epsilon, "draws": config.draws,
             "predicted_mean_spread_sd": math.sqrt(2 * delta_u / config.epsilon),
             **{f"private_{k}": v for k, v in evaluated[0].items() if k != "covered"},
-            "coverage_90": coverage_90(evaluated), "coverage_releases": len(evaluated),
+            **comparison.coverage_summary(evaluated, truth),
+            **comparison.user_summary(user, [Released.mean_field(z) for z in z_final]),
             "released": released,
             "privacy": [claim.to_dict()],
         }

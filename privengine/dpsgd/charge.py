@@ -52,8 +52,7 @@ def data_source(values: Mapping[str, Any]) -> str:
 
 
 HELD_OUT = "held out (validation and test)"
-HELD_OUT_DRAWN = ("held out (validation and test; the expected count: each private row with probability 0.2, and "
-                  "each data_seed draws other rows)")
+HELD_OUT_DRAWN = private_part.HELD_OUT_DRAWN
 
 
 def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:

@@ -72,12 +72,7 @@ def network_spec(result: ModelResult, task: Task, config: DPSGDConfig, *, index:
 
 def _raw_features(dataset: str) -> str:
     if is_user_dataset(dataset):
-        manifest = private_part.stored(dataset)
-        if manifest["kind"] == "images":
-            return f"images of data set {dataset} as stored: pixel values 0-255, channels first"
-        columns = ", ".join(manifest["schema"]["numeric"] + list(manifest["schema"]["categorical"]))
-        return (f"rows of data set {dataset} as in its file, columns by name ({columns}; a CSV with a header): "
-                "numbers, and categories as text")
+        return private_part.raw_features(private_part.stored(dataset))
     if dataset == "linreg":
         return "the embedded linear-regression features as generated (400 numbers per example)"
     if dataset == "digits":

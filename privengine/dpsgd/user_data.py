@@ -1,13 +1,8 @@
 """The splits of a DP-SGD run on a stored user data set (:func:`privengine.datasets.load_dataset`), on the run's
 device: what :func:`privengine.dpsgd.data.load_task` is for the built-in data sets (sizes: :mod:`privengine.datasets.private_part`).
 
-Inputs, from public facts only:
-
-- a table: each numeric column j mapped from its public bounds [l_j, h_j] (declared, or the public rows' range)
-  onto [-1, 1], ``x' = clip(2 (x - l_j) / (h_j - l_j) - 1, -1, 1)`` (a column constant on its public rows,
-  h_j = l_j, is shifted by l_j only), then the one-hot codes of each declared categorical column: ``(n, d + sum
-  of the category lists' lengths)`` float32;
-- images: ``(x / 255 - 0.5) / 0.5``, ``(n, c, h, w)`` float32.
+Inputs, from public facts only: :func:`privengine.datasets.inputs.model_inputs` (a table's columns scaled by
+their public bounds onto [-1, 1], categories one-hot; images onto [-1, 1]).
 
 Splits: the public part is the data set's declared public rows (its first ``public_rows``); each row of the private
 part is held out with probability 0.2, decided from its own content and ``data_seed`` alone (:mod:`privengine.datasets.held_out`:
@@ -21,13 +16,12 @@ from __future__ import annotations
 import struct
 from concurrent.futures import Future
 
-import numpy as np
 import torch
 
 from privengine.datasets import UserDataset, content_digest, load_dataset, private_part
 from privengine.datasets.held_out import split_rows
+from privengine.datasets.inputs import model_inputs
 from privengine.errors import ConfigError
-from privengine.kept_models.loader import preprocess, table_inputs
 from privengine.randomness import FINGERPRINT_WORDS
 
 from .config import DPSGDConfig, declared_private_size
@@ -41,7 +35,7 @@ def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
     data = load_dataset(config.dataset)
     part = private_part.declared_part(config.dataset, config.private_size)
     public, private = data.public(), data.private()
-    x_public, x_private = inputs(data, public), inputs(data, private)
+    x_public, x_private = model_inputs(data, public), model_inputs(data, private)
     val, test, train = (torch.as_tensor(rows) for rows in split_rows(private, config.data_seed))
     # Only the held-out rows (unprotected, their counts published) decide this refusal: a test of the training rows
     # would refuse one of two neighbouring data sets and run on the other, which no (ε, δ) covers (review
@@ -65,16 +59,6 @@ def load_user_task(config: DPSGDConfig, device: torch.device) -> Task:
     stored = PendingFingerprint(x_train, y_train, (x_train._version, y_train._version), words)
     return Task(config.dataset, x_train, y_train, x_pub, y_pub, x_test, y_test, len(data.classes),
                 x_val=x_val, y_val=y_val, fingerprint_pending=stored, declared_size=declared_private_size(config))
-
-
-def inputs(data: UserDataset, rows: dict[str, np.ndarray]) -> torch.Tensor:
-    """The model inputs of ``rows`` (a part of ``data``: :meth:`~privengine.datasets.UserDataset.public` or
-    ``private()``), float32, scaled by public facts only (see the module docstring), by the arithmetic a kept model's
-    loader repeats on raw rows (:func:`privengine.datasets.private_part.preprocessing`)."""
-    steps = private_part.preprocessing(data.manifest)
-    if data.kind == "images":
-        return preprocess(torch.as_tensor(rows["x"], dtype=torch.float32), steps)
-    return torch.as_tensor(table_inputs(rows["x"], rows["categories"], steps["table"]))
 
 
 def data_key(data: UserDataset, part: int) -> tuple[int, ...]:

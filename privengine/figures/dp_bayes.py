@@ -214,8 +214,9 @@ def comparison_table(comparison: dict) -> pd.DataFrame:
 
 
 def intervals_figure(intervals: dict) -> go.Figure:
-    """Per parameter, relative to the truth: the reference's and the release's mean with 90 % interval."""
-    truth = intervals["truth"]
+    """Per parameter, relative to the truth (or, on a stored data set, to the reference's mean: ``zero``): the
+    reference's and the release's mean with 90 % interval."""
+    truth, zero = intervals["truth"], intervals.get("zero", "true value")
     fig = go.Figure()
     for key, label, colour, shift in (("reference", "non-private posterior", COLORS["reference"], -0.12),
                                       ("released", METHOD_STYLE[intervals["method"]][0],
@@ -227,8 +228,8 @@ def intervals_figure(intervals: dict) -> go.Figure:
             marker=dict(color=colour, size=9),
             error_x=dict(type="data", symmetric=False, array=[u - m for u, m in zip(part["upper"], part["mean"])],
                          arrayminus=[m - lo for m, lo in zip(part["mean"], part["lower"])])))
-    fig.add_vline(x=0, line_color=INK, annotation_text="true value")
-    fig.update_layout(title="Released mean and 90 % interval (minus the true value)", xaxis_title="parameter units",
+    fig.add_vline(x=0, line_color=INK, annotation_text=zero)
+    fig.update_layout(title=f"Released mean and 90 % interval (minus the {zero})", xaxis_title="parameter units",
                       yaxis=dict(tickvals=list(range(len(truth))), ticktext=intervals["names"]), **LAYOUT)
     return fig
 
@@ -279,6 +280,27 @@ def figures(snapshot: RunSnapshot) -> list[go.Figure]:
     return [fig for fig in out if fig is not None]
 
 
+def features_table(summary: dict | None) -> pd.DataFrame | None:
+    """On a stored data set, which column each coefficient beta_j multiplies (``summary["features"]``: public, the
+    schema and the declared categories); None on the synthetic records."""
+    features = (summary or {}).get("features")
+    if not features:
+        return None
+    return pd.DataFrame({"parameter": list(features), "column": list(features.values())})
+
+
+def held_out_text(summary: dict | None) -> str | None:
+    """On a stored data set, how the release predicts its held-out rows (n, accuracy, log-loss), in words, said to
+    be published without privacy; None on the synthetic records or before the run has finished."""
+    summary = summary or {}
+    if "held_out_rows" not in summary:
+        return None
+    if not summary["held_out_rows"]:
+        return "No private row was held out, so the release is not scored."
+    return (f"On the {summary['held_out_rows']} held-out private rows: accuracy {summary['held_out_accuracy']:.3f}, "
+            f"log-loss {summary['held_out_log_loss']:.3f} (computed from those rows without privacy).")
+
+
 def _delta(snapshot: RunSnapshot) -> float:
     return float(snapshot.run.config.get("delta", 1e-5))
 
@@ -293,4 +315,6 @@ def tables(snapshot: RunSnapshot) -> list[Table]:
         out.append(Table("Error vs ε (medians over the repeats)", sweep_table(artifacts["sweep"])))
     if "scores" in artifacts:
         out.append(Table("Scores against the reference posterior", scores_table(artifacts["scores"])))
+    if (features := features_table(snapshot.run.summary)) is not None:
+        out.append(Table("Coefficients and the data set's columns", features))
     return out

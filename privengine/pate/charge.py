@@ -10,15 +10,19 @@ Sources:
 - ``digits``: a fixed part of scikit-learn's bundled digits, some of the people DP-SGD's digits runs read:
   ``digits``;
 - ``synthetic``: PATE's embedded classification set, generated from the fixed seed of :mod:`privengine.pate.data`:
-  ``pate-synthetic/seed=<that seed>``.
+  ``pate-synthetic/seed=<that seed>``;
+- a stored user data set NAME: ``user/NAME`` (:func:`privengine.datasets.source_key`), the source DP-SGD's runs
+  on it charge too.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from privengine.datasets import private_part
+
 from ..entries import seeded_source, split_source
-from .config import EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig
+from .config import EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig, is_user_dataset
 
 if TYPE_CHECKING:
     from ..claims import PrivacyClaim
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 def data_source(values: Mapping[str, Any]) -> str:
     """The source key of a PATE run's config values (``dataset``)."""
     dataset = values["dataset"]
+    if is_user_dataset(dataset):
+        from ..datasets import source_key
+
+        return source_key(dataset)
     if dataset == "synthetic":
         from .data import DATA_SEED  # here: the data module imports torch, needed only for this key
 
@@ -38,11 +46,17 @@ def public_rows(values: Mapping[str, Any]) -> tuple[tuple[int, str], ...]:
     """The part of its source a PATE run of these config values uses as public data, which its claims do not
     protect: on an embedded data set (``digits``, ``synthetic``), the documented public split of
     :data:`~.config.SPLIT_SIZES` (the student's query pool and test set: digits' 500 rows); none on an image data
-    set, whose public part is its test split, another source.
+    set, whose public part is its test split, another source; on a user data set its declared public rows (the
+    query pool) and the held-out fifth of its declared private part (the test set; drawn row by row, so this is
+    their expected count: :mod:`privengine.datasets.private_part`).
 
     >>> public_rows({"dataset": "digits"}), public_rows({"dataset": "mnist"})
     (((500, "used as public data (the student's queries and test set)"),), ())
     """
+    if is_user_dataset(values["dataset"]):
+        part = private_part.declared_part(values["dataset"], values["private_size"])
+        return ((private_part.public_rows(values["dataset"]), "used as public data (the student's query pool)"),
+                (private_part.held_out(part), private_part.HELD_OUT_DRAWN))
     if values["dataset"] not in EMBEDDED_DATASETS:
         return ()
     return ((SPLIT_SIZES[values["dataset"]][1], "used as public data (the student's queries and test set)"),)
@@ -86,7 +100,8 @@ def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
     never its value), is keyed by the fingerprint of no data. Its events are the queries' Gaussian (LNMax: Laplace)
     steps; with a sanitized release it carries none and is charged by its (ε, δ), as the run's is."""
     from ..randomness import data_fingerprint
-    from .run import a_priori_headline
+    from .run import a_priori_headline, data_caveats
 
     config = PateConfig.from_dict(dict(values))
-    return a_priori_headline(config, config.queries, n_classes=2, n_private=0, data=data_fingerprint())
+    return a_priori_headline(config, config.queries, n_classes=2, n_private=0, data=data_fingerprint(),
+                             extra_caveats=data_caveats(config))

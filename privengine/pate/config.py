@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..config import RunConfig, keep_model_knob, knob
 from ..errors import ConfigError
+from . import user_facts
 
 EMBEDDED_DATASETS = ("synthetic", "digits")
 REAL_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100", "svhn")
@@ -27,6 +28,11 @@ SPLIT_SIZES = {
 MIN_EXAMPLES_PER_TEACHER = 10
 
 
+def is_user_dataset(dataset: str) -> bool:
+    """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
+    return dataset not in SPLIT_SIZES
+
+
 def student_test_size(n_public: int) -> int:
     """Public examples kept out of the query pool to test the student: 10%, at least 200."""
     return max(200, n_public // 10)
@@ -40,13 +46,26 @@ class PateConfig(RunConfig):
                         choice_labels={"synthetic": "synthetic (embedded)", "digits": "digits 8x8 (embedded)",
                                        "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10",
                                        "cifar100": "CIFAR-100", "svhn": "SVHN"},
+                        user_datasets=True,
                         help="synthetic: a seeded 10-class scikit-learn generator (embedded, about a minute on a "
                              "CPU); digits: scikit-learn's 8x8 digits (small: use few teachers); the others are "
-                             "torchvision datasets read from the data root.")
+                             "torchvision datasets read from the data root; or the name of a data set you stored "
+                             "(python -m privengine data add) with public rows and a declared private size: the "
+                             "queries come from its public rows, a fifth of its private rows is held out to test, "
+                             "and each other private row trains the teacher its own hash names (add/remove).")
     data_root: str = knob("", shown_when=("dataset", REAL_DATASETS),
                           help="Folder with torchvision's dataset files; empty: $PRIVENGINE_DATA.")
     download: bool = knob(False, shown_when=("dataset", REAL_DATASETS), advanced=True,
                           help="Let torchvision download a missing dataset (needs a network).")
+    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
+                             unkeyed_default=True,
+                             help="A user data set only: the size of its private part, declared public (0 = as "
+                                  "declared with the data set); a fifth is held out, and N, the rest, caps the "
+                                  "teachers (at least 10 rows each) and their rows. Never counted from the data.")
+    data_seed: int = knob(0, low=0, high=2**31 - 1, advanced=True, unkeyed_default=True,
+                          help="A user data set only: the seed of the row hashes that hold a fifth of its private "
+                               "rows out and name each other row's teacher. Kept apart from the run's seed so that "
+                               "every seed protects the same partition.")
     teachers: int = knob(100, low=1, high=1000,
                          help="Number of teachers K; each trains on its own 1/K of the private data.")
     architecture: str = knob("auto", choices=("auto", "mlp", "convnet", "scatter_linear"),
@@ -170,14 +189,21 @@ class PateConfig(RunConfig):
     keep_model: bool = keep_model_knob()
 
     def check_rules(self) -> None:
+        if 0.0 < self.ss_order < 2.0:
+            raise ConfigError("ss_order", f"must be 0 (chosen from the configuration) or an RDP order >= 2; "
+                                          f"got {self.ss_order:g}")
+        if is_user_dataset(self.dataset):
+            user_facts.check(self.dataset, self.to_dict(), min_per_teacher=MIN_EXAMPLES_PER_TEACHER)
+            return
+        for name in ("private_size", "data_seed"):  # ignored on a built-in data set, yet keying the run's noise
+            if getattr(self, name):
+                raise ConfigError(name, f"({self.spec(name).label}) applies to a stored data set only: must be 0 "
+                                        f"for built-in data set {self.dataset}; got {getattr(self, name)}")
         n_private, n_public = SPLIT_SIZES[self.dataset]
         most = n_private // MIN_EXAMPLES_PER_TEACHER
         if self.teachers > most:
             raise ConfigError("teachers", f"must be at most {most} for {self.dataset} ({n_private} private examples, "
                                           f"at least {MIN_EXAMPLES_PER_TEACHER} per teacher); got {self.teachers}")
-        if 0.0 < self.ss_order < 2.0:
-            raise ConfigError("ss_order", f"must be 0 (chosen from the configuration) or an RDP order >= 2; "
-                                          f"got {self.ss_order:g}")
         if self.architecture == "scatter_linear" and self.dataset not in SCATTERING_DATASETS:
             raise ConfigError("architecture", "scatter_linear needs 28 x 28 grey images "
                                               f"({', '.join(SCATTERING_DATASETS)}); got dataset {self.dataset}")
@@ -192,3 +218,12 @@ class PateConfig(RunConfig):
         if self.query_selection == "typical" and self.selection_clusters > pool:
             raise ConfigError("selection_clusters", f"must be at most the pool size {pool} for {self.dataset}; "
                                                     f"got {self.selection_clusters}")
+
+    @classmethod
+    def user_dataset_problem(cls, name: str, values: dict) -> str | None:
+        try:
+            user_facts.check(name, {**{s.name: s.default for s in cls.specs()}, **values},
+                             min_per_teacher=MIN_EXAMPLES_PER_TEACHER)
+        except ConfigError as exc:
+            return str(exc)
+        return None

@@ -30,8 +30,11 @@ DATA_SEED = 1234  # the embedded datasets and the public split are fixed; the ru
 @dataclass(frozen=True)
 class PateData:
     """Tensors on the CPU; ``x`` of shape ``(n, *input_shape)`` float32, ``y`` of shape ``(n,)`` int64.
-    ``preprocessing``: how raw features became ``x`` (``divide_by``, then per channel or feature ``mean`` and ``sd``;
-    :mod:`privengine.kept_models.loader`), with the ``source`` of its constants."""
+    ``preprocessing``: how raw features became ``x`` (``divide_by``, then per channel or feature ``mean`` and ``sd``,
+    or a user table's ``table``; :mod:`privengine.kept_models.loader`), with the ``source`` of its constants.
+    ``partition_draws``: a user data set's ``(n_private,)`` float64 row draws the teachers' partition is cut from
+    (:func:`privengine.pate.user_data.hashed_partition`); None: a random permutation cuts it
+    (:func:`privengine.pate.ensemble.partition_rows`)."""
 
     private_x: torch.Tensor
     private_y: torch.Tensor
@@ -42,6 +45,7 @@ class PateData:
     n_classes: int
     is_image: bool
     preprocessing: dict = field(default_factory=dict, compare=False)
+    partition_draws: torch.Tensor | None = field(default=None, compare=False)
 
     @property
     def input_shape(self) -> tuple[int, ...]:

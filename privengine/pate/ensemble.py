@@ -82,12 +82,16 @@ class Ensemble:
 
 def train_ensemble(ensemble: Ensemble, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr: float, batch_size: int,
                    generator: torch.Generator, should_stop: Callable[[], bool] = lambda: False,
-                   on_epoch: Callable[[int, torch.Tensor], None] | None = None) -> bool:
+                   on_epoch: Callable[[int, torch.Tensor], None] | None = None,
+                   weights: torch.Tensor | None = None) -> bool:
     """Train model k on ``(x[k], y[k])`` for every k at once with Adam and cross-entropy.
 
     Args:
         x: ``(K, n, *input)`` inputs, one partition per model, on the ensemble's device.
         y: ``(K, n)`` int64 labels.
+        weights: ``(K, n)``, 1.0 on each model's rows and 0.0 on empty slots (partitions of unequal sizes padded to
+            n); model k's loss on a batch is then ``sum_i w_ki CE_ki / max(1, sum_i w_ki)`` over the batch (zero on
+            a batch of empty slots). None: every slot is a row, the loss the batch's mean.
         generator: drives the per-model shuffling (on the CPU).
         should_stop: polled after every batch; training returns early when it is true.
         on_epoch: called as ``on_epoch(epoch, mean_loss_per_model)`` (``(K,)`` tensor) after each epoch.
@@ -105,8 +109,12 @@ def train_ensemble(ensemble: Ensemble, x: torch.Tensor, y: torch.Tensor, *, epoc
         for start in range(0, n, batch_size):
             idx = order[:, start:start + batch_size]
             logits = ensemble.logits(x[rows, idx])
-            per_model = F.cross_entropy(logits.flatten(0, 1), y[rows, idx].flatten(), reduction="none")
-            per_model = per_model.view(k, -1).mean(1)
+            per_model = F.cross_entropy(logits.flatten(0, 1), y[rows, idx].flatten(), reduction="none").view(k, -1)
+            if weights is None:
+                per_model = per_model.mean(1)
+            else:
+                w = weights[rows, idx]
+                per_model = (per_model * w).sum(1) / w.sum(1).clamp_min(1.0)
             optimizer.zero_grad(set_to_none=True)
             per_model.sum().backward()
             optimizer.step()

@@ -11,9 +11,11 @@ from typing import Any
 
 from torch import nn
 
+from privengine.datasets import private_part
+
 from ..data import class_names
 from ..kept_models.spec import FORMAT, describe_layers
-from .config import REAL_DATASETS
+from .config import REAL_DATASETS, is_user_dataset
 from .models import MLP, ConvNet, ScatterLinear
 from .pipeline import Recipe
 
@@ -41,18 +43,21 @@ def student_spec(network: nn.Sequential, recipe: Recipe, accuracy: float) -> dic
     """The JSON spec of the student (see :mod:`privengine.kept_models.spec`)."""
     config, data = recipe.config, recipe.data
     scattering = recipe.student_architecture == "scatter_linear"
+    manifest = private_part.stored(config.dataset) if is_user_dataset(config.dataset) else None
     return {
         "format": FORMAT, "kind": "network", "mechanism": "pate", "default": True, "task": "classification",
         "layers": describe_layers(network),
         "input": {"shape": list(recipe.students_see.pool_x.shape[1:]), "dtype": "float32",
                   "features": ("2-D scattering coefficients (J = 2, L = 8) of each image with pixels in [0, 1] "
                                "(privengine.features.scattering)" if scattering
+                               else private_part.raw_features(manifest) if manifest is not None
                                else "images as torchvision reads them, pixel values 0-255, channels first"
                                if config.dataset in REAL_DATASETS
                                else "scikit-learn's 8x8 digit images, pixel values 0-16" if config.dataset == "digits"
                                else f"the embedded {config.dataset} data set's features as generated")},
         "preprocessing": {} if scattering else dict(data.preprocessing),
         "classes": (class_names(config.dataset) if config.dataset in REAL_DATASETS
+                    else list(manifest["public"]["classes"]["value"]) if manifest is not None
                     else [str(k) for k in range(data.n_classes)]),
         "model": {"role": "student", "architecture": recipe.student_architecture, "training": config.student},
         "metrics": {"student_accuracy": accuracy},

@@ -18,7 +18,10 @@ Every stage raises :class:`Stopped` when the caller's ``should_stop`` (a reporte
 batches, augmentations and mixup from ``shuffle`` (seeded with the seed), the initial weights of the teachers, of the
 baseline and of the student each from a stream of :func:`privengine.randomness.derived_generator` of the seed
 (:data:`TEACHER_INIT`, :data:`BASELINE_INIT`, :data:`STUDENT_INIT`). Two pipelines of one seed draw the same, whatever
-else runs in the process meanwhile.
+else runs in the process meanwhile. On a user data set the baseline's batches come from a stream of their own,
+``baseline_shuffle`` (:data:`BASELINE_SHUFFLE`): the baseline draws ``(1, n)`` numbers an epoch, n the private row
+count, public on a built-in data set only; drawn from ``shuffle``, they would make the student's batches, and so its
+published accuracy and kept model, depend on n.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from .models import build_model
 from .selection import select_queries
 from .self_training import SelfTrainingSettings, train_self_training
 from .student import FixMatchSettings, logits_in_chunks, train_fixmatch
+from .user_data import hashed_partition
+from .user_facts import teacher_rows, training_size
 
 Progress = Callable[[float, str], None]  # (fraction of the stage done, text)
 
-# Streams of derived_generator(seed, ...): the initial weights of the teachers, of the baseline and of the student
-TEACHER_INIT, BASELINE_INIT, STUDENT_INIT = range(3)
+# Streams of derived_generator(seed, ...): the initial weights of the teachers, of the baseline and of the student;
+# the baseline's batches on a user data set
+TEACHER_INIT, BASELINE_INIT, STUDENT_INIT, BASELINE_SHUFFLE = range(4)
 
 
 class Stopped(Exception):
@@ -125,21 +131,23 @@ class Pipeline:
     """One teachers-to-student pipeline: its private set, ``rows`` ``(n,)`` of the private split (None: all of it),
     and the CPU generators of its draws: ``shuffle`` draws its partition, then its batches, augmentations and mixup
     in the order the stages draw them; ``teacher_init``, ``baseline_init`` and ``student_init`` the initial weights
-    of its teachers, its baseline and its student (every student model of the self-training rounds)."""
+    of its teachers, its baseline and its student (every student model of the self-training rounds);
+    ``baseline_shuffle`` the baseline's batches on a user data set (:func:`train_baseline`)."""
 
     rows: torch.Tensor | None
     shuffle: torch.Generator
     teacher_init: torch.Generator
     baseline_init: torch.Generator
     student_init: torch.Generator
+    baseline_shuffle: torch.Generator
 
     @classmethod
     def seeded(cls, rows: torch.Tensor | None, seed: int) -> Pipeline:
         """The pipeline of private set ``rows`` whose draws are keyed by ``seed``: ``shuffle`` seeded with it, the
-        initial weights from :func:`~privengine.randomness.derived_generator` of it, streams :data:`TEACHER_INIT`,
-        :data:`BASELINE_INIT` and :data:`STUDENT_INIT`."""
-        inits = (derived_generator(seed, stream) for stream in (TEACHER_INIT, BASELINE_INIT, STUDENT_INIT))
-        return cls(rows, torch.Generator().manual_seed(seed), *inits)
+        others from :func:`~privengine.randomness.derived_generator` of it, streams :data:`TEACHER_INIT`,
+        :data:`BASELINE_INIT`, :data:`STUDENT_INIT` and :data:`BASELINE_SHUFFLE`."""
+        streams = (TEACHER_INIT, BASELINE_INIT, STUDENT_INIT, BASELINE_SHUFFLE)
+        return cls(rows, torch.Generator().manual_seed(seed), *(derived_generator(seed, s) for s in streams))
 
     def size(self, split: int) -> int:
         """Examples in the private set, of a split of ``split``."""
@@ -170,18 +178,30 @@ def train_teachers(recipe: Recipe, pipelines: Sequence[Pipeline], device: torch.
                    should_stop: Callable[[], bool],
                    on_epoch: Callable[[int, torch.Tensor], None] | None = None) -> Ensemble:
     """The teachers of every pipeline, trained together: pipeline ``j``'s private set is cut into ``teachers``
-    parts by :func:`.ensemble.partition_rows` from its ``shuffle``, and its teachers, initialised one after the other
+    parts by :func:`.ensemble.partition_rows` from its ``shuffle`` (a user data set's, one pipeline only, by
+    :func:`.user_data.hashed_partition` from its rows' draws), and its teachers, initialised one after the other
     from its ``teacher_init``, are models ``j t .. (j + 1) t - 1`` of one ensemble, each on its part (the first
     pipeline's ``shuffle`` draws every batch); ``on_epoch(epoch, losses)`` with ``losses`` ``(len(pipelines) t,)``.
     Raises :class:`Stopped`."""
     config, split = recipe.config, len(recipe.data.private_y)
-    rows = torch.cat([p.split_rows(partition_rows(p.size(split), config.teachers, p.shuffle)) for p in pipelines])
+    x, y = recipe.teachers_see.private_x, recipe.data.private_y
+    if recipe.data.partition_draws is None:
+        rows = torch.cat([p.split_rows(partition_rows(p.size(split), config.teachers, p.shuffle)) for p in pipelines])
+        weights = None
+    else:  # a user data set: each row's teacher from its own draw (.user_data), a public cap of rows per teacher
+        if len(pipelines) != 1 or pipelines[0].rows is not None:
+            raise ValueError("a user data set's teachers train in one pipeline, on the whole private split")
+        cap = teacher_rows(training_size(config.dataset, config.private_size), config.teachers)
+        rows, weights = hashed_partition(recipe.data.partition_draws, config.teachers, cap)
+        weights = weights.to(device)
+        # the empty slots read row ``split``: a stand-in of zeros that is no teacher's row (and weighs nothing)
+        x, y = torch.cat([x, x.new_zeros(1, *x.shape[1:])]), torch.cat([y, y.new_zeros(1)])
     teachers = Ensemble([recipe.make_teacher(p.teacher_init) for p in pipelines for _ in range(config.teachers)],
                         device)
-    if not train_ensemble(teachers, recipe.teachers_see.private_x[rows].to(device),
-                          recipe.data.private_y[rows].to(device), epochs=config.teacher_epochs, lr=config.teacher_lr,
+    if not train_ensemble(teachers, x[rows].to(device), y[rows].to(device), epochs=config.teacher_epochs,
+                          lr=config.teacher_lr,
                           batch_size=config.batch_size, generator=pipelines[0].shuffle, should_stop=should_stop,
-                          on_epoch=on_epoch):
+                          on_epoch=on_epoch, weights=weights):
         raise Stopped
     return teachers
 
@@ -238,12 +258,15 @@ def train_baseline(recipe: Recipe, pipelines: Sequence[Pipeline], device: torch.
                    on_epoch: EpochReport | None = None) -> tuple[Ensemble, torch.Tensor]:
     """PATE's non-private baseline of every pipeline, trained together: the student's architecture (initialised from
     the pipeline's ``baseline_init``) on the private set itself, as the student sees it, with its true labels, for
-    ``baseline_epochs`` (batches from the first pipeline's ``shuffle``). The models and their test accuracies
-    ``(K,)``; raises :class:`Stopped`."""
+    ``baseline_epochs``. Its batches come from the first pipeline's ``shuffle`` on a built-in data set (whose private
+    size is public), from its ``baseline_shuffle`` on a user data set: the private row count sets how many numbers
+    they draw, and ``shuffle`` goes on to draw the student's batches. The models and their test accuracies ``(K,)``;
+    raises :class:`Stopped`."""
     students_see, data = recipe.students_see, recipe.data
+    shuffle = pipelines[0].shuffle if data.partition_draws is None else pipelines[0].baseline_shuffle
     return _fit_on_labels(recipe, [p.baseline_init for p in pipelines], _private(students_see.private_x, pipelines),
                           _private(data.private_y, pipelines), epochs=recipe.config.baseline_epochs,
-                          shuffle=pipelines[0].shuffle, device=device, should_stop=should_stop, on_epoch=on_epoch)
+                          shuffle=shuffle, device=device, should_stop=should_stop, on_epoch=on_epoch)
 
 
 def train_student(recipe: Recipe, pipeline: Pipeline, labelled_rows: torch.Tensor, labelled_y: torch.Tensor,

@@ -63,7 +63,8 @@ from ..accounting.pate import (GNMAX_ORDERS, PateAnalysis, confident_gnmax_a_pri
 from ..accounting.events import to_json
 from ..claims import PrivacyClaim, delta_caveat
 from ..randomness import noise_generator
-from .config import PateConfig
+from . import user_facts
+from .config import PateConfig, is_user_dataset
 
 SANITIZE_STREAM = 2  # stream key of the sanitized epsilon's noise (the aggregator's is 1, see run.NOISE_STREAM)
 SS_BETA_TIMES_ORDER = 0.3  # beta = 0.3 / lam: see sanitized_epsilon for why
@@ -351,7 +352,7 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
                                 a.data_independent_eps, config.delta, accountant, NEIGHBOURING,
                                 a.data_independent_order, _warning(a.data_independent_warning) + common,
                                 headline=True, events=a_priori_events(config, n), relation=RELATION)
-        return PrivacyReport(a, _with_relation((a_priori, data_dependent)))
+        return PrivacyReport(a, _with_relation((a_priori, data_dependent), config))
 
     realised = None
     if config.aggregator == "gnmax":
@@ -386,11 +387,14 @@ def analyse(votes: np.ndarray, answered: np.ndarray, config: PateConfig, *, n_pr
             f"realised data-independent figure for the {n_answered} answered queries (privacy odometer)",
             realised.data_independent_eps, config.delta, accountant, NEIGHBOURING, realised.data_independent_order,
             (ODOMETER_CAVEAT,) + _warning(realised.data_independent_warning) + common))
-    return PrivacyReport(a, _with_relation(claims), sanitized, realised)
+    return PrivacyReport(a, _with_relation(claims, config), sanitized, realised)
 
 
-def _with_relation(claims) -> tuple[PrivacyClaim, ...]:
-    """``claims``, each stating its relation (replace-one): a figure without events too, as a ledger reads it."""
+def _with_relation(claims, config: PateConfig) -> tuple[PrivacyClaim, ...]:
+    """``claims``, each stating its relation, a figure without events too, as a ledger reads it: replace-one, or on a
+    user data set add/remove (:mod:`.user_facts`: each row's teacher from its own hash; the same moved vote)."""
+    if is_user_dataset(config.dataset):
+        return tuple(replace(c, neighbouring=user_facts.NEIGHBOURING, relation=user_facts.RELATION) for c in claims)
     return tuple(c if c.relation else replace(c, relation=RELATION) for c in claims)
 
 

@@ -11,12 +11,14 @@ from ..claims import PrivacyClaim
 from ..randomness import noise_caveat, noise_generator
 from ..reporter import Reporter
 from ..store import EPSILON_BASIS_ARTIFACT
-from .config import PateConfig
+from .config import PateConfig, is_user_dataset
 from .data import PateData, load_pate_data
 from .kept import keep_student
 from .pipeline import (Pipeline, Stopped, answer, predict, recipe_of, report_epochs, train_baseline, train_student,
                        train_teachers)
 from .privacy import PrivacyReport, analyse, epsilon_basis
+from .user_data import load_user_pate_data
+from .user_facts import UNCOVERED, basis, training_size
 
 NOISE_STREAM = 1  # stream key of the aggregator's noise (privengine.randomness); the sanitized epsilon uses
 # privacy.SANITIZE_STREAM
@@ -42,7 +44,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
 
     try:
         reporter.progress(0.0, "loading data")
-        data = load_pate_data(config.dataset, root=config.data_root, download=config.download)
+        data = load_user_pate_data(config) if is_user_dataset(config.dataset) else load_pate_data(
+            config.dataset, root=config.data_root, download=config.download)
         # the aggregator's noise is keyed by the teachers' private data too (privengine.randomness)
         noise = noise_generator(config, NOISE_STREAM, data=data.private_fingerprint, device=device)
         recipe = recipe_of(config, data, reporter)
@@ -74,7 +77,7 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
             architecture=recipe.teacher_architecture,
             student_architecture=recipe.student_architecture,
             teachers=config.teachers,
-            examples_per_teacher=len(data.private_y) // config.teachers,
+            examples_per_teacher=private_size(config, data) // config.teachers,
             teacher_accuracy_mean=float(teacher_acc.mean()),
             ensemble_accuracy=float((counts.argmax(1) == queries_y).double().mean()),
             queries_submitted=config.queries,
@@ -83,9 +86,8 @@ def run(config: PateConfig, reporter: Reporter) -> dict:
                                   if n_answered else None),
         )
 
-        report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=len(data.private_y),
-                         extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
-                         data=data.private_fingerprint)
+        report = analyse(counts.cpu().numpy(), answered.cpu().numpy(), config, n_private=private_size(config, data),
+                         extra_caveats=run_caveats(config), device=device, data=data.private_fingerprint)
         # The noisy answers are released from here on (the eps curves against the queries answered, then the
         # student trained on them): a failure from now on stores the summary with these claims, which cover every
         # answer (reporter.charge). What came before (teacher losses and accuracies, vote margins) is no part of
@@ -140,10 +142,31 @@ def planned_charge(config: PateConfig, data: PateData, device: torch.device) -> 
     events (every one of ``config.queries`` queries; none with a sanitized release). It covers every answer
     and what is computed from them; the teachers' diagnostics are covered by no claim in any run
     (:data:`~.privacy.UNPROTECTED_CAVEAT`)."""
-    headline = a_priori_headline(config, config.queries, n_classes=data.n_classes, n_private=len(data.private_y),
-                                 extra_caveats=(noise_caveat(secure=config.secure_noise),), device=device,
-                                 data=data.private_fingerprint)
+    headline = a_priori_headline(config, config.queries, n_classes=data.n_classes,
+                                 n_private=private_size(config, data), extra_caveats=run_caveats(config),
+                                 device=device, data=data.private_fingerprint)
     return {"stage": "planned", "privacy": [headline.to_dict()]}
+
+
+def private_size(config: PateConfig, data: PateData) -> int:
+    """The teachers' private training rows as the run states them: a user data set's declared N
+    (:func:`.user_facts.training_size`; its rows are never counted), else the built-in split's size."""
+    if is_user_dataset(config.dataset):
+        return training_size(config.dataset, config.private_size)
+    return len(data.private_y)
+
+
+def run_caveats(config: PateConfig) -> tuple[str, ...]:
+    """The caveats every claim of a run of ``config`` adds: where its noise comes from, then :func:`data_caveats`."""
+    return (noise_caveat(secure=config.secure_noise),) + data_caveats(config)
+
+
+def data_caveats(config: PateConfig) -> tuple[str, ...]:
+    """On a user data set, where N and the teachers' partitions come from (:func:`.user_facts.basis`), and what
+    else the run publishes that no claim covers (:data:`.user_facts.UNCOVERED`); else none."""
+    if not is_user_dataset(config.dataset):
+        return ()
+    return (basis(config.dataset, config.private_size, config.teachers) + ".", UNCOVERED)
 
 
 def a_priori_headline(config: PateConfig, queries: int, *, n_classes: int, n_private: int,

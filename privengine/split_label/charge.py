@@ -8,14 +8,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..entries import seeded_source, split_source
+from .config import DATASETS
 
 
 def data_source(values: Mapping[str, Any]) -> str:
     """The source key of a split-learning run's config values (``dataset``, ``seed``): Fashion-MNIST's training
-    split (``fashion-mnist/train``), or the synthetic set generated from the run's ``seed``
-    (``split-label-synthetic/seed=<seed>``)."""
+    split (``fashion-mnist/train``), the synthetic set generated from the run's ``seed``
+    (``split-label-synthetic/seed=<seed>``), or stored data set NAME's ``user/NAME``."""
     if values["dataset"] == "synthetic":
         return seeded_source("split-label-synthetic", values["seed"])
+    if values["dataset"] not in DATASETS:
+        from privengine.datasets import source_key
+
+        return source_key(values["dataset"])
     return split_source(values["dataset"])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from privengine.config import RunConfig, keep_model_knob, knob
+from privengine.datasets import private_part
 from privengine.errors import ConfigError
 
 DATASETS = ("synthetic", "fashion_mnist")
@@ -18,11 +19,20 @@ class SplitLabelConfig(RunConfig):
     """Two-party split learning on a binary task with a rare positive class; the active party protects its labels."""
 
     dataset: str = knob(
-        "synthetic", choices=DATASETS,
+        "synthetic", choices=DATASETS, user_datasets=True,
         choice_labels={"fashion_mnist": "Fashion-MNIST (trousers vs the rest)"},
         help="synthetic: a seeded scikit-learn classification problem with rare positives (runs in about a "
              "minute on a CPU). fashion_mnist: label 1 iff the image is a trouser kept with probability "
-             "`trouser keep` (the seed's demo, about 1.8% positives), read from the data root.")
+             "`trouser keep` (the seed's demo, about 1.8% positives), read from the data root. Or the name of a "
+             "table you stored (python -m privengine data add) with a binary label: the passive party holds its "
+             "columns scaled by their public bounds (categories one-hot), the active party the label (1: the "
+             "second declared class); each private row is held out for the test AUC with probability 0.2 (a hash "
+             "of the row and the run's seed).")
+    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
+                             unkeyed_default=True,
+                             help="A stored data set only: the size of its private part, declared public (0 = as "
+                                  "declared with the data set); a fifth is held out for the test AUC, and the "
+                                  "batch size may not exceed the rest. Never counted from the rows.")
     mode: str = knob(
         "single", choices=MODES,
         choice_labels={"single": "one protection", "trade_off": "trade-off (one training per setting)"},
@@ -92,6 +102,38 @@ class SplitLabelConfig(RunConfig):
                                 advanced=True, help="Fraction of positives in the synthetic dataset.")
     keep_model: bool = keep_model_knob()
 
+    @property
+    def is_user_dataset(self) -> bool:
+        """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
+        return self.dataset not in DATASETS
+
     def check_rules(self) -> None:
+        if self.is_user_dataset:
+            _check_user_dataset(self.dataset, self.private_size, self.batch_size)
+        elif self.private_size:
+            raise ConfigError("private_size", f"applies to a stored data set only (0 with {self.dataset}); got "
+                                              f"{self.private_size}")
         if self.dataset == "synthetic" and self.batch_size > self.n_train:
             raise ConfigError("batch_size", f"must be at most n_train ({self.n_train}); got {self.batch_size}")
+
+    @classmethod
+    def user_dataset_problem(cls, name: str, values: dict) -> str | None:
+        known = {**cls().to_dict(), **values}
+        try:
+            _check_user_dataset(name, known["private_size"], known["batch_size"])
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+
+def _check_user_dataset(name: str, private_size: int, batch_size: int) -> None:
+    """ConfigError naming the field when stored data set ``name`` cannot serve split learning: not a table with a
+    binary label and public bounds (``dataset``), no declared private size, or a batch larger than its declared
+    training rows N = N_part - round(0.2 N_part) (``private_size``, ``batch_size``: public sizes, never counted)."""
+    if (why := private_part.binary_table_problem(private_part.stored(name))) is not None:
+        raise ConfigError("dataset", f"{name!r} does not fit split learning: {why}")
+    part = private_part.declared_part(name, private_size)
+    n = part - private_part.held_out(part)
+    if batch_size > n:
+        raise ConfigError("batch_size", f"must be at most the {n} training rows declared for data set {name!r} "
+                                        f"({private_part.basis(name, private_size)}); got {batch_size}")

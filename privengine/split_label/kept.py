@@ -48,12 +48,9 @@ def setting_spec(network: nn.Sequential, passive_layers: int, index: int, label:
         "parties": {"passive": [0, passive_layers], "active": [passive_layers, len(network)],
                     "note": "layers [start, end): the passive party holds the features' bottom model, the active "
                             "party the labels' top model"},
-        "input": {"shape": [data.n_features], "dtype": "float32",
-                  "features": ("Fashion-MNIST images flattened to 784 pixel values 0-255"
-                               if data.name == "fashion_mnist"
-                               else f"the embedded {data.name} data set's {data.n_features} features as generated")},
+        "input": {"shape": [data.n_features], "dtype": "float32", "features": data.features},
         "preprocessing": dict(data.preprocessing),
-        "classes": ["0", "1"],
+        "classes": list(data.classes),
         "model": {"index": index, "setting": label},
         "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
         "data": {"dataset": data.name},  # no fingerprint: privengine/kept_models/spec.py says why

@@ -35,8 +35,8 @@ SPLIT_LABEL = Mechanism(
     presets=(
         Preset("quick-demo", "Marvell at sumKL 0.64 on the embedded synthetic data (30 000 records, 8 epochs): the "
                              "leak AUC falls from 1.0 unprotected to about 0.62 while the test AUC stays between "
-                             "about 0.83 and 0.93 (seeds 0-2; 0.97 unprotected). About 10 s on two quiet CPU cores, up to about 25 s on a busy "
-                             "machine.",
+                             "about 0.83 and 0.93 (seeds 0-2; 0.97 unprotected). About 10 s on two quiet CPU "
+                             "cores, up to about 25 s on a busy machine.",
                {"dataset": "synthetic", "n_train": 30000, "epochs": 8, "protection": "marvell"}),
         Preset("seed-max-norm", "The seed's Fashion-MNIST demo (trousers kept with probability 2/11) with max norm "
                                 "alignment, 30 epochs.",

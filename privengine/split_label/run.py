@@ -98,7 +98,10 @@ def run(config: SplitLabelConfig, reporter) -> dict:
     # heuristic bound (BOUND_CAVEATS), so a run whose process dies has nothing to be charged.
     device = torch.device(reporter.device)
     data_cpu = datasets.load(config)
-    datasets.check_batch_size(data_cpu, config.batch_size)
+    if not config.is_user_dataset:  # a stored data set's batch is checked against its declared size, not its rows
+        datasets.check_batch_size(data_cpu, config.batch_size)
+    elif (note := datasets.short_batch_note(data_cpu, config.batch_size)) is not None:
+        reporter.log(note)
     data = data_cpu.to(device)
     settings = settings_of(config)
     reporter.log(f"{data.name}: {len(data.y_train)} train / {len(data.y_test)} test examples, "
@@ -256,11 +259,11 @@ class _Training:
 
     @torch.no_grad()
     def test_auc(self) -> float | None:
-        """ROC AUC of the joint model's logits on the test split (None if it lacks a class)."""
+        """ROC AUC of the joint model's logits on the test split (None if it is empty or lacks a class)."""
         logits = torch.cat([self.active.logits(self.passive.embed(chunk)[-1])
                             for chunk in self.data.x_test.split(EVAL_CHUNK)]).cpu().numpy()
         labels = self.y_test_cpu.numpy()
-        if labels.min() == labels.max():
+        if len(labels) == 0 or labels.min() == labels.max():
             return None
         return float(roc_auc_score(labels, logits))
 

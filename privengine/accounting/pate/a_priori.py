@@ -3,9 +3,13 @@ r"""What PATE's aggregators release, query by query, as dp-accounting privacy ev
 Neighbours are private training sets of the same size that differ in one example (replace one,
 :data:`~privengine.accounting.events.RELATIONS` ``"replace_one"``): the example sits in one teacher's
 partition, so each query's vote histogram ``n`` (``(m,)``, one count per class) changes by moving at most
-one vote, ``n' = n - e_i + e_j``. Each aggregator's answer is post-processing of a noisy statistic of
-``n``; the events describe that statistic, with dp-accounting's convention that a Gaussian's (Laplace's)
-``noise_multiplier`` is its standard deviation (scale) over the sensitivity of what it is added to:
+one vote, ``n' = n - e_i + e_j``. The same events hold under add/remove one example
+(``"add_or_remove_one"``) when K is fixed and each example's teacher comes from a hash of that example alone
+(a user data set's partition, :mod:`privengine.pate.user_facts`): the example added or removed joins or leaves one
+teacher's partition, the others' are unchanged, and ``n`` again moves one vote. Each aggregator's answer is
+post-processing of a noisy statistic of ``n``; the events describe that statistic, with dp-accounting's
+convention that a Gaussian's (Laplace's) ``noise_multiplier`` is its standard deviation (scale) over the
+sensitivity of what it is added to:
 
 - GNMax, ``argmax(n + N(0, sigma^2 I))``: a Gaussian mechanism on ``n``, L2 sensitivity
   ``||e_j - e_i||_2 = sqrt(2)``: ``GaussianDpEvent(sigma / sqrt(2))``, whose RDP
