@@ -1,12 +1,11 @@
 """End to end in a real browser: `streamlit run app.py`, headless Chromium driven by Playwright.
 
-Visits every page and asserts no error element; launches a small run and
-watches it finish live; after a Launch (button or link) finds the run's live charts on screen while it trains;
-launches a quick demo from the Home gallery; opens the
-first request after a server start (Home and deep links to a run, a sweep and a
-preset) and checks it gets the app's menu, the wide layout and its target; opens a report offline. A
-screenshot is saved under test-artifacts/ on failure.
-Skips (with the reason) when Chromium or Playwright is missing.
+Visits every page and asserts no error element; types into a form, launches and reloads; opens a sweep link and a
+launched sweep's frontier; loads a preset; launches a quick demo from the Home gallery; opens a report offline. A
+screenshot is saved under test-artifacts/ on failure. The server, Chromium and page fixtures here serve the other
+browser files too: tests/test_launch_browser.py (live charts on screen after a Launch) and
+tests/test_first_request_browser.py (the first request after a start), split from this one so that pytest-xdist's
+workers share the browser tests' time. Skips (with the reason) when Chromium or Playwright is missing.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -184,104 +182,6 @@ RUN_PANEL = "[class*='st-key-run-panel-']"  # a mechanism page's live view of it
 CHART_WITH_DATA = ".scatterlayer .js-line, .scatterlayer .point, .barlayer .point"
 
 
-ON_SCREEN_WHILE_TRAINING = """([panelSelector, dataSelector]) => {
-  const seen = (el) => {  // the share of el's box inside the viewport
-    const r = el.getBoundingClientRect();
-    const w = Math.min(r.right, innerWidth) - Math.max(r.left, 0);
-    const h = Math.min(r.bottom, innerHeight) - Math.max(r.top, 0);
-    return r.width > 0 && r.height > 0 && w > 0 && h > 0 ? (w * h) / (r.width * r.height) : 0;
-  };
-  const panel = document.querySelector(panelSelector);
-  if (!panel) return false;
-  const stop = [...panel.querySelectorAll("button")].find((b) => b.innerText.includes("Stop run"));
-  // a run can end before its first live point is drawn (a quick demo on a warm cache: 4 s); then its state line
-  const finished = [...panel.querySelectorAll("*")]
-    .find((el) => el.children.length === 0 && (el.textContent ?? "").trim().startsWith("finished"));
-  const state = stop ?? finished;
-  const charts = [...panel.querySelectorAll("[data-testid='stPlotlyChart']")]
-    .filter((c) => c.querySelector(dataSelector));
-  return state !== undefined && seen(state) === 1 && charts.some((c) => seen(c) >= 0.5);
-}"""
-
-
-def _assert_a_live_chart_on_screen_while_training(pg) -> None:
-    """After a Launch: at one moment, a chart of the run's panel with data in it is at least half inside the
-    viewport, and so is the panel's Stop button, whole (the panel draws Stop only while the run is queued or
-    running, so the run still trains), or, for a run that ended before its first point was drawn, the panel's
-    "finished" state line. Checked in one evaluation in the page, so a run ending between two
-    checks cannot pass or fail it by chance."""
-    pg.locator(RUN_PANEL).wait_for(timeout=60_000)
-    try:
-        pg.wait_for_function(ON_SCREEN_WHILE_TRAINING, arg=[RUN_PANEL, CHART_WITH_DATA], timeout=120_000,
-                             polling=200)
-    except sync_api.TimeoutError:
-        pytest.fail("no chart with data was half on screen while the run trained, beside its Stop button "
-                    f"(state now: {pg.locator(RUN_PANEL).inner_text()[:80]!r})")
-
-
-@pytest.mark.parametrize("size", [(1024, 768), (1280, 720), (1920, 1080)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_after_pressing_launch_the_run_and_its_charts_are_on_screen(app_url, page, size):
-    """The form is taller than the screen and Launch sits at its bottom, the run's panel at the top beside it: the
-    page scrolls to the panel, so its state, Stop and live charts are on screen while the run trains."""
-    page.set_viewport_size({"width": size[0], "height": size[1]})
-    page.goto(f"{app_url}/pate?preset=quick-demo")
-    _settle(page)
-    launch = page.get_by_role("button", name="Launch run")
-    launch.evaluate("el => el.scrollIntoView({block: 'end'})")  # as a click scrolls it: just at the screen's edge
-    launch.click()
-    page.wait_for_url("**run=*", timeout=20_000)
-    _assert_a_live_chart_on_screen_while_training(page)
-    page.locator(RUN_PANEL).get_by_text("finished").first.wait_for(timeout=120_000)  # a quick demo: 10-40 s
-    assert _errors(page) == []
-
-
-@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.presets])
-def test_a_launch_link_shows_a_live_chart_on_screen_while_the_run_trains(app_url, page, name):
-    """Normal mode (no ``present=1``): ``?preset=quick-demo&launch=1`` lands on the run's live charts at
-    1280x720, not on the form's bottom, where the Launch button is."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(f"{app_url}/{name}?preset=quick-demo&launch=1")
-    page.wait_for_url("**run=*", timeout=30_000)
-    _assert_a_live_chart_on_screen_while_training(page)
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"launch-link-{name}.png"))
-    assert _errors(page) == []
-
-
-@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.presets])
-def test_a_launch_link_in_presentation_mode_shows_a_live_chart_without_scrolling(app_url, page, name):
-    """A talk is a list of links: ``?preset=quick-demo&launch=1&present=1`` starts the demo on arrival and, at
-    1280x720, a chart with data is on screen without a scroll."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(f"{app_url}/{name}?preset=quick-demo&launch=1&present=1")
-    page.wait_for_url("**run=*", timeout=30_000)
-    assert "launch=1" not in page.url  # a reload shows the run instead of starting another
-    drawn = page.locator("[data-testid='stPlotlyChart']").filter(has=page.locator(CHART_WITH_DATA)).first
-    drawn.wait_for(timeout=120_000)
-    sync_api.expect(drawn).to_be_in_viewport(ratio=0.5, timeout=10_000)
-    # and once the run has ended, with its claim and result tiles above the charts (the tallest header)
-    page.get_by_text("finished").first.wait_for(timeout=300_000)
-    _settle(page)
-    sync_api.expect(drawn).to_be_in_viewport(ratio=0.5, timeout=10_000)
-    _assert_title_clear_of_ticks_and_toolbar(page, drawn.locator(".js-plotly-plot"))
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"present-{name}.png"))
-    assert _errors(page) == []
-
-
-@pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms()])
-def test_launch_a_small_run_of_every_mechanism(app_url, page, name):
-    smoke = json.dumps(dict(registry.get(name).smoke))
-    page.goto(f"{app_url}/{name}?config={urllib.parse.quote(smoke)}")
-    _settle(page)
-    assert _errors(page) == []
-    page.get_by_role("button", name="Launch run").click()
-    page.wait_for_url("**run=*", timeout=20_000)
-    page.get_by_text("finished").first.wait_for(timeout=300_000)
-    _settle(page)
-    assert _errors(page) == []
-
-
 def test_a_sweep_link_opens_its_frontier_and_composed_claim(app_url, app_home, page):
     done = subprocess.run([sys.executable, "-m", "privengine", "sweep", "toy", "--vary", "rate=0.1,0.5", "--seeds", "2",
                            "--steps", "2", "--json"], cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(app_home)),
@@ -342,97 +242,6 @@ def test_the_gallery_launches_a_quick_demo_and_opens_its_run(app_url, page):
     page.get_by_text("finished").first.wait_for(timeout=180_000)
     assert _errors(page) == []
 
-
-MECHANISM_TITLES = sorted(m.title for m in registry.all_mechanisms())  # the toy registers first here, last there
-
-
-def _menu(pg) -> list[str]:
-    """The labels of the app's sidebar menu, in order."""
-    links = pg.locator("[data-testid='stSidebar'] [data-testid='stPageLink-NavLink']")
-    links.first.wait_for(timeout=10_000)
-    return [a.locator("[data-testid='stMarkdownContainer']").inner_text().strip() for a in links.all()]
-
-
-def _content_width(pg) -> float:
-    return pg.evaluate(
-        "() => document.querySelector(\"[data-testid='stMainBlockContainer']\").getBoundingClientRect().width")
-
-
-def _home_target(home: Path) -> tuple[str, Callable]:
-    def expect(pg):
-        pg.locator("h1", has_text="privengine").wait_for(timeout=60_000)
-        pg.locator(".st-key-gallery-launch-pate button").wait_for(timeout=10_000)
-    return "/", expect
-
-
-def _run_target(home: Path) -> tuple[str, Callable]:
-    store = RunStore(home / "runs.sqlite")
-    run_id = run_from_published_preset(store)
-    store.close()
-
-    def expect(pg):
-        pg.locator("h1", has_text="Anisotropic DP-SGD").wait_for(timeout=60_000)
-        pg.get_by_text(f"Run {run_id}").first.wait_for(timeout=20_000)
-        pg.get_by_text("Preset fmnist-scatter-eps3 · published test accuracy", exact=False).wait_for(timeout=20_000)
-        # the published figure as a labelled line on the test-accuracy chart (plotly draws it as svg text)
-        pg.locator(".annotation-text", has_text="published: 89.7 % at ε = 3").wait_for(timeout=60_000)
-    return f"/dpsgd?run={run_id}", expect
-
-
-def _sweep_target(home: Path) -> tuple[str, Callable]:
-    done = subprocess.run([sys.executable, "-m", "privengine", "sweep", "toy", "--vary", "rate=0.1,0.5", "--steps", "2",
-                           "--json"], cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(home)), capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    sweep_id = json.loads(done.stdout)["sweep_id"]
-
-    def expect(pg):
-        pg.locator("h1", has_text="Explore").wait_for(timeout=60_000)
-        pg.get_by_text("Privacy-utility frontier").first.wait_for(timeout=30_000)
-        pg.get_by_text("ε = 6, δ = 2e-05", exact=False).first.wait_for(timeout=10_000)  # 1 + 5: composed
-    return f"/explore?sweep={sweep_id}", expect
-
-
-def _preset_target(home: Path) -> tuple[str, Callable]:
-    def expect(pg):
-        pg.locator("h1", has_text="DP Bayesian inference").wait_for(timeout=60_000)
-        _settle(pg)
-        # the preset's value (Playwright's wait: under load the first request's page can still be filling in)
-        sync_api.expect(pg.get_by_role("spinbutton", name="N records")).to_have_value("1000", timeout=30_000)
-        # a click in that first session is not lost (its widgets keep their ids into the next run)
-        pg.get_by_role("button", name="Launch run").click()
-        pg.wait_for_url("**run=*", timeout=30_000)
-        pg.get_by_text("from dashboard (preset quick-demo)", exact=False).first.wait_for(timeout=20_000)
-    return "/dp_bayes?preset=quick-demo", expect
-
-
-FIRST_REQUESTS = {"home": _home_target, "run": _run_target, "sweep": _sweep_target, "preset": _preset_target}
-
-
-@pytest.mark.parametrize("target", list(FIRST_REQUESTS))
-def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_path_factory, chromium, target):
-    """Streamlit runs the first request after a start through its automatic pages/ list (raw file names in the
-    sidebar, narrow layout, deep links to the bare page script): the app must look right from that request on."""
-    home = tmp_path_factory.mktemp(f"first-{target}")
-    path, expect = FIRST_REQUESTS[target](home)
-    with _server(home) as url:
-        pg = chromium.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            pg.goto(url + path)  # the server's very first request
-            expect(pg)
-            _settle(pg)
-            menu = _menu(pg)  # the app's menu, not Streamlit's list of files ("app, dp bayes, dpsgd, home, ...")
-            assert (menu[:2], menu[-3:], sorted(menu[2:-3])) == (["Home", "Data"], ["Runs", "Explore", "Ledger"],
-                                                                 MECHANISM_TITLES)
-            assert _content_width(pg) > 1000  # the wide layout (the narrow one is 736 px at this viewport)
-            assert pg.get_by_text("Page not found").count() == 0
-            assert _errors_but_missing_data(pg) == []  # the run target is a stored Fashion-MNIST run
-        except BaseException:
-            SHOTS.mkdir(exist_ok=True)
-            pg.screenshot(path=str(SHOTS / f"first-request-{target}.png"), full_page=True)
-            raise
-        finally:
-            pg.close()
 
 
 def test_a_report_opens_offline_with_its_charts(chromium, tmp_path):
