@@ -34,11 +34,18 @@ PUBLIC_NOTE = ("**Public facts come from you, never from the private rows.** The
 
 
 def _train_links(name: str) -> None:
-    """A link to each mechanism page whose data set choice takes stored data sets, its form seeded with ``name``."""
+    """A link to each mechanism page whose data set choice takes stored data sets, its form seeded with ``name``
+    and the values that fit it (:meth:`~privengine.config.BaseConfig.user_dataset_seed`); where none fit, why."""
     for mech in registry.all_mechanisms():
-        for spec in mech.config_cls.specs():
-            if spec.knob.user_datasets:
-                link_to_mechanism(mech.name, f"Train on {name}: {mech.title}", config={spec.name: name})
+        config_cls = mech.config_cls
+        if not any(spec.knob.user_datasets for spec in config_cls.specs()):
+            continue
+        try:
+            seed = config_cls.user_dataset_seed(name)
+        except ConfigError as exc:
+            st.caption(f"{mech.title} cannot train on {name}: {error_text(exc, config_cls)}")
+        else:
+            link_to_mechanism(mech.name, f"Train on {name}: {mech.title}", config=seed)
 
 
 def _show_error(exc: ConfigError) -> None:

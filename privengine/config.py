@@ -303,6 +303,25 @@ class BaseConfig:
         names each data set that has a problem, and why."""
         return None
 
+    @classmethod
+    def user_dataset_start(cls, name: str) -> dict[str, Any]:
+        """The knob values (beyond the data set choice) a form should start from on stored user data set ``name``
+        where the defaults do not fit it, computed from the data set's public facts only (its manifest: the
+        declared private size, the public rows, the schema), never from its rows; {} here (the defaults fit). A
+        config with a ``user_datasets`` knob overrides it where its defaults can exceed a small data set."""
+        return {}
+
+    @classmethod
+    def user_dataset_seed(cls, name: str) -> dict[str, Any]:
+        """The fields a form on stored data set ``name`` is seeded with: the data set choice and those of
+        :meth:`user_dataset_start` that differ from the defaults, checked to give a valid config; ConfigError naming
+        the field when no values fit the data set (e.g. no declared private size, a model that cannot take it)."""
+        field = next(s.name for s in cls.specs() if s.knob.user_datasets)
+        changed = {k: v for k, v in cls.user_dataset_start(name).items() if v != cls.spec(k).default}
+        seed = {field: name, **changed}
+        cls.from_dict(seed)
+        return seed
+
     def to_dict(self) -> dict[str, Any]:
         return {s.name: list(v) if isinstance(v := getattr(self, s.name), tuple) else v for s in self.specs()}
 

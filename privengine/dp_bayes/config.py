@@ -199,3 +199,8 @@ class DpBayesConfig(RunConfig):
         except ConfigError as exc:
             return str(exc)
         return None
+
+    @classmethod
+    def user_dataset_start(cls, name: str) -> dict:
+        """The logistic model: the one a stored table (a binary label) fits; nothing read from the data set."""
+        return {"model": "logistic"}

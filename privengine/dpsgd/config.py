@@ -325,3 +325,20 @@ class DPSGDConfig(RunConfig):
     def uses_subspace(self) -> bool:
         """Whether some setting needs the public basis U."""
         return any(a != 0 for a in self.alphas)
+
+    @classmethod
+    def user_dataset_start(cls, name: str) -> dict:
+        """From public facts only (N = N_part - round(0.2 N_part), the declared training rows; n_public, the
+        declared public rows; d, the auto model's parameter count from the schema and the declared classes): the
+        batch B = max(1, min(B_default, floor(N / 10))), so q = B / N <= 1/10 and the default epochs give >= 10
+        steps; with no public rows, alphas (0,) (isotropic only: no public subspace), else the subspace rank
+        k = min(k_default, n_public, d)."""
+        part = private_part.declared_part(name, 0)
+        start = {"batch_size": max(1, min(cls.spec("batch_size").default, (part - private_part.held_out(part)) // 10))}
+        manifest, rows = private_part.stored(name), private_part.public_rows(name)
+        if rows == 0:
+            start["alphas"] = (0.0,)
+        elif user_facts.model_problem(manifest, "auto") is None:
+            d = user_facts.parameter_count(manifest, user_facts.resolved_model(manifest, "auto"))
+            start["subspace_rank"] = min(cls.spec("subspace_rank").default, rows, d)
+        return start

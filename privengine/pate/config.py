@@ -227,3 +227,12 @@ class PateConfig(RunConfig):
         except ConfigError as exc:
             return str(exc)
         return None
+
+    @classmethod
+    def user_dataset_start(cls, name: str) -> dict:
+        """From public facts only (N, the declared private training rows; n_public, the declared public rows): at
+        most N / MIN_EXAMPLES_PER_TEACHER teachers and at most n_public queries (each at least 1; the defaults when
+        they fit)."""
+        n, pool = user_facts.training_size(name, 0), user_facts.public_rows(name)
+        return {"teachers": max(1, min(cls.spec("teachers").default, n // MIN_EXAMPLES_PER_TEACHER)),
+                "queries": max(1, min(cls.spec("queries").default, pool))}

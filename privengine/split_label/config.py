@@ -125,6 +125,13 @@ class SplitLabelConfig(RunConfig):
             return str(exc)
         return None
 
+    @classmethod
+    def user_dataset_start(cls, name: str) -> dict:
+        """A batch of at most N, the declared private training rows N = N_part - round(0.2 N_part) (public), at least
+        the knob's lowest value: max(2, min(B_default, N))."""
+        part = private_part.declared_part(name, 0)
+        return {"batch_size": max(2, min(cls.spec("batch_size").default, part - private_part.held_out(part)))}
+
 
 def _check_user_dataset(name: str, private_size: int, batch_size: int) -> None:
     """ConfigError naming the field when stored data set ``name`` cannot serve split learning: not a table with a
