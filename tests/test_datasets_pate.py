@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from privengine.datasets import load_dataset
-from privengine.datasets.held_out import row_draws, split_rows
+from privengine.datasets.held_out import drawn_split, row_draws, split_rows
 from privengine.errors import ConfigError
 from privengine.ledger import ledger_of
 from privengine.pate import user_facts
@@ -85,10 +85,20 @@ def test_the_splits_come_from_public_rows_and_held_out_rows(tmp_path):
                                              (20, HELD_OUT_DRAWN))
 
 
+def test_the_split_is_cut_from_the_draws_returned_with_it():
+    """The draws come back with the split they cut (hashed once, for PATE's partition), each row's own hash."""
+    rows = _rows(2_000, 0)
+    draws, (validation, test, train) = drawn_split(rows, 3)
+    np.testing.assert_array_equal(draws, row_draws(rows, 3))
+    assert (draws[validation] < 0.1).all() and ((draws[test] >= 0.1) & (draws[test] < 0.2)).all()
+    assert (draws[train] >= 0.2).all() and len(validation) + len(test) + len(train) == 2_000
+    assert all(a.dtype == np.int64 and (np.diff(a) > 0).all() for a in (validation, test, train))
+
+
 def _partition(rows: dict[str, np.ndarray], teachers: int, cap: int) -> list[set[bytes]]:
     """Each teacher's rows (as bytes) of ``rows``' private training rows."""
-    train = split_rows(rows, 3)[2]
-    positions, weights = hashed_partition(torch.as_tensor(row_draws(rows, 3)[train]), teachers, cap)
+    draws, (_, _, train) = drawn_split(rows, 3)
+    positions, weights = hashed_partition(torch.as_tensor(draws[train]), teachers, cap)
     keys = [rows["x"][i].tobytes() + rows["y"][i].tobytes() + rows["categories"][i].tobytes() for i in train]
     return [{keys[p] for p, w in zip(positions[t].tolist(), weights[t].tolist()) if w} for t in range(teachers)]
 

@@ -21,9 +21,11 @@ from sklearn.metrics import roc_auc_score
 
 from privengine import cli
 from privengine.audit import NO_BOUND, AuditResult, result_of
-from privengine.audit.membership import dp_tpr_bound, true_label_log_prob
-from privengine.audit.membership_job import MEMBERSHIP, MembershipAuditConfig, measured_output, stored_attacks
-from privengine.audit.membership_stored import MEANING
+from privengine.audit.cli import level_lines
+from privengine.audit.membership import dp_tpr_bound, exceeds, roc_summary, tradeoff_fields, true_label_log_prob
+from privengine.audit.membership_job import (MEMBERSHIP, MEMBERSHIP_FRONTIER, MembershipAuditConfig, measured_output,
+                                             setting_rows, stored_attacks)
+from privengine.audit.membership_stored import ADD_REMOVE, MEANING, REPLACE_ONE
 from privengine.claims import claims_of, headline_of
 from privengine.datasets import load_dataset
 from privengine.dpsgd.config import DPSGDConfig
@@ -243,3 +245,51 @@ def test_an_audit_without_a_lower_bound_reads_as_none_never_as_zero():
     assert not result.refutes_claim and np.isnan(result.tightness)
     assert result.headline() == f"{NO_BOUND}; claimed ε = 0.5, δ = 1e-05"
     assert result.summary_lines()[1] == f"audited:  {NO_BOUND}"
+
+
+def _stored_output(neighbouring: str) -> dict:
+    """A stored model's attack output built by hand (nothing trained): 300 members scored above 1 000 non-members
+    (both levels resolved), at ε = 1, δ = 1e-5, under the game's ``neighbouring`` relation, with its (ε, δ) bound
+    ``b`` and a PLD one (here ``b`` at ε = 0.8, standing in for the history's), each applied twice where the game
+    replaces one (``b(b(FPR))``)."""
+    def one(eps):
+        return lambda fpr: dp_tpr_bound(fpr, eps, 1e-5)
+
+    def game(bound):
+        return (lambda fpr: bound(bound(fpr))) if neighbouring == REPLACE_ONE else bound
+
+    scores = np.r_[np.arange(300) + 10_000.0, np.arange(1_000.0)]
+    is_member = np.r_[np.ones(300, bool), np.zeros(1_000, bool)]
+    out = roc_summary(scores, is_member, bound=game(one(1.0))) | tradeoff_fields("pld", game(one(0.8)))
+    return out | {"exceeds_pld_bound": exceeds(out, game(one(0.8))), "attack": "loss", "epsilon": 1.0,
+                  "delta": 1e-5, "accountant": "rdp", "reference_models": 0, "neighbouring": neighbouring,
+                  "attacked": "stored model m of run r", "target": {"test_accuracy": 0.9}}
+
+
+def test_every_bound_shown_of_a_replace_one_game_says_it_is_applied_twice():
+    """Review item: a stored digits model's game replaces one example, so its bounds are the model's applied twice;
+    the CLI's per-level lines, the audited-settings columns, the tile's bound name (the chart's), the legend, the
+    title and the verdict all say so; an add-or-remove game (a user data set) says nothing of the kind."""
+    twice = "applied twice (replace one"
+    digits, user = _stored_output(REPLACE_ONE), _stored_output(ADD_REMOVE)
+    lines = level_lines(digits)
+    assert len(lines) == 2 and all("DP bound" in line and "(PLD" in line and twice in line for line in lines)
+    assert not any("twice" in line for line in level_lines(user))
+    (row,) = setting_rows(digits, MembershipAuditConfig())
+    bound_columns = [c for c in row if "bound at" in c]
+    assert len(bound_columns) == 4 and all(twice in c for c in bound_columns)  # (ε, δ) and PLD, at 0.1 % and 1 %
+    (row,) = setting_rows(user, MembershipAuditConfig())
+    assert sorted(c for c in row if "bound at" in c) == ["(ε, δ) bound at 0.1 %", "(ε, δ) bound at 1 %",
+                                                        "PLD bound at 0.1 %", "PLD bound at 1 %"]
+    name, bound = figures.tightest_bound(digits)  # the tile's help names the bound by this
+    assert name.startswith("PLD trade-off bound") and twice in name and bound == digits["pld_bound_at_fpr"]
+    assert twice not in figures.tightest_bound(user)[0]
+    fig = figures.roc(digits)
+    assert twice in fig.layout.title.text and twice in figures.verdict(digits)
+    assert any(t.name.startswith("the most ε") and twice in t.name for t in fig.data)
+
+
+def test_the_frontier_names_the_test_accuracy_of_a_recipe_and_of_a_stored_model():
+    (accuracy,) = [a for a in MEMBERSHIP_FRONTIER.utility if a.name == "target_test_accuracy"]
+    assert "retrained on about half the private split" in accuracy.label
+    assert "a stored model: the kept model on the run's test part" in accuracy.label

@@ -162,10 +162,10 @@ def draw_membership(snapshot: RunSnapshot) -> None:
     if out is not None:
         auc, tpr, twin = st.columns(3)
         auc.metric("Attack AUC", f"{out['auc']:.3f}", help="0.5: no better than a coin")
-        _, bound = figures.tightest_bound(out)
+        name, bound = figures.tightest_bound(out)  # its name says where the bound is applied twice (replace one)
         unresolved = below_resolution("0.01", out["non_members"])
         tpr.metric("TPR at 1 % FPR", "below resolution" if unresolved else f"{out['tpr_at_fpr']['0.01']:.3f}",
-                   help=unresolved or f"the claim's bound there: {bound['0.01']:.3f}")
+                   help=unresolved or f"the claim's {name} there: {bound['0.01']:.3f}")
         if "non_private_twin" in out:
             twin.metric("Non-private twin AUC", f"{out['non_private_twin']['auc']:.3f}")
         if above_a_bound(out):  # the verdict, where a claim is contradicted, as an error

@@ -123,10 +123,35 @@ def membership_json(result: dict, run_id: str) -> dict:
             **{k: v for k, v in result.items() if k not in first}}
 
 
+def level_lines(result: dict) -> list[str]:
+    """One line per FPR level of an attack output ``result`` (:func:`membership_json`'s keys): the TPR with its
+    interval, the (ε, δ) bound and the trade-off bound (PLD or RDP) where it has one, named "applied twice" for a
+    replace-one game (:func:`.membership.applied_twice`), whether a bound is exceeded, the twin's TPR; a level below
+    the non-members' resolution says so instead."""
+    from .membership import applied_twice, below_resolution, tradeoff_of
+
+    twin = result.get("non_private_twin", {})
+    tradeoff = tradeoff_of(result)
+    prefix = tradeoff[0] if tradeoff else None
+    twice = applied_twice(result)
+    lines = []
+    for key, bound in result["bound_at_fpr"].items():
+        unresolved = below_resolution(key, result["non_members"])
+        if unresolved:
+            lines.append(f"FPR {key}: {unresolved}, no TPR reported; this attack had {result['non_members']}")
+            continue
+        lo, hi = result["tpr_interval_at_fpr"][key]
+        above = result["exceeds_bound"][key] or bool(prefix and result[f"exceeds_{prefix}_bound"][key])
+        lines.append(f"FPR {key}: TPR {result['tpr_at_fpr'][key]:.4f} [{lo:.4f}, {hi:.4f}], DP bound {bound:.4f}"
+                     + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")
+                     + f"{twice}, {'ABOVE a bound' if above else 'within the bounds'}"
+                     + (f"; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}" if twin else ""))
+    return lines
+
+
 def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: TextIO, follow: Callable) -> int:
     """``audit membership``: the membership audit of run ``--run``'s mechanism as a stored job (refused before it is
     queued when the run cannot be attacked), printed as :func:`membership_json` or as lines."""
-    from .membership import below_resolution, tradeoff_of
     from .membership_job import AUDIT_OF_MECHANISM, measured_output
     from .membership_knobs import attack_knobs
 
@@ -169,19 +194,7 @@ def _membership(args: argparse.Namespace, store: RunStore, out: TextIO, err: Tex
           f"δ = {result['delta']:g}", file=out)
     print(result["privacy"], file=out)
     print(f"AUC {result['auc']:.4f}" + (f" (non-private twin {twin['auc']:.4f})" if twin else ""), file=out)
-    tradeoff = tradeoff_of(result)
-    prefix = tradeoff[0] if tradeoff else None
-    for key, bound in result["bound_at_fpr"].items():
-        unresolved = below_resolution(key, result["non_members"])
-        if unresolved:
-            print(f"FPR {key}: {unresolved}, no TPR reported; this attack had {result['non_members']}", file=out)
-            continue
-        lo, hi = result["tpr_interval_at_fpr"][key]
-        above = result["exceeds_bound"][key] or bool(prefix and result[f"exceeds_{prefix}_bound"][key])
-        verdict = "ABOVE a bound" if above else "within the bounds"
-        print(f"FPR {key}: TPR {result['tpr_at_fpr'][key]:.4f} [{lo:.4f}, {hi:.4f}], DP bound {bound:.4f}"
-              + (f" ({prefix.upper()} {result[f'{prefix}_bound_at_fpr'][key]:.4f})" if prefix else "")
-              + f", {verdict}" + (f"; twin TPR {twin.get('tpr_at_fpr', {}).get(key, math.nan):.4f}" if twin else ""),
-              file=out)
+    for line in level_lines(result):
+        print(line, file=out)
     print_result(result_of(job.summary), out, run_id=job.id)
     return EXIT_OK if job.state == "finished" else EXIT_FAILED

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -71,10 +71,10 @@ from ..errors import ConfigError
 from .bounds import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["ATTACK_INDEX", "ATTACKS", "CURVE_FPR", "FPR_GRID", "NOT_COVERED", "TRADEOFF_BOUNDS", "above_a_bound",
-           "attack_scores", "below_resolution", "check_attack", "dp_tpr_bound", "every_attack", "exceeds",
-           "lira_scores", "logit_confidence", "loss_scores", "non_members_needed", "one_run_guesses", "passes",
-           "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary", "tradeoff_fields", "tradeoff_of",
-           "true_label_log_prob", "warn_if_above"]
+           "applied_twice", "attack_scores", "below_resolution", "check_attack", "dp_tpr_bound", "every_attack",
+           "exceeds", "lira_scores", "logit_confidence", "loss_scores", "non_members_needed", "one_run_guesses",
+           "passes", "pld_tpr_bound", "rdp_tpr_bound", "rmia_scores", "roc_summary", "tradeoff_fields",
+           "tradeoff_of", "true_label_log_prob", "warn_if_above"]
 
 ATTACKS = ("lira", "rmia", "loss")
 FPR_GRID = (0.001, 0.01)
@@ -280,6 +280,15 @@ def tradeoff_fields(prefix: str, bound) -> dict:
 def tradeoff_of(out: dict) -> tuple[str, str] | None:
     """``(prefix, name)`` of the trade-off bound an attack output carries (:data:`TRADEOFF_BOUNDS`), or None."""
     return next(((p, name) for p, name in TRADEOFF_BOUNDS.items() if f"{p}_bound_at_fpr" in out), None)
+
+
+def applied_twice(out: Mapping) -> str:
+    """What the bounds of attack output ``out`` add to their name where they are the attacked model's applied twice:
+    a replace-one game (its ``neighbouring`` starts with "replace": a stored digits model) is a remove, then an add,
+    so its bound is ``TPR <= b(b(FPR))``, ``b`` the model's own (group of 2); empty for add or remove (and for PATE,
+    whose claim is stated for replace one)."""
+    return (", applied twice (replace one: a remove, then an add)"
+            if str(out.get("neighbouring", "")).startswith("replace") else "")
 
 
 def above_a_bound(summary: dict) -> bool:

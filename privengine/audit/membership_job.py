@@ -28,7 +28,7 @@ from ..config import DEVICE_CHOICES, BaseConfig, knob
 from ..errors import ConfigError, RunNotFoundError
 from ..entries import TEST_ACCURACY, Axis, Frontier
 from .interface import NO_BOUND, AuditResult, NullReporter, audit_entry, result_of
-from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, below_resolution
+from .membership import ATTACKS, NOT_COVERED, TRADEOFF_BOUNDS, applied_twice, below_resolution
 from .membership_result import MembershipResult
 
 if TYPE_CHECKING:
@@ -56,9 +56,9 @@ MEMBERSHIP_FRONTIER = Frontier(
     privacy=Axis("claimed_epsilon", "ε of the attacked model (its accountant)", "lower"),
     utility=(Axis("attack_tpr_at_1pct_fpr", "membership attack: TPR at 1 % FPR" + UNCOVERED, "lower", covered=False),
              Axis("attack_auc", "membership attack: AUC" + UNCOVERED, "lower", covered=False),
-             Axis("target_test_accuracy", "test accuracy of the attacked model (the recipe retrained on about half "
-                                          "the private split)" + UNCOVERED, "higher", kind=TEST_ACCURACY,
-                  covered=False),
+             Axis("target_test_accuracy", "test accuracy of the attacked model (a recipe: retrained on about half "
+                                          "the private split; a stored model: the kept model on the run's test "
+                                          "part)" + UNCOVERED, "higher", kind=TEST_ACCURACY, covered=False),
              Axis("audited_epsilon_lower", "audited ε ≥ (one-run bound of the attack's guesses)" + UNCOVERED,
                   "higher", covered=False)))
 
@@ -214,7 +214,8 @@ def _interval(values: dict, key: str) -> str | None:
 def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[str, Any]:
     """One row of the audited-settings table: the ROC figures of ``part`` (the target's output or the twin's, on the
     same pool); at a level below the pool's resolution (no TPR there) the interval column says so; no audited ε
-    (None) where the game has no one-run bound."""
+    (None) where the game has no one-run bound; the bound columns' names say where the bounds are applied twice
+    (:func:`.membership.applied_twice`)."""
     row: dict[str, Any] = {"setting": setting, "claimed_epsilon": claimed,
                            "epsilon_lower": part.get("one_run", {}).get("epsilon_lower"),
                            "test_accuracy": part.get("test_accuracy", out.get("target", {}).get("test_accuracy")),
@@ -223,10 +224,10 @@ def _row(setting: str, part: dict, *, claimed: float | None, out: dict) -> dict[
         row[f"TPR at {pct} FPR"] = part.get("tpr_at_fpr", {}).get(key)
         row[f"interval at {pct}"] = (below_resolution(key, out["non_members"])
                                      or _interval(part.get("tpr_interval_at_fpr", {}), key))
-        row[f"(ε, δ) bound at {pct}"] = out.get("bound_at_fpr", {}).get(key)
+        row[f"(ε, δ) bound at {pct}{applied_twice(out)}"] = out.get("bound_at_fpr", {}).get(key)
         for prefix in TRADEOFF_BOUNDS:  # the tighter bound the output carries (DP-SGD: PLD; PATE: RDP), if any
             if f"{prefix}_bound_at_fpr" in out:
-                row[f"{prefix.upper()} bound at {pct}"] = out[f"{prefix}_bound_at_fpr"][key]
+                row[f"{prefix.upper()} bound at {pct}{applied_twice(out)}"] = out[f"{prefix}_bound_at_fpr"][key]
     return row
 
 

@@ -1,4 +1,5 @@
-"""Which private rows of a user data set a run (of any mechanism) holds out, decided row by row (:func:`split_rows`).
+"""Which private rows of a user data set a run (of any mechanism) holds out, decided row by row (:func:`split_rows`;
+:func:`drawn_split` also returns the draws).
 
 Row i of the private part gets a draw ``u_i = SHA-256(tag || data_seed || bytes of row i)[:8] / 2**64`` in [0, 1),
 the bytes being the row's stored, normalised content (features, category codes, label) and ``data_seed`` (public,
@@ -40,10 +41,20 @@ def row_draws(rows: dict[str, np.ndarray], data_seed: int) -> np.ndarray:
     return draws
 
 
-def split_rows(rows: dict[str, np.ndarray], data_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The indices (int64, ascending) of the validation, test and training rows of ``rows`` (see the module
-    docstring): ``u < 0.1``, ``0.1 <= u < 0.2``, ``u >= 0.2``."""
+def drawn_split(rows: dict[str, np.ndarray], data_seed: int
+                ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(draws, (validation, test, train))``: the ``(n,)`` draws u_i of the rows of ``rows`` (:func:`row_draws`,
+    each hashed once) and the indices (int64, ascending) of the validation, test and training rows cut from them
+    (see the module docstring): ``u < 0.1``, ``0.1 <= u < 0.2``, ``u >= 0.2``. For a caller that needs the draws
+    too (PATE's teachers' partition is cut from the training rows' draws)."""
     draws = row_draws(rows, data_seed)
     validation = HELD_OUT_FRACTION * VALIDATION_SHARE
-    return (np.flatnonzero(draws < validation), np.flatnonzero((draws >= validation) & (draws < HELD_OUT_FRACTION)),
-            np.flatnonzero(draws >= HELD_OUT_FRACTION))
+    return draws, (np.flatnonzero(draws < validation),
+                   np.flatnonzero((draws >= validation) & (draws < HELD_OUT_FRACTION)),
+                   np.flatnonzero(draws >= HELD_OUT_FRACTION))
+
+
+def split_rows(rows: dict[str, np.ndarray], data_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The indices (int64, ascending) of the validation, test and training rows of ``rows``: :func:`drawn_split`'s,
+    without the draws."""
+    return drawn_split(rows, data_seed)[1]

@@ -26,8 +26,8 @@ import plotly.graph_objects as go
 
 from privengine.audit.membership_job import measured, measured_output
 from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
-from privengine.audit.membership import (above_a_bound, below_resolution, dp_tpr_bound, non_members_needed,
-                                         tradeoff_of)
+from privengine.audit.membership import (above_a_bound, applied_twice, below_resolution, dp_tpr_bound,
+                                         non_members_needed, tradeoff_of)
 from privengine.store import RunSnapshot
 
 from . import audit
@@ -57,18 +57,12 @@ def _positive(fpr, tpr) -> tuple[list[float], list[float]]:
 def tightest_bound(out: Mapping) -> tuple[str, dict[str, float]]:
     """``(name, bound at each nominal FPR level)`` of the tightest bound attack output ``out`` carries: its trade-off
     bound (PLD or RDP, :func:`privengine.audit.membership.tradeoff_of`), else its (ε, δ) bound; the name says
-    "applied twice" for a replace-one game (a stored digits model: its ``neighbouring`` starts with "replace"),
-    whose numbers are the model's bound applied twice."""
+    "applied twice" for a replace-one game (a stored digits model), whose numbers are the model's bound applied twice
+    (:func:`privengine.audit.membership.applied_twice`)."""
     tradeoff = tradeoff_of(out)
     name, bound = (("(ε, δ) bound", out["bound_at_fpr"]) if tradeoff is None else
                    (tradeoff[1], out[f"{tradeoff[0]}_bound_at_fpr"]))
-    return name + _twice(out), bound
-
-
-def _twice(out: Mapping) -> str:
-    """What a replace-one game's bounds add to their name (empty for add or remove)."""
-    return (", applied twice (replace one: a remove, then an add)"
-            if str(out.get("neighbouring", "")).startswith("replace") else "")
+    return name + applied_twice(out), bound
 
 
 def _resolved(out: Mapping) -> list[str]:
@@ -125,7 +119,7 @@ def roc(out: Mapping) -> go.Figure:
     tradeoff = tradeoff_of(out)
     if tradeoff is None:
         y = dp_tpr_bound(grid, eps, delta)
-        x, y, colour = grid, dp_tpr_bound(y, eps, delta) if _twice(out) else y, BOUND
+        x, y, colour = grid, dp_tpr_bound(y, eps, delta) if applied_twice(out) else y, BOUND
     else:
         curve = out[f"{tradeoff[0]}_bound_curve"]
         x, y, colour = curve["fpr"], curve["tpr"], PLD
@@ -147,8 +141,9 @@ def roc(out: Mapping) -> go.Figure:
         _points_and_intervals(fig, out, levels)
     refs = out.get("reference_models_so_far", out.get("reference_models"))
     accountant = accountant_name(ACCOUNTANT_NAMES.get(out.get("accountant"), str(out.get("accountant"))))
+    allows = f"model's ε = {out['epsilon']:.3g} allows{applied_twice(out)}"
     fig.update_layout(title=f"Membership attack ({out['attack']}, {refs} reference models) under what the attacked "
-                            f"model's ε = {out['epsilon']:.3g} allows{_twice(out)} ({accountant}, δ = {delta:g})",
+                            f"{allows} ({accountant}, δ = {delta:g})",
                       xaxis_title="false-positive rate", yaxis_title="true-positive rate", **{**LAYOUT, "height": 420})
     fig.update_xaxes(type="log", range=[np.log10(FPR_MIN), 0])
     fig.update_yaxes(type="log", range=[np.log10(FPR_MIN), 0])

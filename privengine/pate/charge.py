@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from privengine.datasets import private_part
-
+from ..datasets import private_part
 from ..entries import seeded_source, split_source
 from .config import EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig, is_user_dataset
 

@@ -11,9 +11,8 @@ from typing import Any
 
 from torch import nn
 
-from privengine.datasets import private_part
-
 from ..data import class_names
+from ..datasets import private_part
 from ..kept_models.spec import FORMAT, describe_layers
 from .config import REAL_DATASETS, is_user_dataset
 from .models import MLP, ConvNet, ScatterLinear

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from privengine.datasets import load_dataset
-from privengine.datasets.held_out import row_draws, split_rows
+from privengine.datasets.held_out import drawn_split
 from privengine.datasets.inputs import model_inputs
 from privengine.datasets.private_part import HELD_OUT_FRACTION, preprocessing
 from privengine.errors import ConfigError
@@ -34,7 +34,7 @@ def load_user_pate_data(config: PateConfig) -> PateData:
     the teachers' partitions from (``partition_draws``, row for row ``private_x``)."""
     data = load_dataset(config.dataset)
     public, private = data.public(), data.private()
-    validation, test, train = split_rows(private, config.data_seed)
+    draws, (validation, test, train) = drawn_split(private, config.data_seed)
     held = np.sort(np.concatenate([validation, test]))
     # Only the held-out rows (unprotected: the test accuracies are published from them) decide this refusal; a
     # refusal that read the training rows would stop one of two neighbouring data sets and run on the other.
@@ -47,7 +47,7 @@ def load_user_pate_data(config: PateConfig) -> PateData:
     train_rows, held_rows = torch.as_tensor(train), torch.as_tensor(held)
     return PateData(x[train_rows], y[train_rows], model_inputs(data, public), torch.as_tensor(public["y"]),
                     x[held_rows], y[held_rows], len(data.classes), data.kind == "images", preprocessing(data.manifest),
-                    partition_draws=torch.as_tensor(row_draws(private, config.data_seed)[train]))
+                    partition_draws=torch.as_tensor(draws[train]))
 
 
 def hashed_partition(draws: torch.Tensor, teachers: int, cap: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,7 +6,10 @@ partition, so each query's vote histogram ``n`` (``(m,)``, one count per class) 
 one vote, ``n' = n - e_i + e_j``. The same events hold under add/remove one example
 (``"add_or_remove_one"``) when K is fixed and each example's teacher comes from a hash of that example alone
 (a user data set's partition, :mod:`privengine.pate.user_facts`): the example added or removed joins or leaves one
-teacher's partition, the others' are unchanged, and ``n`` again moves one vote. Each aggregator's answer is
+teacher's partition, the others' are unchanged, and ``n`` again moves one vote. The per-teacher cap (a teacher
+keeps at most ``cap`` of its rows, those of smallest draw) keeps the change inside that one teacher: a row added
+may evict one row from the same teacher's capped set, a row removed may let one of the same teacher's rows back
+in, and either way no other teacher's rows change, so ``n`` still moves one vote. Each aggregator's answer is
 post-processing of a noisy statistic of ``n``; the events describe that statistic, with dp-accounting's
 convention that a Gaussian's (Laplace's) ``noise_multiplier`` is its standard deviation (scale) over the
 sensitivity of what it is added to:
