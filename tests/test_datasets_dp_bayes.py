@@ -27,22 +27,12 @@ from privengine.figures import dp_bayes as figures
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli
 from tests.memory_reporter import MemoryReporter
+from tests.user_tables import add_table
 
 TINY = ("--vi-steps", "20", "--warmup-steps", "10", "--burn-in", "10", "--steps", "20")
 RUN = ("run", "dp_bayes", "--dataset", "tiny", "--model", "logistic", *TINY)
 PART = 100  # the declared private part of the fixture's data set
 N = PART - round(0.2 * PART)  # its training rows' declared size: a fifth held out
-
-
-def _add(tmp_path, *extra: str, name: str = "tiny", labels=("neg", "pos"), rows: int = 120):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(rows, 2))
-    label = np.array(labels)[(x[:, 0] + x[:, 1] > 0).astype(int) + (x[:, 0] > 1.5 if len(labels) > 2 else 0)]
-    pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "colour": rng.choice(["red", "blue"], rows), "label": label}).to_csv(
-        tmp_path / f"{name}.csv", index=False)
-    added = run_cli("data", "add", name, str(tmp_path / f"{name}.csv"), "--label", "label", "--classes",
-                    ",".join(labels), "--categorical", "colour=red,blue", "--bounds", "*=-3:3", *extra)
-    assert added.returncode == 0, added.stderr
 
 
 def _headline(summary: dict) -> dict:
@@ -51,7 +41,7 @@ def _headline(summary: dict) -> dict:
 
 @pytest.mark.slow
 def test_a_csv_trains_the_exponential_mechanism_and_its_posterior_predicts_the_held_out_rows(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART))
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART))
     ran = run_cli(*RUN, "--data-seed", "3", "--json")
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
@@ -83,7 +73,7 @@ def test_a_csv_trains_the_exponential_mechanism_and_its_posterior_predicts_the_h
 
 @pytest.mark.slow
 def test_dpvi_releases_on_the_training_rows_and_charts_against_the_reference_mean(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART))
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART))
     ran = run_cli("run", "dp_bayes", "--dataset", "tiny", "--model", "logistic", "--method", "dpvi",
                   "--dpvi-steps", "20", "--json")  # coverage_repeats at its default: it does not apply here
     assert ran.returncode == 0, ran.stderr
@@ -97,7 +87,7 @@ def test_dpvi_releases_on_the_training_rows_and_charts_against_the_reference_mea
 
 
 def test_records_are_the_private_rows_scaled_by_public_bounds_split_row_by_row(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART))
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART))
     config = DpBayesConfig(dataset="tiny", model="logistic", data_seed=4).validate()
     records = records_of(config)
     data = load_dataset("tiny")
@@ -116,7 +106,7 @@ def test_records_are_the_private_rows_scaled_by_public_bounds_split_row_by_row(t
 def test_dpvi_divides_by_the_declared_n_not_the_rows_and_makes_no_evaluation_release(tmp_path, monkeypatch):
     """About 100 real private rows under a declared private part of 1000: dpvi.fit gets N = 1000 - 200, and one
     data set (the training rows) whatever coverage_repeats says (it applies to the synthetic records only)."""
-    _add(tmp_path, "--public-rows", "20", "--private-size", "1000")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "1000")
     config = DpBayesConfig(dataset="tiny", model="logistic", method="dpvi", dpvi_steps=10).validate()
     assert config.coverage_repeats > 0  # the default: no refusal on a stored data set
     calls = []
@@ -134,7 +124,7 @@ def test_dpvi_divides_by_the_declared_n_not_the_rows_and_makes_no_evaluation_rel
 
 
 def test_dpvi_claims_the_declared_n_and_the_run_is_charged_to_the_data_set(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART))
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART))
     config = DpBayesConfig(dataset="tiny", model="logistic", method="dpvi").validate()
     assert config.record_count == N
     values = config.to_dict()
@@ -150,9 +140,9 @@ def test_dpvi_claims_the_declared_n_and_the_run_is_charged_to_the_data_set(tmp_p
 
 
 def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART))
-    _add(tmp_path, "--public-rows", "20", "--private-size", str(PART), name="three", labels=("lo", "mid", "hi"))
-    _add(tmp_path, "--public-rows", "20", name="unsized")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART))
+    add_table(tmp_path, "--public-rows", "20", "--private-size", str(PART), name="three", labels=("lo", "mid", "hi"))
+    add_table(tmp_path, "--public-rows", "20", name="unsized")
     refusals = [
         (("--dataset", "three", "--model", "logistic"),
          "`dataset` 'three' does not fit DP-Bayes' logistic regression: its label has 3 classes"),

@@ -24,24 +24,14 @@ from privengine.split_label.data import load, short_batch_note
 from privengine.split_label.run import run
 from tests.conftest import run_cli
 from tests.memory_reporter import MemoryReporter
+from tests.user_tables import add_table
 
 RUN = ("run", "split_label", "--dataset", "tiny", "--batch-size", "32", "--epochs", "2", "--seed", "3")
 
 
-def _add(tmp_path, *extra: str, name: str = "tiny", labels=("neg", "pos"), rows: int = 120):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(rows, 2))
-    label = np.array(labels)[(x[:, 0] + x[:, 1] > 0).astype(int) + (x[:, 0] > 1.5 if len(labels) > 2 else 0)]
-    pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "colour": rng.choice(["red", "blue"], rows), "label": label}).to_csv(
-        tmp_path / f"{name}.csv", index=False)
-    added = run_cli("data", "add", name, str(tmp_path / f"{name}.csv"), "--label", "label", "--classes",
-                    ",".join(labels), "--categorical", "colour=red,blue", "--bounds", "*=-3:3", *extra)
-    assert added.returncode == 0, added.stderr
-
-
 @pytest.mark.slow
 def test_a_csv_trains_both_parties_and_the_kept_model_scores_the_held_out_rows(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     ran = run_cli(*RUN, "--json")
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
@@ -64,7 +54,7 @@ def test_a_csv_trains_both_parties_and_the_kept_model_scores_the_held_out_rows(s
 
 
 def test_the_passive_party_holds_the_scaled_columns_and_the_active_party_the_label(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = SplitLabelConfig(dataset="tiny", batch_size=16, seed=5).validate()
     data = load(config)
     dataset = load_dataset("tiny")
@@ -80,7 +70,7 @@ def test_the_passive_party_holds_the_scaled_columns_and_the_active_party_the_lab
 def test_fewer_actual_training_rows_than_a_batch_are_logged(tmp_path):
     """The config checks batch_size against the declared N only (here 800 of a declared 1000 for about 100 real
     rows), so a run logs that its epochs are one short batch of the actual rows."""
-    _add(tmp_path, "--public-rows", "20", "--private-size", "1000")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "1000")
     data = load(SplitLabelConfig(dataset="tiny", batch_size=500, seed=5).validate())
     rows = len(data.y_train)
     assert rows < 100
@@ -94,9 +84,9 @@ def test_fewer_actual_training_rows_than_a_batch_are_logged(tmp_path):
 
 
 def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100", name="three", labels=("lo", "mid", "hi"))
-    _add(tmp_path, "--public-rows", "20", name="unsized")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100", name="three", labels=("lo", "mid", "hi"))
+    add_table(tmp_path, "--public-rows", "20", name="unsized")
     refusals = [
         (("--dataset", "three"), "`dataset` 'three' does not fit split learning: its label has 3 classes"),
         (("--dataset", "unsized"), "`private_size` must be declared for data set 'unsized'"),
