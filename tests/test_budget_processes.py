@@ -180,3 +180,24 @@ def test_a_launch_inside_an_admitted_one_is_not_checked_again_and_other_threads_
     assert isinstance(busy, AdmissionBusy) and "this launch waited 0.5 s" in str(busy)
     other_thread()  # once the admission has ended, the next one goes ahead
     assert outcome[1:] == ["admitted"]
+
+
+def test_a_lock_file_this_user_cannot_write_refuses_the_launch(store, monkeypatch):
+    """SQLite opens a lock file this user cannot write read-only, without a word, and BEGIN IMMEDIATE then takes no
+    lock (review helper-54): the launch is refused naming the budget and the file, and stores nothing. (os.access is
+    made to answer no: as root, which the CI is, every file is writable.)"""
+    from privengine.errors import ConfigError
+    from privengine.store.admission import admission_path
+
+    set_budget(store, SOURCE, 5.0, DELTA)
+    config = DPSGDConfig.from_dict(SIGMA_RUN)
+    lock_file = admission_path(store.path)
+    real_access = os.access
+    monkeypatch.setattr("privengine.store.admission.os.access",
+                        lambda path, mode: False if Path(path) == lock_file else real_access(path, mode))
+    runs_before = len(store.list_runs())
+    with pytest.raises(ConfigError, match="budget") as refused:
+        with admitted(store, "dpsgd", [config]):
+            store.create_run("dpsgd", config.to_dict())  # what a launch does inside: never reached
+    assert str(lock_file) in str(refused.value) and "not writable" in str(refused.value)
+    assert len(store.list_runs()) == runs_before

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from .. import registry
 from ..claims import PrivacyClaim
 from ..config import BaseConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..store import BudgetRecord, RunStore, admission_lock
 from .composition import Total
 from .ledger import Ledger, Release, ledger_delta, ledger_of, release_of, total_of, total_with
@@ -256,8 +256,8 @@ def admitted(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> 
     """Check a launch (:func:`check_configs`) and hold the admission locks while the caller stores its runs, so the
     next launch, in any thread or process sharing the store, sees them; yields the checks. Inside an admitted launch
     (a sweep's runs submitted under its whole plan's check, in the same thread) nothing is checked again.
-    BudgetExceeded, or AdmissionBusy after :data:`ADMISSION_WAIT_S` seconds waiting for the locks (both
-    ConfigErrors), before the caller stores anything."""
+    BudgetExceeded, AdmissionBusy after :data:`ADMISSION_WAIT_S` seconds waiting for the locks, or a ConfigError
+    naming ``budget`` when the store's lock cannot be taken (all ConfigErrors), before the caller stores anything."""
     deadline = time.monotonic() + ADMISSION_WAIT_S
     with contextlib.ExitStack() as held:
         if not _ADMISSION.acquire(timeout=ADMISSION_WAIT_S):
@@ -270,6 +270,8 @@ def admitted(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> 
             held.enter_context(admission_lock(store.path, deadline - time.monotonic()))
         except TimeoutError:
             raise AdmissionBusy(store, mechanism, configs) from None
+        except StoreError as exc:  # e.g. a lock file this user cannot write: no launch without the lock
+            raise ConfigError("budget", f"cannot be checked one launch at a time: {exc}") from None
         checks = check_configs(store, mechanism, configs)
         _ADMITTING.active = True
         held.callback(setattr, _ADMITTING, "active", False)

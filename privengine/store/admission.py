@@ -17,9 +17,12 @@ process holding it dies (its locks go with the process), so a killed launch neve
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from pathlib import Path
 from typing import Iterator
+
+from ..errors import StoreError
 
 
 def admission_path(store_path: Path) -> Path:
@@ -30,14 +33,22 @@ def admission_path(store_path: Path) -> Path:
 @contextlib.contextmanager
 def admission_lock(store_path: Path, wait_s: float) -> Iterator[None]:
     """Hold the admission lock of the store at ``store_path`` for the block, waiting at most ``wait_s`` seconds for
-    another process (or another connection of this one) to release it; TimeoutError if it is still held then."""
-    conn = sqlite3.connect(admission_path(store_path), timeout=max(wait_s, 0.0), isolation_level=None)
+    another process (or another connection of this one) to release it; TimeoutError if it is still held then.
+    StoreError naming the lock file when this process cannot write it: SQLite would open it read-only without a
+    word, and ``BEGIN IMMEDIATE`` on a read-only file takes no lock at all (review helper-54), so two launches
+    could both pass a budget."""
+    path = admission_path(store_path)
+    conn = sqlite3.connect(path, timeout=max(wait_s, 0.0), isolation_level=None)
     try:
+        if not os.access(path, os.W_OK):
+            raise StoreError(f"the admission lock file {path} is not writable by this user, so launches on this "
+                             "store cannot be admitted one at a time; give this user write access to it (or "
+                             "delete it while nothing runs: it is recreated empty)")
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if str(exc) != "database is locked":  # SQLITE_BUSY's message (its code is on the error from 3.11)
-                raise
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                raise StoreError(f"the admission lock file {path} cannot be locked: {exc}") from None
             raise TimeoutError(f"the admission lock of {store_path} was held for over {wait_s:g} s") from None
         yield
     finally:
