@@ -194,6 +194,15 @@ def ledger_delta(budget: BudgetRecord | None, delta: float | None) -> float:
 
 def ledger_of(store: RunStore, source: str, *, delta: float | None = None) -> Ledger:
     """The ledger of ``source`` at ``delta`` (default: its budget's δ, else :data:`DEFAULT_DELTA`)."""
+    return _ledger_and_total(store, source, delta, None)[0]
+
+
+def _ledger_and_total(store: RunStore, source: str, delta: float | None,
+                      releases: list[Release] | None) -> tuple[Ledger, Total | None]:
+    """:func:`ledger_of`, and with ``releases`` (else None) its total had they been charged too, stated at exactly
+    the ledger's δ, both from one hold of the cache's lock: a second query in between (another thread's, from run
+    states it read earlier) could otherwise replace the cached state and planned releases the total is composed
+    with by older ones (review helper-54)."""
     backfill(store)
     upgrade.ensure(store)  # the events of claims stored before they had any (once per store)
     history = tuple(store.budget_history(source))
@@ -206,7 +215,8 @@ def ledger_of(store: RunStore, source: str, *, delta: float | None = None) -> Le
     with _LOCK:
         answer = _ANSWERS.get(key)
         if answer is not None and answer[0] == fingerprint:
-            return answer[1]
+            _, ledger, planned = answer
+            return ledger, _with(_STATES[key], planned, releases, delta)
         runs = classify(store, store.source_runs(source))
         runs = replace(runs, uncovered=runs.uncovered + evaluations)
         state = _updated(key, runs.charged, delta, {run_id: summary for run_id, *_, summary in states})
@@ -221,7 +231,13 @@ def ledger_of(store: RunStore, source: str, *, delta: float | None = None) -> Le
         ledger = Ledger(source, delta, total, shares, runs.uncovered, runs.pending, runs.released_nothing,
                         tuple(over_time), budget, history)
         _ANSWERS[key] = (fingerprint, ledger, planned)
-        return ledger
+        return ledger, _with(state, planned, releases, delta)
+
+
+def _with(state: _State, planned: list[Release], releases: list[Release] | None, delta: float) -> Total | None:
+    """The total of ``state`` had ``planned`` and ``releases`` been composed too, at exactly ``delta``; None
+    without ``releases``."""
+    return None if releases is None else state.total_with(planned + releases, delta, within=True)
 
 
 def total_with(store: RunStore, source: str, delta: float | None, releases: Iterable[Release]) -> tuple[Ledger, Total]:
@@ -229,10 +245,7 @@ def total_with(store: RunStore, source: str, delta: float | None, releases: Iter
     releases), stated at exactly the ledger's δ, as a budget of that δ is checked: the claims charged by basic
     composition take their δ from it first (``combine(within=True)``; the ledger's own total adds their δ to it
     instead). Nothing is stored."""
-    ledger = ledger_of(store, source, delta=delta)
-    key = (str(store.path), source, ledger.delta)
-    with _LOCK:
-        return ledger, _STATES[key].total_with(_ANSWERS[key][2] + list(releases), ledger.delta, within=True)
+    return _ledger_and_total(store, source, delta, list(releases))
 
 
 def total_of(releases: Iterable[Release], delta: float) -> Total:
