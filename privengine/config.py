@@ -372,6 +372,30 @@ def keep_model_knob() -> Any:
                      "the same either way.")
 
 
+def declared_private_size_knob(uses: str, *, built_in: str = "") -> Any:
+    """The ``private_size`` field of a mechanism that takes stored user data sets: N_part, the size of a stored data
+    set's private part **declared public**, never counted from its rows (:mod:`privengine.datasets.private_part`: a
+    fifth held out, N = N_part - round(0.2 N_part) the rest); 0 = as declared with the data set. An integer in
+    [0, 10^8], advanced, and unkeyed at its default 0, so runs stored before the knob existed keep their noise.
+    ``uses``: what the mechanism takes from N, a sentence. ``built_in``: what the knob means on the mechanism's
+    built-in data sets, a clause; empty where it applies to stored data sets only (the config's ``check_rules`` then
+    calls :func:`check_stored_only`)."""
+    return knob(0, low=0, high=100_000_000, advanced=True, label="declared private size", unkeyed_default=True,
+                help="On a stored data set: the size of its private part, declared public (0 = as declared with the "
+                     "data set), a fifth of which is held out, N being the rest. On a built-in data set: "
+                     f"{built_in or '0 (it applies to stored data sets only)'}. Never counted from the rows: {uses}")
+
+
+def check_stored_only(config: BaseConfig, *names: str) -> None:
+    """ConfigError naming the first of the fields ``names`` that is not 0 on ``config``, whose ``dataset`` is a
+    built-in one: knobs of stored data sets only (``private_size``, PATE's ``data_seed``), which would change nothing
+    there but the run's noise key."""
+    for name in names:
+        if value := getattr(config, name):
+            raise ConfigError(name, f"({config.spec(name).label}) applies to a stored data set only: must be 0 for "
+                                    f"built-in data set {config.dataset}; got {value}")
+
+
 @dataclass(frozen=True)
 class RunConfig(BaseConfig):
     """Fields every mechanism run has: the compute device, the random seed and the noise source."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privengine import registry
-from privengine.config import FieldSpec
+from privengine.config import FieldSpec, declared_private_size_knob
 from privengine.errors import ConfigError
+from privengine.randomness import config_digest
 from tests.toy_mechanism import ToyConfig
 
 
@@ -32,6 +35,23 @@ def test_every_field_has_help_and_a_valid_default(cls):
     for spec in cls.specs():
         assert spec.knob.help, f"{cls.__name__}.{spec.name} has no help text"
         spec.check(spec.default)
+
+
+@pytest.mark.parametrize("cls", [c for c in all_config_classes() if "private_size" in {s.name for s in c.specs()}],
+                         ids=lambda c: c.__name__)
+def test_the_declared_private_size_is_one_knob_that_keys_no_noise_at_its_default(cls):
+    """Every mechanism's ``private_size`` comes from :func:`declared_private_size_knob` (label, range, default: only
+    the help's purpose differs), and at its default it leaves the noise key of a run as it was before the knob: the
+    digest of a default config is that of the same config without the field."""
+    reference = declared_private_size_knob("").metadata["knob"]
+    spec = cls.spec("private_size")
+    assert dataclasses.replace(spec.knob, help="") == dataclasses.replace(reference, help="")
+    assert spec.default == 0 and spec.kind == "int"
+    config = cls()
+    without = SimpleNamespace(specs=lambda: [s for s in cls.specs() if s.name != "private_size"],
+                              to_dict=lambda: {k: v for k, v in config.to_dict().items() if k != "private_size"})
+    assert config_digest(config) == config_digest(without)
+    assert config_digest(dataclasses.replace(config, private_size=500)) != config_digest(config)  # set: keyed
 
 
 def test_error_names_field_and_range():

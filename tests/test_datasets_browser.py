@@ -28,6 +28,19 @@ def _csv(path) -> None:
     pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "y": y}).to_csv(path, index=False)
 
 
+def launch_until_finished(pg):
+    """Click the form's "Launch run" once it is enabled, follow to the run's page, wait (5 minutes at most) for the
+    run to end and assert that it finished; its run panel."""
+    launch = pg.get_by_role("button", name="Launch run")
+    sync_api.expect(launch).to_be_enabled(timeout=60_000)
+    launch.click()
+    pg.wait_for_url("**run=*", timeout=30_000)
+    panel = pg.locator(RUN_PANEL)
+    panel.get_by_text(re.compile(r"^(finished|failed|stopped)$")).first.wait_for(timeout=300_000)
+    assert panel.get_by_text("finished", exact=True).count() == 1, panel.inner_text()[:400]
+    return panel
+
+
 def test_a_csv_goes_from_upload_to_a_run_and_its_model_download(app_url, page, tmp_path):  # noqa: F811
     csv = tmp_path / f"{NAME}.csv"
     _csv(csv)
@@ -53,13 +66,7 @@ def test_a_csv_goes_from_upload_to_a_run_and_its_model_download(app_url, page, t
     alphas = page.get_by_role("textbox", name="Alphas")  # the isotropic baseline only: no public subspace
     alphas.fill("0")
     alphas.press("Enter")
-    launch = page.get_by_role("button", name="Launch run")
-    sync_api.expect(launch).to_be_enabled(timeout=60_000)
-    launch.click()
-    page.wait_for_url("**run=*", timeout=30_000)
-    panel = page.locator(RUN_PANEL)
-    panel.get_by_text(re.compile(r"^(finished|failed|stopped)$")).first.wait_for(timeout=300_000)
-    assert panel.get_by_text("finished", exact=True).count() == 1, panel.inner_text()[:400]
+    panel = launch_until_finished(page)
     sync_api.expect(panel).to_contain_text(re.compile(r"ε = [0-9.]+, δ = [0-9e.-]+ — .*headline"), timeout=30_000)
     sync_api.expect(panel.get_by_role("button", name="Model (zip)")).to_be_visible(timeout=30_000)
     assert _errors(page) == []

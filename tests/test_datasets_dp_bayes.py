@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from PIL import Image
 
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import split_rows
@@ -27,7 +26,7 @@ from privengine.figures import dp_bayes as figures
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli
 from tests.memory_reporter import MemoryReporter
-from tests.user_tables import add_table
+from tests.user_tables import add_images, add_table
 
 TINY = ("--vi-steps", "20", "--warmup-steps", "10", "--burn-in", "10", "--steps", "20")
 RUN = ("run", "dp_bayes", "--dataset", "tiny", "--model", "logistic", *TINY)
@@ -153,7 +152,7 @@ def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
         (("--dataset", "tiny", "--model", "logistic", "--private-size", "1000000", "--draws", "20"),
          "`draws` times mc_samples (2) times the declared N (800000) must be at most 20,000,000 (per-step memory): "
          "lower draws or mc_samples; got 20"),
-        (("--private-size", "500",), "`private_size` applies to a stored data set only"),
+        (("--private-size", "500",), "`private_size` (declared private size) applies to a stored data set only"),
         (("--dataset", "unsized", "--model", "logistic"), "`private_size` must be declared for data set 'unsized'"),
         (("--dataset", "tiny", "--model", "logistic", "--private-size", "2"), "`private_size` must leave at least"),
     ]
@@ -166,13 +165,7 @@ def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
 
 
 def test_an_image_set_is_refused(tmp_path):
-    rng = np.random.default_rng(0)
-    for label in ("left", "right"):
-        (tmp_path / "pics" / label).mkdir(parents=True)
-        for i in range(6):
-            Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8), "L").save(
-                tmp_path / "pics" / label / f"{i}.png")
-    assert run_cli("data", "add", "pics", str(tmp_path / "pics"), "--private-size", "12").returncode == 0
+    add_images(tmp_path, "--private-size", "24")
     with pytest.raises(ConfigError, match="`dataset` 'pics' does not fit DP-Bayes' logistic regression: it holds"):
         DpBayesConfig(dataset="pics", model="logistic").validate()
 

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from PIL import Image
 
 from privengine.datasets import load_dataset
 from privengine.dpsgd import user_facts
@@ -23,36 +22,10 @@ from privengine.datasets.inputs import model_inputs
 from privengine.errors import ConfigError
 from privengine.ledger import ledger_of
 from tests.conftest import run_cli
+from tests.user_tables import add_images, add_table, random_rows
 
 RUN = ("run", "dpsgd", "--dataset", "tiny", "--model", "linear", "--alphas", "0", "--n-seeds", "1",
        "--noise-mode", "sigma", "--noise-multiplier", "2", "--batch-size", "16", "--epochs", "1")
-
-
-def _csv(path, rows: int = 120, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(rows, 2))
-    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "colour": rng.choice(["red", "blue"], rows),
-                          "label": np.where(x[:, 0] + x[:, 1] > 0, "pos", "neg")})
-    frame.to_csv(path, index=False)
-    return frame
-
-
-def _add(tmp_path, *extra: str, name: str = "tiny", frame_seed: int = 0):
-    _csv(tmp_path / f"{name}.csv", seed=frame_seed)
-    added = run_cli("data", "add", name, str(tmp_path / f"{name}.csv"), "--label", "label", "--classes", "neg,pos",
-                    "--categorical", "colour=red,blue", "--bounds", "*=-3:3", *extra)
-    assert added.returncode == 0, added.stderr
-
-
-def _images(tmp_path, size: int) -> None:
-    rng = np.random.default_rng(0)
-    for label in ("left", "right"):
-        (tmp_path / "pics" / label).mkdir(parents=True)
-        for i in range(12):
-            Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8), "L").save(
-                tmp_path / "pics" / label / f"{i}.png")
-    added = run_cli("data", "add", "pics", str(tmp_path / "pics"), "--public-rows", "4", "--private-size", "20")
-    assert added.returncode == 0, added.stderr
 
 
 def _types(event: dict) -> object:
@@ -68,7 +41,7 @@ def _headline(summary: dict) -> dict:
 
 @pytest.mark.slow
 def test_a_csv_goes_from_data_add_to_a_finished_dpsgd_run_charged_to_its_source(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     ran = run_cli(*RUN)
     assert ran.returncode == 0, ran.stderr
     (run,) = store.list_runs()
@@ -98,7 +71,7 @@ def test_a_csv_goes_from_data_add_to_a_finished_dpsgd_run_charged_to_its_source(
 
 
 def test_without_a_declared_private_size_the_run_is_refused_naming_the_flag(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20")
+    add_table(tmp_path, "--public-rows", "20")
     refused = run_cli(*RUN)
     assert refused.returncode == 2
     assert "`private_size` must be declared for data set 'tiny'" in refused.stderr
@@ -108,13 +81,13 @@ def test_without_a_declared_private_size_the_run_is_refused_naming_the_flag(stor
 
 
 def test_the_run_can_declare_the_private_size_itself(tmp_path):
-    _add(tmp_path, "--public-rows", "20")
+    add_table(tmp_path, "--public-rows", "20")
     config = DPSGDConfig(dataset="tiny", alphas=(0.0,), private_size=90, batch_size=16).validate()
     assert public_rows(config.to_dict()) == ((20, "used as public data"), (18, HELD_OUT_DRAWN))
 
 
 def test_a_data_set_without_public_rows_is_refused_where_the_run_needs_public_data(tmp_path):
-    _add(tmp_path, "--private-size", "120")
+    add_table(tmp_path, "--private-size", "120")
     with pytest.raises(ConfigError, match="`alphas` needs public rows, and data set 'tiny' declares none"):
         DPSGDConfig(dataset="tiny", alphas=(0.0, 4.0), batch_size=16).validate()
     with pytest.raises(ConfigError, match="`warm_start_epochs` needs public rows"):
@@ -124,7 +97,7 @@ def test_a_data_set_without_public_rows_is_refused_where_the_run_needs_public_da
 
 
 def test_an_image_set_is_refused_for_a_linear_model_and_where_no_cnn_fits(store, tmp_path):
-    _images(tmp_path, 8)
+    add_images(tmp_path, "--public-rows", "4", "--private-size", "20")
     linear = run_cli("run", "dpsgd", "--dataset", "pics", "--model", "linear", "--batch-size", "4")
     assert linear.returncode == 2 and "`model` cannot train on data set 'pics': it holds images" in linear.stderr
     DPSGDConfig(dataset="pics", model="auto", alphas=(0.0,), batch_size=4).validate()  # the 8x8 CNN fits
@@ -135,14 +108,14 @@ def test_an_image_set_is_refused_for_a_linear_model_and_where_no_cnn_fits(store,
 
 
 def test_a_table_trains_linear_by_default_and_is_refused_for_the_cnn(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     assert resolved_model(DPSGDConfig(dataset="tiny", batch_size=16).validate()) == "linear"
     with pytest.raises(ConfigError, match="it is a table"):
         DPSGDConfig(dataset="tiny", model="cnn", batch_size=16).validate()
 
 
 def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored_content(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = DPSGDConfig(dataset="tiny", model="linear", alphas=(0.0,), batch_size=16).validate()
     task = load_user_task(config, torch.device("cpu"))
     data = load_dataset("tiny")
@@ -155,7 +128,7 @@ def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored
     key = data_key(data, 100)  # folded with the declared N = 80 unless the split happens to hold 80 rows
     assert task.private_fingerprint == (key if task.n_private == 80 else with_declared_size(key, 80))
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100", name="other", frame_seed=1)
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100", name="other", seed=1)
     other = load_user_task(config.replace(dataset="other"), torch.device("cpu"))
     assert other.private_fingerprint != task.private_fingerprint
     assert json.loads(run_cli("data", "show", "other", "--json").stdout)["address"] != data.manifest["fingerprint"][:16]
@@ -163,7 +136,7 @@ def test_splits_scale_from_public_bounds_and_the_noise_key_comes_from_the_stored
 
 @pytest.mark.slow
 def test_an_exported_model_predicts_on_the_raw_csv_rows_with_the_runs_test_accuracy(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     ran = run_cli(*RUN, "--data-seed", "5", "--device", "cpu", "--json")
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
@@ -187,24 +160,19 @@ def test_an_exported_model_predicts_on_the_raw_csv_rows_with_the_runs_test_accur
     assert refused.returncode == 2 and "column 'colour', row 1: must be one of red, blue; got 'green'" in refused.stderr
 
 
-def _rows(n: int, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {"x": rng.normal(size=(n, 3)), "y": rng.integers(0, 2, n), "categories": rng.integers(0, 4, (n, 2))}
-
-
 def _training_rows(rows: dict[str, np.ndarray], data_seed: int) -> set[bytes]:
     train = split_rows(rows, data_seed)[2]
     return {rows["x"][i].tobytes() + rows["y"][i].tobytes() + rows["categories"][i].tobytes() for i in train}
 
 
 def test_adding_or_removing_one_row_changes_no_other_rows_split():
-    rows = _rows(20_000, 0)
+    rows = random_rows(20_000, 0)
     validation, test, train = split_rows(rows, data_seed=3)
     assert sorted(np.concatenate([validation, test, train]).tolist()) == list(range(20_000))
     # each row held out with probability 0.2 (validation 0.1, test 0.1): within 5 standard deviations
     for count, p in ((len(validation) + len(test), 0.2), (len(validation), 0.1), (len(test), 0.1)):
         assert abs(count / 20_000 - p) < 5 * (p * (1 - p) / 20_000) ** 0.5
-    new = _rows(1, 1)
+    new = random_rows(1, 1)
     for at in (0, 7_777, 20_000):
         added = {k: np.concatenate([v[:at], new[k], v[at:]]) for k, v in rows.items()}
         assert _training_rows(added, 3) ^ _training_rows(rows, 3) <= _training_rows(new, 3)
@@ -219,8 +187,8 @@ def test_the_form_offers_stored_data_sets_and_names_why_one_does_not_fit(tmp_pat
 
     from tests.conftest import ROOT
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
-    _images(tmp_path, 8)
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_images(tmp_path, "--public-rows", "4", "--private-size", "20")
     at = AppTest.from_file(str(ROOT / "pages" / "dpsgd.py"), default_timeout=60)
     at.query_params["config"] = json.dumps({"model": "linear", "batch_size": 16})
     at.run()

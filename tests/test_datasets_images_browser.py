@@ -24,12 +24,12 @@ from privengine.datasets.held_out import split_rows
 from tests.conftest import ROOT, subprocess_env
 from tests.test_browser import (SHOTS, _errors, _settle, app_home, app_url, browser, chromium, page,  # noqa: F401
                                 sync_api)
+from tests.test_datasets_browser import launch_until_finished
 from tests.test_datasets_images_cli import write_pictures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Chromium, a real (short) training run
 
 NAME = "glyphs"
-RUN_PANEL = "[class*='st-key-run-panel-']"
 
 
 def _shot(pg, step: str) -> None:
@@ -84,13 +84,7 @@ def test_an_image_zip_goes_from_upload_to_a_run_and_its_downloaded_model_predict
     alphas = page.get_by_role("textbox", name="Alphas")  # the isotropic setting only: one short training
     alphas.fill("0")
     alphas.press("Enter")
-    launch = page.get_by_role("button", name="Launch run")
-    sync_api.expect(launch).to_be_enabled(timeout=60_000)
-    launch.click()
-    page.wait_for_url("**run=*", timeout=30_000)
-    panel = page.locator(RUN_PANEL)
-    panel.get_by_text(re.compile(r"^(finished|failed|stopped)$")).first.wait_for(timeout=300_000)
-    assert panel.get_by_text("finished", exact=True).count() == 1, panel.inner_text()[:400]
+    panel = launch_until_finished(page)
     button = panel.get_by_role("button", name="Model (zip)")
     sync_api.expect(button).to_be_visible(timeout=30_000)
     button.scroll_into_view_if_needed()

@@ -22,7 +22,7 @@ from privengine.pate.charge import data_source, planned_claim, public_rows
 from privengine.pate.config import PateConfig
 from privengine.pate.user_data import hashed_partition, load_user_pate_data
 from tests.conftest import run_cli
-from tests.test_datasets_dpsgd import _add, _images, _rows
+from tests.user_tables import add_images, add_table, random_rows
 
 SMALL = {"teachers": 5, "queries": 15, "teacher_epochs": 2, "student_epochs": 3, "aggregator": "gnmax",
          "sigma": 2.0, "sanitize": False, "baseline": False}
@@ -37,7 +37,7 @@ def _headline(summary: dict) -> dict:
 
 @pytest.mark.slow
 def test_a_csv_goes_from_data_add_to_a_pate_student_that_predicts_on_its_raw_rows(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     ran = run_cli(*RUN)
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
@@ -72,7 +72,7 @@ def test_a_csv_goes_from_data_add_to_a_pate_student_that_predicts_on_its_raw_row
 
 
 def test_the_splits_come_from_public_rows_and_held_out_rows(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = PateConfig(dataset="tiny", **SMALL).validate()
     data = load_user_pate_data(config)
     private = load_dataset("tiny").private()
@@ -87,7 +87,7 @@ def test_the_splits_come_from_public_rows_and_held_out_rows(tmp_path):
 
 def test_the_split_is_cut_from_the_draws_returned_with_it():
     """The draws come back with the split they cut (hashed once, for PATE's partition), each row's own hash."""
-    rows = _rows(2_000, 0)
+    rows = random_rows(2_000, 0)
     draws, (validation, test, train) = drawn_split(rows, 3)
     np.testing.assert_array_equal(draws, row_draws(rows, 3))
     assert (draws[validation] < 0.1).all() and ((draws[test] >= 0.1) & (draws[test] < 0.2)).all()
@@ -104,14 +104,14 @@ def _partition(rows: dict[str, np.ndarray], teachers: int, cap: int) -> list[set
 
 
 def test_adding_or_removing_one_row_changes_one_teachers_partition_only():
-    rows, teachers = _rows(5_000, 0), 10
+    rows, teachers = random_rows(5_000, 0), 10
     cap = user_facts.teacher_rows(4_000, teachers)
     parts = _partition(rows, teachers, cap)
     assert all(not (a & b) for i, a in enumerate(parts) for b in parts[i + 1:])  # disjoint
     n = sum(map(len, parts))
     for part in parts:  # each training row joins each teacher with probability 1/K: within 5 standard deviations
         assert abs(len(part) - n / teachers) < 5 * (n / teachers) ** 0.5
-    new = _rows(1, 1)
+    new = random_rows(1, 1)
     for at in (0, 2_500, 5_000):
         added = {k: np.concatenate([v[:at], new[k], v[at:]]) for k, v in rows.items()}
         assert sum(a != b for a, b in zip(_partition(added, teachers, cap), parts)) <= 1
@@ -123,7 +123,7 @@ def test_adding_or_removing_one_row_changes_one_teachers_partition_only():
 
 
 def test_the_teachers_are_capped_by_the_declared_size_never_a_count(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "300")  # 100 private rows, 300 declared: N = 240
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "300")  # 100 private rows, 300 declared: N = 240
     PateConfig(dataset="tiny", **{**SMALL, "teachers": 24}).validate()
     with pytest.raises(ConfigError, match=r"`teachers` must be at most 24 for data set 'tiny' \(N = 240 declared"):
         PateConfig(dataset="tiny", **{**SMALL, "teachers": 25}).validate()
@@ -140,30 +140,30 @@ def test_the_teachers_are_capped_by_the_declared_size_never_a_count(store, tmp_p
 
 
 def test_queries_come_from_the_public_rows_and_need_some(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     with pytest.raises(ConfigError, match="`queries` must be at most 20, the public rows data set 'tiny' declares"):
         PateConfig(dataset="tiny", **{**SMALL, "queries": 21}).validate()
     with pytest.raises(ConfigError, match="`selection_clusters` must be at most 20"):
         PateConfig(dataset="tiny", **SMALL, query_selection="typical", selection_clusters=21).validate()
-    _add(tmp_path, "--private-size", "100", name="closed")
+    add_table(tmp_path, "--private-size", "100", name="closed")
     with pytest.raises(ConfigError, match="`dataset` 'closed' declares no public rows: PATE's queries come from"):
         PateConfig(dataset="closed", **SMALL).validate()
 
 
 def test_without_a_declared_private_size_the_run_is_refused_naming_the_flag(store, tmp_path):
-    _add(tmp_path, "--public-rows", "20")
+    add_table(tmp_path, "--public-rows", "20")
     refused = run_cli(*RUN)
     assert refused.returncode == 2 and "`private_size` must be declared for data set 'tiny'" in refused.stderr
     assert store.list_runs() == []
 
 
 def test_models_that_do_not_fit_the_data_set_are_refused(tmp_path):
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     with pytest.raises(ConfigError, match="`architecture` must be mlp \\(or auto\\) for data set 'tiny', a table"):
         PateConfig(dataset="tiny", **SMALL, architecture="convnet").validate()
     with pytest.raises(ConfigError, match="`student` semi_supervised augments images"):
         PateConfig(dataset="tiny", **SMALL, student="semi_supervised").validate()
-    _images(tmp_path, 8)  # 24 images, 4 public, 20 declared private: N = 16
+    add_images(tmp_path, "--public-rows", "4", "--private-size", "20")  # 24 images, 4 public, 20 private: N = 16
     images = {**SMALL, "teachers": 1, "queries": 4}
     PateConfig(dataset="pics", **images, architecture="convnet", depth=3).validate()
     with pytest.raises(ConfigError, match="`depth` must leave the ConvNet at least one pixel .* at most 3; got 4"):
@@ -177,8 +177,8 @@ def test_the_form_offers_stored_data_sets_and_names_why_one_does_not_fit(tmp_pat
 
     from tests.conftest import ROOT
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
-    _images(tmp_path, 8)
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_images(tmp_path, "--public-rows", "4", "--private-size", "20")
     at = AppTest.from_file(str(ROOT / "pages" / "pate.py"), default_timeout=60)
     at.query_params["config"] = json.dumps({"teachers": 5, "queries": 15})
     at.run()
@@ -217,7 +217,7 @@ def test_empty_slots_weigh_nothing_in_the_teachers_training():
 def test_the_membership_attack_refuses_a_run_on_a_user_data_set(tmp_path):
     from privengine.audit.membership_pate import check_target
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     with pytest.raises(ConfigError, match="`run` trained on user data set 'tiny'"):
         check_target(PateConfig(dataset="tiny", **SMALL).validate())
 
@@ -234,7 +234,7 @@ def test_the_students_batches_do_not_depend_on_the_private_row_count(tmp_path):
     row count, so the student's batches (its accuracy, its kept model) depended on n beyond the noisy answers."""
     from privengine.pate.pipeline import Pipeline, recipe_of, train_baseline
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = PateConfig(dataset="tiny", **{**SMALL, "baseline": True, "baseline_epochs": 2}).validate()
     data = load_user_pate_data(config)
     states = []
@@ -256,7 +256,7 @@ def test_the_students_batches_do_not_depend_on_the_private_row_count(tmp_path):
 def test_removing_one_training_row_changes_only_its_teachers_weights(tmp_path):
     from privengine.pate.pipeline import Pipeline, recipe_of, train_teachers
 
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     config = PateConfig(dataset="tiny", **SMALL).validate()
     data = load_user_pate_data(config)
     positions, weights = hashed_partition(data.partition_draws, config.teachers,
@@ -312,6 +312,6 @@ def test_built_in_runs_keep_their_noise_keys_with_the_new_knobs_at_their_default
 
 def test_the_claims_name_the_held_out_accuracies_and_the_time_as_uncovered(tmp_path):
     """Review finding 3: the accuracies are measured on held-out private rows, the time grows with the row count."""
-    _add(tmp_path, "--public-rows", "20", "--private-size", "100")
+    add_table(tmp_path, "--public-rows", "20", "--private-size", "100")
     assert user_facts.UNCOVERED in planned_claim(PateConfig(dataset="tiny", **SMALL).to_dict()).caveats
     assert user_facts.UNCOVERED not in planned_claim(PateConfig(dataset="digits", **SMALL).to_dict()).caveats

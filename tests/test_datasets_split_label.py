@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from PIL import Image
 from sklearn.metrics import roc_auc_score
 
 from privengine.datasets import load_dataset
@@ -24,7 +23,7 @@ from privengine.split_label.data import load, short_batch_note
 from privengine.split_label.run import run
 from tests.conftest import run_cli
 from tests.memory_reporter import MemoryReporter
-from tests.user_tables import add_table
+from tests.user_tables import add_images, add_table
 
 RUN = ("run", "split_label", "--dataset", "tiny", "--batch-size", "32", "--epochs", "2", "--seed", "3")
 
@@ -91,7 +90,8 @@ def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
         (("--dataset", "three"), "`dataset` 'three' does not fit split learning: its label has 3 classes"),
         (("--dataset", "unsized"), "`private_size` must be declared for data set 'unsized'"),
         (("--dataset", "tiny", "--batch-size", "81"), "`batch_size` must be at most the 80 training rows declared"),
-        (("--private-size", "100"), "`private_size` applies to a stored data set only (0 with synthetic); got 100"),
+        (("--private-size", "100"), "`private_size` (declared private size) applies to a stored data set only: must "
+                                    "be 0 for built-in data set synthetic; got 100"),
     ]
     for args, message in refusals:
         refused = run_cli("run", "split_label", *args, "--epochs", "1")
@@ -100,12 +100,6 @@ def test_what_does_not_fit_is_refused_naming_the_field(store, tmp_path):
     assert "its label has 3 classes" in SplitLabelConfig.user_dataset_problem("three", {})
     assert SplitLabelConfig.user_dataset_problem("tiny", {"batch_size": 16}) is None
 
-    rng = np.random.default_rng(0)
-    for label in ("left", "right"):
-        (tmp_path / "pics" / label).mkdir(parents=True)
-        for i in range(6):
-            Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8), "L").save(
-                tmp_path / "pics" / label / f"{i}.png")
-    assert run_cli("data", "add", "pics", str(tmp_path / "pics"), "--private-size", "12").returncode == 0
+    add_images(tmp_path, "--private-size", "24")
     with pytest.raises(ConfigError, match="`dataset` 'pics' does not fit split learning: it holds images"):
         SplitLabelConfig(dataset="pics", batch_size=4).validate()

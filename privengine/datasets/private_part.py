@@ -14,7 +14,7 @@ Parts of a user data set of declared private-part size N_part (``data add --priv
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from privengine.errors import ConfigError
 
@@ -22,6 +22,18 @@ HELD_OUT_FRACTION = 0.2  # of the declared private part: validation and test row
 VALIDATION_SHARE = 0.5  # of the held-out rows: validation (the rest test)
 HELD_OUT_DRAWN = ("held out (validation and test; the expected count: each private row with probability 0.2, and "
                   "each data_seed draws other rows)")  # how a ledger names the held-out rows a run uses
+
+
+def is_user_dataset(dataset: str, built_in: Collection[str]) -> bool:
+    """Whether a config's ``dataset`` names a stored user data set rather than one of ``built_in``, the mechanism's
+    own data sets (its ``dataset`` knob's choices). ``data add`` refuses every built-in name (:mod:`.builtin`), so a
+    name outside ``built_in`` can only be a stored data set's, or nothing stored, which :func:`stored` refuses naming
+    ``dataset``.
+
+    >>> is_user_dataset("cohort", ("mnist", "digits")), is_user_dataset("digits", ("mnist", "digits"))
+    (True, False)
+    """
+    return dataset not in built_in
 
 
 def stored(name: str) -> dict[str, Any]:

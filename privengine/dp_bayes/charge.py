@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from privengine.datasets import private_part
 
 from ..entries import seeded_source
-from .config import LINEAR_ONLY, PRIVATE_METHODS, DpBayesConfig
-from .user_facts import SYNTHETIC, is_user_dataset
+from .config import DATASETS, LINEAR_ONLY, PRIVATE_METHODS, DpBayesConfig
+from .user_facts import SYNTHETIC
 
 if TYPE_CHECKING:
     from ..claims import PrivacyClaim
@@ -35,7 +35,7 @@ SOURCE = "dp-bayes"
 def _user_dataset(values: Mapping[str, Any]) -> str | None:
     """The stored data set a run of these values reads (runs stored before the knob read the synthetic records)."""
     dataset = values.get("dataset", SYNTHETIC)
-    return dataset if is_user_dataset(dataset) else None
+    return dataset if private_part.is_user_dataset(dataset, DATASETS) else None
 
 
 def data_source(values: Mapping[str, Any]) -> str:

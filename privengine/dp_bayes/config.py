@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, keep_model_knob, knob
+from privengine.config import RunConfig, check_stored_only, declared_private_size_knob, keep_model_knob, knob
+from privengine.datasets import private_part
 from privengine.errors import ConfigError
 
 from . import user_facts
 
+DATASETS = (user_facts.SYNTHETIC,)  # the built-in one: the synthetic generator
 MODELS = ("linear", "logistic")
 NEIGHBOURING = ("replace-one", "add-remove")
 MODES = ("release", "sweep")
@@ -34,18 +36,15 @@ class DpBayesConfig(RunConfig):
                       choice_labels={"linear": "linear regression", "logistic": "logistic regression"},
                       help="Bayesian linear regression (Gaussian noise, half-Cauchy prior on its scale) "
                            "or Bayesian logistic regression.")
-    dataset: str = knob(user_facts.SYNTHETIC, choices=(user_facts.SYNTHETIC,), user_datasets=True,
+    dataset: str = knob(user_facts.SYNTHETIC, choices=DATASETS, user_datasets=True,
                         unkeyed_default=True,
                         help="synthetic: records drawn from the generator below; or the name of a table you stored "
                              "(python -m privengine data add) with a binary label: the logistic model on its "
                              "columns scaled by their public bounds (categories one-hot), exponential or dpvi, "
                              "release mode; each private row is held out with probability 0.2 (a hash of the row "
                              "and data_seed) to score the release.")
-    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
-                             unkeyed_default=True,
-                             help="A stored data set only: the size of its private part, declared public (0 = as "
-                                  "declared with the data set); a fifth is held out and N is the rest, dpvi's "
-                                  "divisor round(q N). Never counted from the rows.")
+    private_size: int = declared_private_size_knob(
+        "dpvi's divisor is round(q N).", built_in="0 (the synthetic records' size is n_records)")
     n_records: int = knob(4000, low=10, high=1_000_000, log=True, shown_when=("dataset", (user_facts.SYNTHETIC,)),
                           help="Number of synthetic records N.")
     data_seed: int = knob(0, low=0, high=2**31 - 1,
@@ -145,8 +144,9 @@ class DpBayesConfig(RunConfig):
 
     @property
     def is_user_dataset(self) -> bool:
-        """Whether the records are a stored user data set's (:mod:`.user_facts`), not the synthetic generator's."""
-        return user_facts.is_user_dataset(self.dataset)
+        """Whether the records are a stored user data set's (:mod:`.user_facts`), not the synthetic generator's
+        (:func:`private_part.is_user_dataset`)."""
+        return private_part.is_user_dataset(self.dataset, DATASETS)
 
     @property
     def record_count(self) -> int:
@@ -167,9 +167,8 @@ class DpBayesConfig(RunConfig):
         if self.is_user_dataset:
             user_facts.check(self.dataset, model=self.model, method=self.method, mode=self.mode,
                              private_size=self.private_size)
-        elif self.private_size:
-            raise ConfigError("private_size", f"applies to a stored data set only (0 with the synthetic records, "
-                                              f"whose size is n_records); got {self.private_size}")
+        else:
+            check_stored_only(self, "private_size")
         if self.method == "all" and self.mode != "sweep":
             raise ConfigError("method", "must be one of exponential, ssp, dpvi in release mode (`all` compares the "
                                         f"methods in a sweep: set mode to sweep); got {self.method!r}")

@@ -26,11 +26,6 @@ SYNTHETIC = "synthetic"
 USER_METHODS = ("exponential", "dpvi")
 
 
-def is_user_dataset(dataset: str) -> bool:
-    """Whether ``dataset`` names a stored user data set, not the embedded synthetic generator."""
-    return dataset != SYNTHETIC
-
-
 def check(name: str, *, model: str, method: str, mode: str, private_size: int) -> None:
     """Every ConfigError a DP-Bayes config on data set ``name`` deserves before anything runs, naming the field:
     not stored or not a binary table (``dataset``), not the logistic model (``model``), ssp or ``all``

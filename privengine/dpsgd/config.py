@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, keep_model_knob, knob
+from privengine.config import RunConfig, declared_private_size_knob, keep_model_knob, knob
 from privengine.errors import ConfigError
 
 from privengine.datasets import private_part
@@ -38,8 +38,9 @@ TRAIN_EXAMPLES = {"linreg": LINREG_N, "digits": DIGITS_N - round(DIGITS_TEST_FRA
 
 
 def is_user_dataset(dataset: str) -> bool:
-    """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
-    return dataset not in DATASETS
+    """Whether ``dataset`` names a stored user data set, not one of :data:`DATASETS`
+    (:func:`private_part.is_user_dataset`)."""
+    return private_part.is_user_dataset(dataset, DATASETS)
 
 
 def resolved_model(config: "DPSGDConfig") -> str:
@@ -162,17 +163,12 @@ class DPSGDConfig(RunConfig):
     batch_size: int = knob(100, low=1, high=1_000_000,
                            help="Expected (logical) batch B of Poisson sampling: each private example joins a "
                                 "step with probability q = B / N (N: the declared private size).")
-    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
-                             unkeyed_default=True,
-                             help="N, the size of the private split, declared public: q = B / N, the step count "
-                                  "and the private normalisation's divisor come from it, never from the data, so a "
-                                  "data set and its neighbour with one example more or less get the same q, steps "
-                                  "and published fields (the add/remove guarantee needs that). 0 = the data set's "
-                                  "documented size: its training split (at most train_limit) minus the public "
-                                  "part; set it when the data root holds another version of the data. Do not "
-                                  "understate the data: delta is judged against 1 / N. A user data set: the size of "
-                                  "its private part (0 = as declared with the data set), a fifth of which is held "
-                                  "out, so N is the rest.")
+    private_size: int = declared_private_size_knob(
+        "q = B / N, the step count and the private normalisation's divisor come from N, so a data set and its "
+        "neighbour with one example more or less get the same q, steps and published fields (the add/remove "
+        "guarantee needs that). Do not understate the data: delta is judged against 1 / N.",
+        built_in="N itself (0 = its documented training split, at most train_limit, minus the public part; set it "
+                 "when the data root holds another version of the data)")
     physical_batch_size: int = knob(0, low=0, high=1_000_000, advanced=True,
                                     help="Largest batch sent through the model at once (Opacus' "
                                          "BatchMemoryManager splits logical batches); no effect on privacy. "

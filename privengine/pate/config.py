@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import RunConfig, keep_model_knob, knob
+from ..config import RunConfig, check_stored_only, declared_private_size_knob, keep_model_knob, knob
+from ..datasets import private_part
 from ..errors import ConfigError
 from . import user_facts
 
@@ -29,8 +30,9 @@ MIN_EXAMPLES_PER_TEACHER = 10
 
 
 def is_user_dataset(dataset: str) -> bool:
-    """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
-    return dataset not in SPLIT_SIZES
+    """Whether ``dataset`` names a stored user data set, not one of :data:`SPLIT_SIZES`'
+    (:func:`private_part.is_user_dataset`)."""
+    return private_part.is_user_dataset(dataset, SPLIT_SIZES)
 
 
 def student_test_size(n_public: int) -> int:
@@ -57,11 +59,8 @@ class PateConfig(RunConfig):
                           help="Folder with torchvision's dataset files; empty: $PRIVENGINE_DATA.")
     download: bool = knob(False, shown_when=("dataset", REAL_DATASETS), advanced=True,
                           help="Let torchvision download a missing dataset (needs a network).")
-    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
-                             unkeyed_default=True,
-                             help="A user data set only: the size of its private part, declared public (0 = as "
-                                  "declared with the data set); a fifth is held out, and N, the rest, caps the "
-                                  "teachers (at least 10 rows each) and their rows. Never counted from the data.")
+    private_size: int = declared_private_size_knob(
+        f"N caps the teachers (at least {MIN_EXAMPLES_PER_TEACHER} rows each) and their rows.")
     data_seed: int = knob(0, low=0, high=2**31 - 1, advanced=True, unkeyed_default=True,
                           help="A user data set only: the seed of the row hashes that hold a fifth of its private "
                                "rows out and name each other row's teacher. Kept apart from the run's seed so that "
@@ -195,10 +194,7 @@ class PateConfig(RunConfig):
         if is_user_dataset(self.dataset):
             user_facts.check(self.dataset, self.to_dict(), min_per_teacher=MIN_EXAMPLES_PER_TEACHER)
             return
-        for name in ("private_size", "data_seed"):  # ignored on a built-in data set, yet keying the run's noise
-            if getattr(self, name):
-                raise ConfigError(name, f"({self.spec(name).label}) applies to a stored data set only: must be 0 "
-                                        f"for built-in data set {self.dataset}; got {getattr(self, name)}")
+        check_stored_only(self, "private_size", "data_seed")
         n_private, n_public = SPLIT_SIZES[self.dataset]
         most = n_private // MIN_EXAMPLES_PER_TEACHER
         if self.teachers > most:

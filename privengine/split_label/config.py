@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, keep_model_knob, knob
+from privengine.config import RunConfig, check_stored_only, declared_private_size_knob, keep_model_knob, knob
 from privengine.datasets import private_part
 from privengine.errors import ConfigError
 
@@ -28,11 +28,8 @@ class SplitLabelConfig(RunConfig):
              "columns scaled by their public bounds (categories one-hot), the active party the label (1: the "
              "second declared class); each private row is held out for the test AUC with probability 0.2 (a hash "
              "of the row and the run's seed).")
-    private_size: int = knob(0, low=0, high=100_000_000, advanced=True, label="declared private size",
-                             unkeyed_default=True,
-                             help="A stored data set only: the size of its private part, declared public (0 = as "
-                                  "declared with the data set); a fifth is held out for the test AUC, and the "
-                                  "batch size may not exceed the rest. Never counted from the rows.")
+    private_size: int = declared_private_size_knob(
+        "the batch size may not exceed N; the held-out fifth scores the test AUC.")
     mode: str = knob(
         "single", choices=MODES,
         choice_labels={"single": "one protection", "trade_off": "trade-off (one training per setting)"},
@@ -104,15 +101,15 @@ class SplitLabelConfig(RunConfig):
 
     @property
     def is_user_dataset(self) -> bool:
-        """Whether ``dataset`` names a stored user data set (:mod:`privengine.datasets`), not a built-in one."""
-        return self.dataset not in DATASETS
+        """Whether ``dataset`` names a stored user data set, not one of :data:`DATASETS`
+        (:func:`private_part.is_user_dataset`)."""
+        return private_part.is_user_dataset(self.dataset, DATASETS)
 
     def check_rules(self) -> None:
         if self.is_user_dataset:
             _check_user_dataset(self.dataset, self.private_size, self.batch_size)
-        elif self.private_size:
-            raise ConfigError("private_size", f"applies to a stored data set only (0 with {self.dataset}); got "
-                                              f"{self.private_size}")
+        else:
+            check_stored_only(self, "private_size")
         if self.dataset == "synthetic" and self.batch_size > self.n_train:
             raise ConfigError("batch_size", f"must be at most n_train ({self.n_train}); got {self.batch_size}")
 
