@@ -267,3 +267,65 @@ def test_a_utility_the_finished_runs_lack_is_named_and_the_ones_they_have_offere
     assert note == "the finished runs report no test accuracy"
     assert any(w.value.startswith("None of the 6 finished runs reports test accuracy; they report excess risk. "
                                   "Choose it under Utility metric.") for w in at.warning)
+
+
+def _toy_runs(store, rates: list[float], *, seeds: int = 2, finished: int | None = None) -> tuple[str, list[str]]:
+    """A stored toy sweep over ``rates`` (nothing runs): the first ``finished`` runs (all by default) finish with
+    ε = 10 x rate and a score; the others stay queued."""
+    spec = SweepSpec("toy", axes={"rate": rates}, seeds=seeds)
+    sweep_id = store.create_sweep("toy", spec.to_dict())
+    runs = []
+    for i, (point, config) in enumerate(run_configs(spec)):
+        run_id = store.create_run("toy", config.to_dict(), sweep_id=sweep_id, sweep_point=point.index)
+        if finished is None or i < finished:
+            claim = PrivacyClaim("toy", 10 * config.rate, 1e-5, "none (test only)", "add/remove one", headline=True)
+            store.mark_ended(run_id, "finished", summary={"score": 0.5 + i / 100, "privacy": [claim.to_dict()]})
+        runs.append(run_id)
+    return sweep_id, runs
+
+
+def _draw_box(at: AppTest, sweep_id: str, box: dict) -> AppTest:
+    """What the browser sends when a box is drawn on the parallel coordinates: the chart's interval selection as its
+    widget state (AppTest has no way to drag on a Vega-Lite chart; tests/test_explore_browser.py drags a real one)."""
+    from privengine.figures.parcoords import BRUSH
+
+    [chart] = [c for c in at.get("vega_lite_chart") if f"explore.parcoords.{sweep_id}" in c.proto.id]
+    states = at._tree.get_widget_states()
+    state = states.widgets.add()
+    state.id, state.string_value = chart.proto.id, json.dumps({"selection": {BRUSH: box}})
+    return at._run(states)
+
+
+def test_parallel_coordinates_are_drawn_and_a_box_on_them_filters_the_points_table(store):
+    sweep_id, runs = _toy_runs(store, [0.01, 0.1, 1.0])
+    at = _page(sweep=sweep_id)
+    _assert_clean(at)
+    [chart] = [c for c in at.get("vega_lite_chart") if f"explore.parcoords.{sweep_id}" in c.proto.id]
+    titles = json.loads(chart.proto.spec)["layer"][1]["encoding"]["x"]["sort"]
+    assert titles == ["rate (log scale)", "score (higher is better)", "ε per run (lower is better, log scale)"]
+    assert any(c.value.startswith("All 6 finished runs, one line each") for c in at.caption)
+    assert at.dataframe[0].value["point"].tolist() == [0, 1, 2]
+
+    at = _draw_box(at, sweep_id, {"axis": [titles[-1]], "position": [0.75, 1.0]})  # the top of the ε axis: ε = 10
+    _assert_clean(at)
+    assert any(c.value.startswith("**2 of 6 runs** pass through the box on ε per run") for c in at.caption)
+    assert at.dataframe[0].value["point"].tolist() == [2]
+    links = [link.proto.label for link in at.get("page_link") if link.proto.label.startswith("Run ")]
+    assert sorted(label.split(" ")[1] for label in links) == sorted(runs[4:])  # the two seeds of rate 1
+
+    # over rate and score: rate 0.1 (the middle of its log axis) and the lower half of the scores (0.5 to 0.55)
+    at = _draw_box(at, sweep_id, {"axis": titles[:2], "position": [0.35, 0.5]})
+    assert any(c.value.startswith("**1 of 6 runs** pass through the box on rate (log scale), score")
+               for c in at.caption)
+    assert at.dataframe[0].value["point"].tolist() == [1]
+    links = [link.proto.label for link in at.get("page_link") if link.proto.label.startswith("Run ")]
+    assert [label.split(" ")[1] for label in links] == [runs[2]]  # the first seed of rate 0.1: score 0.52
+
+
+@pytest.mark.parametrize("finished, note", [(0, "no finished run yet"), (1, "1 finished run so far, they need 2.")])
+def test_parallel_coordinates_wait_for_two_finished_runs(store, finished, note):
+    sweep_id, _ = _toy_runs(store, [0.01, 1.0], finished=finished)
+    at = _page(sweep=sweep_id)
+    _assert_clean(at)
+    assert not [c for c in at.get("vega_lite_chart") if "explore.parcoords" in c.proto.id]
+    assert f"Parallel coordinates of the runs: {note}" in [c.value for c in at.caption]

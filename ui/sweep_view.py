@@ -32,6 +32,7 @@ from .budget_notice import show_refusal
 from .links import link_to_mechanism
 from .report_button import report_button
 from .run_panel import privacy_claim
+from .sweep_parcoords import brushed_runs
 
 REFRESH_S = 1.0
 _STATE_COLOURS = {"running": "blue", "finished": "green", "stopped": "orange", "incomplete": "orange"}
@@ -53,12 +54,19 @@ def live_sweep(sweep_id: str, *, utility: str | None, active: bool, stop_executo
         _header(res, stop_executor, resume_executor)
         _utility_note(res, chosen=utility is not None)
         selected = _frontier_chart(res)
-        table = st.dataframe(points_frame(res), hide_index=True, width="stretch", on_select="rerun",
-                             selection_mode="multi-row", key=f"explore.points.{sweep_id}", placeholder=charts.MISSING)
+        kept = brushed_runs(res)
+        frame = points_frame(res)
+        if kept is not None:  # only the points of the runs inside the box; a new box starts a new row selection
+            frame = frame[frame["point"].isin({p.index for p in res.points if set(p.runs) & set(kept)})]
+        table = st.dataframe(frame, hide_index=True, width="stretch", on_select="rerun", selection_mode="multi-row",
+                             key=f"explore.points.{sweep_id}.{hash(tuple(kept)) if kept is not None else 'all'}",
+                             placeholder=charts.MISSING)
         st.caption("Select points on the chart or rows of the table to open their runs. "
                    "✓ = on the Pareto frontier: no other point is better on both axes.")
-        selected |= {res.points[i].index for i in table.selection.rows}
-        _run_links(res, sorted(selected))
+        selected |= {int(frame["point"].iloc[i]) for i in table.selection.rows}
+        if kept is not None:
+            selected = (selected or set(frame["point"])) & set(frame["point"])
+        _run_links(res, sorted(selected), only=None if kept is None else set(kept))
         _claims(res)
         _exports(res)
         if active and res.state != "running":
@@ -148,7 +156,8 @@ def _frontier_chart(res: runner.SweepResult) -> set[int]:
     return {pt["customdata"][0] for pt in event.selection.points if pt.get("customdata")}
 
 
-def _run_links(res: runner.SweepResult, indices: list[int]) -> None:
+def _run_links(res: runner.SweepResult, indices: list[int], *, only: set[str] | None = None) -> None:
+    """Links to the runs of the points ``indices`` (the first 8), only those in ``only`` when given."""
     if not indices:
         return
     runs = {r.id: r for r in services.store().sweep_runs(res.sweep_id)}
@@ -157,7 +166,7 @@ def _run_links(res: runner.SweepResult, indices: list[int]) -> None:
         point = by_index[index]
         with st.container(border=True):
             st.markdown(f"**Point {index}**: {settings_text(res.mechanism, point.settings)}")
-            for run_id in point.runs:
+            for run_id in point.runs if only is None else [r for r in point.runs if r in only]:
                 run = runs[run_id]
                 link_to_mechanism(res.mechanism, f"Run {run_id} · seed {run.config.get('seed', '—')} · {run.state}",
                                   run_id=run_id)
