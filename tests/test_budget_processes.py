@@ -154,6 +154,29 @@ def test_a_launch_waits_for_the_lock_within_its_limit_and_a_dead_holder_releases
         assert check.source == SOURCE and not check.exceeds
 
 
+@pytest.mark.slow  # a child process imports the engine
+def test_a_store_opened_through_a_symlink_shares_the_admission_lock_of_its_file(store, tmp_path, monkeypatch):
+    """One store file, two spellings of its path (a symlinked home): a launch through the link waits for the lock a
+    process holds through the real path (review helper-60: the lock file was named after the path as given, so
+    both were admitted at once)."""
+    set_budget(store, SOURCE, 5.0, DELTA)
+    link = tmp_path / "linked-home" / "runs.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(store.path)
+    held, results = SPAWN.Event(), SPAWN.Queue()
+    child = SPAWN.Process(target=_hold_admission, args=(held, results))  # through the real path
+    child.start()
+    try:
+        assert held.wait(WAIT_S)
+        monkeypatch.setattr("privengine.ledger.budget.ADMISSION_WAIT_S", 0.5)
+        with pytest.raises(AdmissionBusy):
+            with admitted(_store_at(link), "dpsgd", [DPSGDConfig.from_dict(SIGMA_RUN)]):
+                pytest.fail("admitted through the link while another process held the store's admission lock")
+    finally:
+        child.kill()
+        child.join(WAIT_S)
+
+
 def test_a_launch_inside_an_admitted_one_is_not_checked_again_and_other_threads_wait(store, monkeypatch):
     """The same thread re-enters (a sweep's runs, submitted under its plan's check) without the store's lock, which
     it holds; another thread of the process waits for the whole admission, within the limit."""
@@ -201,3 +224,123 @@ def test_a_lock_file_this_user_cannot_write_refuses_the_launch(store, monkeypatc
             store.create_run("dpsgd", config.to_dict())  # what a launch does inside: never reached
     assert str(lock_file) in str(refused.value) and "not writable" in str(refused.value)
     assert len(store.list_runs()) == runs_before
+
+
+def _in_thread(target: Callable[[], object]) -> tuple[threading.Thread, list]:
+    """``target`` started in a thread; the list gets what it returned or raised."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(target())
+        except Exception as exc:  # noqa: BLE001 (the test reads it)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_launch_is_planned_before_the_locks_so_others_do_not_wait_for_its_plan(store, monkeypatch):
+    """A sweep's plan (DP-SGD's sigma calibration) can take seconds: it is made before the admission locks, so a
+    launch that comes meanwhile is admitted at once, and inside the locks the plan is only checked, not made again."""
+    from privengine.ledger import budget
+    from privengine.store import admission_lock
+
+    set_budget(store, SOURCE, 5.0, DELTA)
+    slow, quick = DPSGDConfig.from_dict(SIGMA_RUN | {"seed": 7}), DPSGDConfig.from_dict(SIGMA_RUN)
+    planning, go, plans = threading.Event(), threading.Event(), []
+    real_plan = budget.planned_claim_of
+
+    def store_lock_free() -> bool:
+        try:
+            with admission_lock(store.path, 0.0):
+                return True
+        except TimeoutError:
+            return False
+
+    def plan(mechanism, config):
+        plans.append((config.seed, store_lock_free()))
+        if config.seed == 7:
+            planning.set()
+            assert go.wait(WAIT_S)
+        return real_plan(mechanism, config)
+
+    monkeypatch.setattr(budget, "planned_claim_of", plan)
+    monkeypatch.setattr(budget, "ADMISSION_WAIT_S", 0.5)
+
+    def launch_slow():
+        with admitted(store, "dpsgd", [slow]) as checks:
+            return checks
+
+    thread, outcome = _in_thread(launch_slow)
+    try:
+        assert planning.wait(WAIT_S)
+        with admitted(store, "dpsgd", [quick]) as checks:  # not AdmissionBusy: nobody holds the locks
+            assert [c.source for c in checks] == [SOURCE]
+    finally:
+        go.set()
+        thread.join(WAIT_S)
+    ((check,),) = outcome
+    assert check.source == SOURCE and not check.exceeds
+    assert sorted(plans) == [(0, True), (7, True)]  # each planned once, with the store's lock free
+
+
+def test_each_store_has_its_own_admission_lock(store, tmp_path, monkeypatch):
+    """A launch on one store neither waits for one on another store of the same process nor, when made inside it
+    (the same thread), goes unchecked on the other store's budget."""
+    from privengine.ledger import BudgetExceeded
+    from privengine.store import RunStore
+
+    other = RunStore(tmp_path / "other" / "runs.sqlite")
+    set_budget(store, SOURCE, 5.0, DELTA)
+    set_budget(other, SOURCE, planned_epsilon(1) / 2, DELTA)  # no room for one run
+    config = DPSGDConfig.from_dict(SIGMA_RUN)
+    monkeypatch.setattr("privengine.ledger.budget.ADMISSION_WAIT_S", 0.5)
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold_the_first_store():
+        with admitted(store, "dpsgd", [config]):
+            inside.set()
+            return leave.wait(WAIT_S)
+
+    thread, outcome = _in_thread(hold_the_first_store)
+    try:
+        assert inside.wait(WAIT_S)
+        with pytest.raises(BudgetExceeded):  # checked on its own budget, not AdmissionBusy
+            with admitted(other, "dpsgd", [config]):
+                pytest.fail("admitted over the other store's budget")
+    finally:
+        leave.set()
+        thread.join(WAIT_S)
+    assert outcome == [True]
+    with admitted(store, "dpsgd", [config]):
+        with pytest.raises(BudgetExceeded):
+            with admitted(other, "dpsgd", [config]):
+                pytest.fail("a launch on another store inside an admitted one went unchecked")
+    other.close()
+
+
+def test_a_launch_check_reads_the_ledger_once(store, monkeypatch):
+    """The check reads what is spent, the pending runs' plans and what the launch adds from one query of the ledger
+    (one read of the source's run states), not three that other threads' queries could interleave with."""
+    from privengine.ledger import check_launch
+
+    set_budget(store, SOURCE, 5.0, DELTA)
+    reads = []
+    real_states = store.source_run_states
+    monkeypatch.setattr(store, "source_run_states", lambda source: reads.append(source) or real_states(source))
+    planned = DPSGDConfig.from_dict(SIGMA_RUN)
+    from privengine.ledger.budget import planned_claim_of
+
+    claim = planned_claim_of("dpsgd", planned)
+    check = check_launch(store, SOURCE, claim.events, claim.relation)
+    assert reads == [SOURCE]
+    assert check.after.epsilon == pytest.approx(planned_epsilon(1), rel=0.01) and check.spent.epsilon == 0
+
+
+def _store_at(path: Path):
+    """A run store opened at ``path``."""
+    from privengine.store import RunStore
+
+    return RunStore(path)

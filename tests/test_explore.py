@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import threading
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from privengine.errors import ConfigError
 from privengine.explore import SweepSpec, expand, pareto, run_configs, suggest_values
 from privengine.explore import runner
 from privengine.explore.export import points_csv
+from privengine.explore.spec import resolve
 from privengine.jobs import JobManager
 from tests.conftest import run_cli
 
@@ -177,6 +179,34 @@ def test_stop_cancels_and_resume_runs_only_what_is_missing(store, local):
     assert runner.missing(store, sweep_id) == [] and res.state == "finished"
     assert res.runs_total == 3 and res.attempts == 6 and res.runs_by_state == {"finished": 3}
     assert runner.resume(store, local, sweep_id) == []  # nothing left to run
+
+
+def test_two_resumes_of_one_sweep_at_once_submit_what_is_missing_once(store, local, monkeypatch):
+    """Each resume reads what is missing inside the admission, so the second finds the run under way: no run is
+    submitted (trained and charged) twice."""
+    from privengine.ledger import budget
+
+    check = budget.check_configs
+
+    def slow_check(*args, **kwargs):  # a check that takes a while: the other resume starts meanwhile
+        time.sleep(1.0)
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(budget, "check_configs", slow_check)
+    sweep_id = store.create_sweep("toy", resolve(SweepSpec("toy", base={"steps": 1}, axes={"rate": [0.1]})).to_dict())
+    start, new = threading.Barrier(2), []
+
+    def resume():
+        start.wait(30)
+        new.append(runner.resume(store, local, sweep_id))
+
+    threads = [threading.Thread(target=resume) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(len(ids) for ids in new) == [0, 1]
+    assert [r.id for r in store.sweep_runs(sweep_id)] == [i for ids in new for i in ids]
 
 
 def test_a_resumed_failure_no_longer_counts_as_failed(store, local):

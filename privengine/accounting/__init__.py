@@ -14,4 +14,6 @@ Submodules:
   their a-priori bounds, local and smooth sensitivity of that RDP, and its GNSS release.
 * :mod:`privengine.accounting.repetition` -- the laws of the number of runs of random-repetition
   tuning (Papernot & Steinke 2022), whose bound dp-accounting computes.
+* :mod:`privengine.accounting.pld_epsilon` -- ε at δ of a dp-accounting PLD computed over numpy
+  arrays (the library's formula without its Python loop over the losses), for the ledger.
 """

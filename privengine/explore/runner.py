@@ -174,14 +174,21 @@ def missing(store: RunStore, sweep_id: str) -> list[tuple[Point, BaseConfig]]:
 def resume(store: RunStore, executor: Executor, sweep_id: str, *, source: str = "api", group: bool | None = None
            ) -> list[str]:
     """Run again only what is missing (see :func:`missing`), compatible runs together as in :func:`launch`, their
-    planned release checked against the budgets first, as a launch's; returns the new run ids."""
-    todo = missing(store, sweep_id)
+    planned release checked against the budgets first, as a launch's; returns the new run ids. What is missing is
+    read again inside the admission (:func:`privengine.ledger.budget.admitted`), so two resumes of one sweep at once
+    submit it once: the second finds it under way."""
     mechanism = store.get_sweep(sweep_id).mechanism
+    todo: list[tuple[Point, BaseConfig]] = []
+
+    def still_missing() -> list[BaseConfig]:
+        todo[:] = missing(store, sweep_id)
+        return [config for _, config in todo]
+
     from privengine.ledger.budget import admitted  # here: see launch
 
-    with admitted(store, mechanism, [config for _, config in todo]):
+    with admitted(store, mechanism, still_missing):
         store.set_sweep_stop(sweep_id, False)
-        return submit_all(executor, mechanism, todo, source=source, sweep_id=sweep_id, group=group)
+        return submit_all(executor, mechanism, list(todo), source=source, sweep_id=sweep_id, group=group)
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ launch would add and how to raise the budget.
 Every launch path goes through :func:`admitted` before it stores anything: the job manager and the Ray executor
 around the runs they create (one run, a group), a sweep's launch or resume around its whole plan (every run x seed;
 the runs it then submits are not checked again). It plans each run from its config alone (the mechanism's
-``planned_claim``: :func:`planned_claim_of`) and checks the sources with a budget (:func:`check_configs`,
+``planned_claim``: :func:`planned_claim_of`, :func:`plan_configs`) before it takes the locks, then, inside them,
+composes the plans with the ledgers of the sources with a budget and checks them (:func:`check_configs`,
 :func:`check_claims`). What is spent counts the runs queued or starting, which released nothing yet, at their
 planned releases too: two launches in a row cannot both fit in what is left. The check and the creation of the runs
-are one step for every thread and every process sharing the store: a lock per process (re-entrant, for a sweep's
-runs), then the store's admission lock (:func:`privengine.store.admission_lock`, released by the OS if its process
-dies), each waited for at most :data:`ADMISSION_WAIT_S` seconds before the launch is refused
+are one step for every thread and every process sharing the store: a lock per process and store path (re-entrant,
+for a sweep's runs), then the store's admission lock (:func:`privengine.store.admission_lock`, released by the OS if
+its process dies), each waited for at most :data:`ADMISSION_WAIT_S` seconds before the launch is refused
 (:class:`AdmissionBusy`).
 """
 
@@ -28,7 +29,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import registry
 from ..claims import PrivacyClaim
@@ -36,7 +37,7 @@ from ..config import BaseConfig
 from ..errors import ConfigError, StoreError
 from ..store import BudgetRecord, RunStore, admission_lock
 from .composition import Total
-from .ledger import Ledger, Release, ledger_delta, ledger_of, release_of, total_of, total_with
+from .ledger import Ledger, Release, ledger_delta, outlook, release_of, total_of
 from .sources import NO_SOURCE, check_source, source_of
 
 #: what the CLI command setting a budget looks like (``raise_command``)
@@ -167,13 +168,13 @@ def check_claims(store: RunStore, source: str, claims: Sequence[PrivacyClaim], d
 
 def _checked(store: RunStore, source: str, launch: list[Release], delta: float | None, *, runs: int = 1
              ) -> LaunchCheck:
+    """The check of ``launch`` against the ledger of ``source``: one query of the ledger (:func:`.ledger.outlook`)
+    gives what is spent, with the planned releases of its pending runs, and what the launch makes of it."""
     budget = budget_of(store, source)
-    at = budget.delta if budget is not None else delta
-    reserved = [release_of(c) for c in _reserved(ledger_of(store, source, delta=at))]
-    ledger, spent = total_with(store, source, at, reserved)
-    after = total_with(store, source, at, reserved + launch)[1]
-    alone = total_of(launch, ledger.delta).epsilon if launch else 0.0
-    check = LaunchCheck(source, spent, after, alone, budget, len(reserved), runs)
+    seen = outlook(store, source, budget.delta if budget is not None else delta, launch,
+                   lambda ledger: [release_of(c) for c in _reserved(ledger)])
+    alone = total_of(launch, seen.ledger.delta).epsilon if launch else 0.0
+    check = LaunchCheck(source, seen.spent, seen.after, alone, budget, seen.reserved, runs)
     if check.exceeds:
         raise BudgetExceeded(check)
     return check
@@ -198,8 +199,12 @@ def planned_claim_of(mechanism: str, config: BaseConfig | dict[str, Any]) -> Pri
     """The headline claim of the whole planned release of a run of ``mechanism`` with ``config`` (its
     ``planned_claim``; None if it plans none), kept per process for each config (a DP-SGD plan may calibrate sigma
     for seconds). ConfigError (field ``budget``) if the plan cannot be made: the run would fail on it too."""
-    values = config.to_dict() if isinstance(config, BaseConfig) else config
-    return _planned(mechanism, json.dumps(values, sort_keys=True))
+    return _planned(mechanism, _config_key(config))
+
+
+def _config_key(config: BaseConfig | dict[str, Any]) -> str:
+    """One string per config (its values as JSON, keys sorted)."""
+    return json.dumps(config.to_dict() if isinstance(config, BaseConfig) else config, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=512)
@@ -213,19 +218,54 @@ def _planned(mechanism: str, values: str) -> PrivacyClaim | None:
                                     f"computed ({exc}), so the run would fail too; change its settings") from None
 
 
-def check_configs(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> list[LaunchCheck]:
+@dataclass(frozen=True)
+class Planned:
+    """One config of a launch, planned: the data source it reads and, when that source has a budget (``planned``),
+    its planned claim (None: it plans none)."""
+
+    source: str
+    claim: PrivacyClaim | None
+    planned: bool
+
+
+def plan_configs(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> dict[str, Planned]:
+    """Each config of a launch of ``mechanism`` (by its values, :func:`_config_key`), planned for
+    :func:`check_configs`: what takes time (DP-SGD's sigma calibration), done before the admission locks are taken.
+    Configs whose source has no budget are not planned (nothing to refuse, no time spent). ConfigError (field
+    ``budget``) if a plan cannot be made."""
+    plans: dict[str, Planned] = {}
+    budgeted: dict[str, bool] = {}
+    for config in configs:
+        key = _config_key(config)
+        if key in plans:
+            continue
+        source = source_of(store, mechanism, config)
+        if source not in budgeted:
+            budgeted[source] = source != NO_SOURCE and budget_of(store, source) is not None
+        plans[key] = Planned(source, planned_claim_of(mechanism, config) if budgeted[source] else None,
+                             budgeted[source])
+    return plans
+
+
+def check_configs(store: RunStore, mechanism: str, configs: Sequence[BaseConfig],
+                  plans: dict[str, Planned] | None = None) -> list[LaunchCheck]:
     """Check a launch of runs of ``mechanism`` with ``configs`` (one run, a group, a sweep's every run x seed)
     against the budget of each data source they read that has one, their planned claims composed with its ledger
-    (:func:`check_claims`); raises :class:`BudgetExceeded` for the first source whose budget it exceeds. Sources
-    without a budget are not planned (nothing to refuse, no time spent)."""
-    by_source: dict[str, list[BaseConfig]] = {}
+    (:func:`check_claims`); raises :class:`BudgetExceeded` for the first source whose budget it exceeds. ``plans``
+    (:func:`plan_configs`, made earlier: default now) gives each config's source and planned claim; a config it
+    lacks, or whose source had no budget then but has one now, is planned here."""
+    plans = plan_configs(store, mechanism, configs) if plans is None else plans
+    by_source: dict[str, list[tuple[BaseConfig, Planned | None]]] = {}
     for config in configs:
-        by_source.setdefault(source_of(store, mechanism, config), []).append(config)
+        plan = plans.get(_config_key(config))
+        by_source.setdefault(plan.source if plan else source_of(store, mechanism, config), []).append((config, plan))
     checks = []
     for source, group in by_source.items():
         if source == NO_SOURCE or budget_of(store, source) is None:
             continue
-        claims = [c for c in (planned_claim_of(mechanism, config) for config in group) if c is not None]
+        claims = [plan.claim if plan is not None and plan.planned else planned_claim_of(mechanism, config)
+                  for config, plan in group]
+        claims = [c for c in claims if c is not None]
         if claims:
             checks.append(check_claims(store, source, claims))
     return checks
@@ -247,32 +287,55 @@ class AdmissionBusy(ConfigError):
             f"is stored."))
 
 
-_ADMISSION = threading.RLock()
-_ADMITTING = threading.local()
+_LOCKS: dict[str, threading.RLock] = {}  # store path -> this process's admission lock of that store
+_LOCKS_LOCK = threading.Lock()
+_ADMITTING = threading.local()  # .stores: the paths of the stores this thread is admitting a launch on
+
+
+def _process_lock(key: str) -> threading.RLock:
+    """This process's admission lock of the store at path ``key`` (one per store path, resolved: launches on two
+    stores never wait for each other, and two RunStore objects of one file share one)."""
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(key, threading.RLock())
 
 
 @contextlib.contextmanager
-def admitted(store: RunStore, mechanism: str, configs: Sequence[BaseConfig]) -> Iterator[list[LaunchCheck]]:
-    """Check a launch (:func:`check_configs`) and hold the admission locks while the caller stores its runs, so the
-    next launch, in any thread or process sharing the store, sees them; yields the checks. Inside an admitted launch
-    (a sweep's runs submitted under its whole plan's check, in the same thread) nothing is checked again.
+def admitted(store: RunStore, mechanism: str,
+             launch: Sequence[BaseConfig] | Callable[[], Sequence[BaseConfig]]) -> Iterator[list[LaunchCheck]]:
+    """Check a launch of runs of ``mechanism`` (:func:`check_configs`) and hold the admission locks of ``store``
+    while the caller stores its runs, so the next launch, in any thread or process sharing the store, sees them;
+    yields the checks. ``launch``: the configs, or a function giving them, called before the locks (to plan them)
+    and again inside (what is missing of a sweep, say, which another launch may have just stored): what it gives
+    then is what is checked, and what the caller may store. Each config is planned before the locks are taken
+    (:func:`plan_configs`: other launches do not wait for a sigma calibration); inside them the planned claims are
+    only composed with the ledger and checked. Inside an admitted launch on the same store (a sweep's runs
+    submitted under its whole plan's check, in the same thread) nothing is planned or checked again.
     BudgetExceeded, AdmissionBusy after :data:`ADMISSION_WAIT_S` seconds waiting for the locks, or a ConfigError
-    naming ``budget`` when the store's lock cannot be taken (all ConfigErrors), before the caller stores anything."""
+    naming ``budget`` when a plan cannot be made or the store's lock cannot be taken (all ConfigErrors), before
+    the caller stores anything."""
+    read = launch if callable(launch) else lambda: launch
+    path = store.path.resolve()  # one lock file and one process lock per store, however its path was spelled
+    key = str(path)
+    active = getattr(_ADMITTING, "stores", set())
+    if key in active:  # this thread holds the store's locks already
+        read()  # what it gives now is what the caller stores
+        yield []
+        return
+    planned = list(read())
+    plans = plan_configs(store, mechanism, planned)
     deadline = time.monotonic() + ADMISSION_WAIT_S
+    lock = _process_lock(key)
     with contextlib.ExitStack() as held:
-        if not _ADMISSION.acquire(timeout=ADMISSION_WAIT_S):
-            raise AdmissionBusy(store, mechanism, configs)
-        held.callback(_ADMISSION.release)
-        if getattr(_ADMITTING, "active", False):
-            yield []
-            return
+        if not lock.acquire(timeout=ADMISSION_WAIT_S):
+            raise AdmissionBusy(store, mechanism, planned)
+        held.callback(lock.release)
         try:
-            held.enter_context(admission_lock(store.path, deadline - time.monotonic()))
+            held.enter_context(admission_lock(path, deadline - time.monotonic()))
         except TimeoutError:
-            raise AdmissionBusy(store, mechanism, configs) from None
+            raise AdmissionBusy(store, mechanism, planned) from None
         except StoreError as exc:  # e.g. a lock file this user cannot write: no launch without the lock
             raise ConfigError("budget", f"cannot be checked one launch at a time: {exc}") from None
-        checks = check_configs(store, mechanism, configs)
-        _ADMITTING.active = True
-        held.callback(setattr, _ADMITTING, "active", False)
+        checks = check_configs(store, mechanism, list(read()), plans)
+        _ADMITTING.stores = active | {key}
+        held.callback(setattr, _ADMITTING, "stores", active)
         yield checks

@@ -42,6 +42,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from ..accounting import events
+from ..accounting.pld_epsilon import epsilon_for_delta
 
 ADD_REMOVE, REPLACE = "add_or_remove_one", "replace_one"
 GROUP_OF_TWO = ("group privacy of size 2: the add/remove part's (ε, δ) counts as (2ε, (1 + e^ε) δ) under "
@@ -85,7 +86,7 @@ def _alone(key: str, relation: str, delta: float) -> tuple[float, str]:
     json_events = tuple(json.loads(key))
     pld = run_pld(json_events, relation)
     if pld is not None:
-        return float(pld.get_epsilon_for_delta(delta)), events.PLD
+        return epsilon_for_delta(pld, delta), events.PLD
     composition = events.epsilon_of_json(json_events, delta=delta, relation=relation)
     return composition.epsilon, composition.accountant
 
@@ -114,6 +115,12 @@ def epsilon_alone(json_events: tuple[dict[str, Any], ...], relation: str, delta:
     return _alone(events_key(json_events), relation, delta)
 
 
+def covered_alone(json_events: tuple[dict[str, Any], ...], relation: str, delta: float) -> tuple[float, str] | None:
+    """:func:`epsilon_alone` where :func:`covered`, else None: both from one key (a ledger asks it of every run)."""
+    key = events_key(json_events)
+    return _alone(key, relation, delta) if _covered(key, relation) else None
+
+
 class Part:
     """The composition of the events charged under one relation (a key of ``events.RELATIONS``), grown run by run."""
 
@@ -123,6 +130,7 @@ class Part:
         self._events: dict[str, tuple[dict[str, Any], ...]] = {}
         self._pld: pld_lib.PrivacyLossDistribution | None = _identity()
         self._bound = events.RdpBound(relation)  # the memory guard over the whole part, not only each run
+        self._epsilons: dict[float, tuple[float, str]] = {}  # delta -> epsilon(delta) of what is charged so far
 
     def add(self, batch: Iterable[tuple[tuple[dict[str, Any], ...], int]]) -> None:
         """Charge a batch of runs, each item ``(events, times)``: ``times`` runs that each released ``events``. The
@@ -143,14 +151,21 @@ class Part:
             else:
                 together = together.compose(one if times == 1 else one.self_compose(times))
         self._pld = None if together is None else self._pld.compose(together)  # None: events.compose from now on
+        self._epsilons.clear()
 
     def copy(self) -> "Part":
         return copy.deepcopy(self)
 
     def epsilon(self, delta: float) -> tuple[float, str]:
-        """``(ε, accountant)`` of everything charged, at ``delta``."""
+        """``(ε, accountant)`` of everything charged, at ``delta`` (kept until more is charged: a ledger's total and
+        a launch check's ask it at the same δ)."""
+        if delta not in self._epsilons:
+            self._epsilons[delta] = self._epsilon(delta)
+        return self._epsilons[delta]
+
+    def _epsilon(self, delta: float) -> tuple[float, str]:
         if self._pld is not None:
-            return float(self._pld.get_epsilon_for_delta(delta)), events.PLD
+            return epsilon_for_delta(self._pld, delta), events.PLD
         grouped = [dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent([events.from_json(e) for e in released]), n)
                    for released, n in ((self._events[k], n) for k, n in self.runs.items())]
         composition = events.compose(grouped, delta=delta, relation=self.relation)

@@ -18,7 +18,8 @@ run split it, and when runs published outputs without privacy or runs of other s
 (both listed among the uncovered uses: :mod:`.charges`), that the total covers neither.
 
 Speed: a per-process cache, per (store, source, δ), keeps the composed parts and the runs composed, so a query
-composes only the runs charged since the last one (one PLD convolution per batch of new runs), and answers an
+composes only the runs charged since the last one (one PLD convolution per batch of new runs; ε read from the PLD
+over arrays, :mod:`privengine.accounting.pld_epsilon`; the runs' shares kept with the state), and answers an
 unchanged ledger from the cache (bench/bench_ledger.py times both). The cache is keyed by every run's id, state, end
 time and the digests of its stored summary and planned charge (``RunStore.source_run_states``), and by the runs of
 other sources that released on it (:func:`.charges.evaluation_uses`, with their states), so a planned charge
@@ -33,13 +34,13 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..claims import PrivacyClaim
 from ..errors import ConfigError
 from ..store import BudgetRecord, RunStore
 from .charges import EVALUATION, PUBLIC, UNPROTECTED, Charge, Use, classify, evaluation_uses, not_proven
-from .composition import ADD_REMOVE, REPLACE, Part, Total, combine, covered, epsilon_alone, events_key
+from .composition import ADD_REMOVE, REPLACE, Part, Total, combine, covered, covered_alone, events_key
 from . import upgrade
 from .sources import backfill
 
@@ -134,13 +135,22 @@ def _release(charge: Charge) -> Release:
 @dataclass
 class _State:
     """What the cache keeps per (store, source, δ): the composed parts and basic charges, the runs in them (id ->
-    (state, end, digest of the stored summary)), the chart so far and the total at its last point."""
+    (state, end, digest of the stored summary)) and their shares at δ, the chart so far and the total at its last
+    point."""
 
     parts: dict[str, Part] = field(default_factory=lambda: {ADD_REMOVE: Part(ADD_REMOVE), REPLACE: Part(REPLACE)})
     basic: list[tuple[float, float, str | None]] = field(default_factory=list)
     composed: dict[str, tuple[str, float | None, str | None]] = field(default_factory=dict)
     series: list[Point] = field(default_factory=list)
     last: Total | None = None
+    shares: dict[str, Share] = field(default_factory=dict)
+
+    def share(self, charge: Charge, delta: float) -> Share:
+        """The share of a composed run (:func:`_share`), kept while this state lives: a run that changes rebuilds it."""
+        found = self.shares.get(charge.run.id)
+        if found is None:
+            found = self.shares[charge.run.id] = _share(charge, delta)
+        return found
 
     def add(self, releases: Iterable[Release]) -> None:
         """Compose a batch of releases: those with events an accountant covers into their relation's part (runs with
@@ -164,13 +174,17 @@ class _State:
         """The composition of every charge so far at ``delta`` (``within``: see :func:`.composition.combine`)."""
         return combine(self.parts, self.basic, delta, within=within)
 
-    def total_with(self, releases: list[Release], delta: float, *, within: bool = False) -> Total:
+    def total_with(self, releases: list[Release], delta: float) -> Total:
         """The total at ``delta`` had ``releases`` been composed too (this state is left as it is)."""
         if not releases:
-            return self.total(delta, within=True) if within else self.last or self.total(delta)
-        copied = _State({r: p.copy() for r, p in self.parts.items()}, list(self.basic))
+            return self.last or self.total(delta)
+        copied = self.copy()
         copied.add(releases)
-        return copied.total(delta, within=within)
+        return copied.total(delta)
+
+    def copy(self) -> "_State":
+        """A copy of the composition (parts and basic charges) that composing more into leaves this one as it is."""
+        return _State({r: p.copy() for r, p in self.parts.items()}, list(self.basic))
 
 
 def _mark(charge: Charge, digests: dict[str, str | None]) -> tuple[str, float | None, str | None]:
@@ -194,15 +208,13 @@ def ledger_delta(budget: BudgetRecord | None, delta: float | None) -> float:
 
 def ledger_of(store: RunStore, source: str, *, delta: float | None = None) -> Ledger:
     """The ledger of ``source`` at ``delta`` (default: its budget's δ, else :data:`DEFAULT_DELTA`)."""
-    return _ledger_and_total(store, source, delta, None)[0]
+    return _ledger_and_state(store, source, delta)[0]
 
 
-def _ledger_and_total(store: RunStore, source: str, delta: float | None,
-                      releases: list[Release] | None) -> tuple[Ledger, Total | None]:
-    """:func:`ledger_of`, and with ``releases`` (else None) its total had they been charged too, stated at exactly
-    the ledger's δ, both from one hold of the cache's lock: a second query in between (another thread's, from run
-    states it read earlier) could otherwise replace the cached state and planned releases the total is composed
-    with by older ones (review helper-54)."""
+def _ledger_and_state(store: RunStore, source: str, delta: float | None, *, snapshot: bool = False
+                      ) -> tuple[Ledger, _State | None, list[Release]]:
+    """:func:`ledger_of`, with ``snapshot`` a copy of the state its total composes (else None), and the planned
+    releases of its active runs, all from one hold of the cache's lock."""
     backfill(store)
     upgrade.ensure(store)  # the events of claims stored before they had any (once per store)
     history = tuple(store.budget_history(source))
@@ -216,7 +228,7 @@ def _ledger_and_total(store: RunStore, source: str, delta: float | None,
         answer = _ANSWERS.get(key)
         if answer is not None and answer[0] == fingerprint:
             _, ledger, planned = answer
-            return ledger, _with(_STATES[key], planned, releases, delta)
+            return ledger, _STATES[key].copy() if snapshot else None, planned
         runs = classify(store, store.source_runs(source))
         runs = replace(runs, uncovered=runs.uncovered + evaluations)
         state = _updated(key, runs.charged, delta, {run_id: summary for run_id, *_, summary in states})
@@ -224,32 +236,48 @@ def _ledger_and_total(store: RunStore, source: str, delta: float | None,
         total = state.total_with(planned, delta)
         over_time = state.series + ([Point(runs.planned[-1].at, total.epsilon, len(state.composed) + len(planned))]
                                     if planned else [])
-        shares = tuple(_share(c, delta) for c in runs.charged + runs.planned)
+        shares = tuple(state.share(c, delta) for c in runs.charged) + tuple(_share(c, delta) for c in runs.planned)
         unproven = tuple(c.run.id for c in runs.charged + runs.planned if not_proven(c.claim))
         total = replace(total, caveats=_caveats(runs.charged + runs.planned, runs.uncovered, unproven),
                         unproven=unproven)
         ledger = Ledger(source, delta, total, shares, runs.uncovered, runs.pending, runs.released_nothing,
                         tuple(over_time), budget, history)
         _ANSWERS[key] = (fingerprint, ledger, planned)
-        return ledger, _with(state, planned, releases, delta)
+        return ledger, state.copy() if snapshot else None, planned
 
 
-def _with(state: _State, planned: list[Release], releases: list[Release] | None, delta: float) -> Total | None:
-    """The total of ``state`` had ``planned`` and ``releases`` been composed too, at exactly ``delta``; None
-    without ``releases``."""
-    return None if releases is None else state.total_with(planned + releases, delta, within=True)
+@dataclass(frozen=True)
+class Outlook:
+    """A ledger and what a launch would make of it, both stated at exactly the ledger's δ (as a budget of that δ is
+    checked: the claims charged by basic composition take their δ from it first, ``combine(within=True)``; the
+    ledger's own total adds their δ to it instead): ``spent`` with the ``reserved`` releases (the runs queued or
+    starting, at their planned releases), ``after`` with the launch's too."""
+
+    ledger: Ledger
+    reserved: int
+    spent: Total
+    after: Total
 
 
-def total_with(store: RunStore, source: str, delta: float | None, releases: Iterable[Release]) -> tuple[Ledger, Total]:
-    """The ledger of ``source`` at ``delta`` and its total had ``releases`` been charged too (a launch's planned
-    releases), stated at exactly the ledger's δ, as a budget of that δ is checked: the claims charged by basic
-    composition take their δ from it first (``combine(within=True)``; the ledger's own total adds their δ to it
-    instead). Nothing is stored."""
-    return _ledger_and_total(store, source, delta, list(releases))
+def outlook(store: RunStore, source: str, delta: float | None, launch: Iterable[Release],
+            reserve: Callable[[Ledger], list[Release]]) -> Outlook:
+    """The ledger of ``source`` at ``delta`` and its totals with ``reserve(ledger)`` (what its pending runs will
+    release), then with ``launch`` too (see :class:`Outlook`), all from one state of the ledger, taken in one hold of
+    the cache's lock (a second query in between, another thread's from run states it read earlier, could otherwise
+    replace the cached state by an older one: review helper-54); ``reserve`` and the compositions run after it, on a
+    copy. Nothing is stored."""
+    ledger, state, planned = _ledger_and_state(store, source, delta, snapshot=True)
+    reserved = reserve(ledger)
+    pending, launch = planned + reserved, list(launch)
+    after = state.copy() if pending else state  # without pending releases, spent is read before the launch is added
+    state.add(pending)
+    spent = state.total(ledger.delta, within=True)
+    after.add(pending + launch)
+    return Outlook(ledger, len(reserved), spent, after.total(ledger.delta, within=True))
 
 
 def total_of(releases: Iterable[Release], delta: float) -> Total:
-    """``releases`` composed alone at exactly ``delta``, as :func:`total_with` states a ledger holding only them."""
+    """``releases`` composed alone at exactly ``delta``, as :func:`outlook` states a ledger holding only them."""
     state = _State()
     state.add(releases)
     return state.total(delta, within=True)
@@ -310,8 +338,9 @@ def _share(charge: Charge, delta: float) -> Share:
     accountant here covers)."""
     claim, run = charge.claim, charge.run
     json_events, _, _, relation = _release(charge)
-    if json_events and covered(json_events, relation):
-        (epsilon, accountant), at_delta, composed = epsilon_alone(json_events, relation, delta), delta, EVENTS
+    alone = covered_alone(json_events, relation, delta) if json_events else None
+    if alone is not None:
+        (epsilon, accountant), at_delta, composed = alone, delta, EVENTS
     else:
         epsilon, accountant, at_delta, composed = claim.epsilon, claim.accountant, claim.delta, BASIC
     return Share(run.id, run.mechanism, run.state, charge.at, run.sweep_id, epsilon, at_delta, charge.relation,
