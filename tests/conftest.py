@@ -31,6 +31,16 @@ def private_home(tmp_path, monkeypatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def main_module_kept():
+    """Put back ``sys.modules["__main__"]`` after each test: Streamlit's AppTest runs a page script as a module it
+    installs there and leaves it, so a later test of the same worker that starts a ``spawn`` process had the child
+    re-import that script (app.py) as its main module, fail, and never report (three budget tests failed in CI)."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 @pytest.fixture
 def store(private_home):
     from privengine.store import RunStore
