@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from privengine.claims import headline_of
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import split_rows
 from privengine.datasets.inputs import model_inputs
@@ -34,9 +35,6 @@ PART = 100  # the declared private part of the fixture's data set
 N = PART - round(0.2 * PART)  # its training rows' declared size: a fifth held out
 
 
-def _headline(summary: dict) -> dict:
-    return next(c for c in summary["privacy"] if c["headline"])
-
 
 @pytest.mark.slow
 def test_a_csv_trains_the_exponential_mechanism_and_its_posterior_predicts_the_held_out_rows(store, tmp_path):
@@ -45,7 +43,7 @@ def test_a_csv_trains_the_exponential_mechanism_and_its_posterior_predicts_the_h
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
     summary = run["summary"]
-    claim = _headline(summary)
+    claim = headline_of(summary).to_dict()
     assert claim["relation"] == "replace_one" and claim["epsilon"] == 1.0
     assert f"N = {N}: the private part's size {PART}" in claim["caveats"][0]
     assert "data set 'tiny'" in claim["caveats"][0] and "'pos'" in claim["caveats"][0]
@@ -77,7 +75,7 @@ def test_dpvi_releases_on_the_training_rows_and_charts_against_the_reference_mea
                   "--dpvi-steps", "20", "--json")  # coverage_repeats at its default: it does not apply here
     assert ran.returncode == 0, ran.stderr
     run = json.loads(ran.stdout)
-    claim = _headline(run["summary"])
+    claim = headline_of(run["summary"]).to_dict()
     assert claim["relation"] == "replace_one" and claim["delta"] <= 1e-5
     assert any(f"N = {N} (declared with the data set)" in c for c in claim["caveats"])
     intervals = store.artifacts(run["id"])["intervals"]
@@ -119,7 +117,7 @@ def test_dpvi_divides_by_the_declared_n_not_the_rows_and_makes_no_evaluation_rel
     ((n_records, lengths),) = calls
     assert n_records == 800 and lengths == [len(split_rows(load_dataset("tiny").private(), 0)[2])]
     assert lengths[0] < 100 and "coverage_90" not in summary
-    assert EVALUATION_NOTE not in _headline(summary)["caveats"]
+    assert EVALUATION_NOTE not in headline_of(summary).caveats
 
 
 def test_dpvi_claims_the_declared_n_and_the_run_is_charged_to_the_data_set(tmp_path):

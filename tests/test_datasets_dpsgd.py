@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from privengine.claims import headline_of
 from privengine.datasets import load_dataset
 from privengine.dpsgd import user_facts
 from privengine.dpsgd.charge import HELD_OUT_DRAWN, data_source, planned_claim, public_rows
@@ -35,9 +36,6 @@ def _types(event: dict) -> object:
     return (event["type"], inner)
 
 
-def _headline(summary: dict) -> dict:
-    return next(c for c in summary["privacy"] if c["headline"])
-
 
 @pytest.mark.slow
 def test_a_csv_goes_from_data_add_to_a_finished_dpsgd_run_charged_to_its_source(store, tmp_path):
@@ -49,7 +47,7 @@ def test_a_csv_goes_from_data_add_to_a_finished_dpsgd_run_charged_to_its_source(
     summary = run.summary
     # N = 100 declared, a fifth (20) held out: q = 16 / 80, never a count of the rows
     assert summary["private_size"] == 80 and summary["sample_rate"] == 16 / 80 and summary["n_public"] == 20
-    claim = _headline(summary)
+    claim = headline_of(summary).to_dict()
     builtin = planned_claim(DPSGDConfig(dataset="digits", model="linear", alphas=(0.0,), n_seeds=1,
                                         noise_mode="sigma", noise_multiplier=2.0).to_dict()).to_dict()
     assert claim["relation"] == builtin["relation"] and claim["neighbouring"] == builtin["neighbouring"]

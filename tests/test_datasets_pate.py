@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from privengine.claims import headline_of
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import drawn_split, row_draws, split_rows
 from privengine.errors import ConfigError
@@ -31,9 +32,6 @@ RUN = ("run", "pate", "--dataset", "tiny", "--teachers", "5", "--queries", "15",
        "--baseline-epochs", "1", "--device", "cpu", "--data-seed", "5", "--json")
 
 
-def _headline(summary: dict) -> dict:
-    return next(c for c in summary["privacy"] if c["headline"])
-
 
 @pytest.mark.slow
 def test_a_csv_goes_from_data_add_to_a_pate_student_that_predicts_on_its_raw_rows(store, tmp_path):
@@ -45,7 +43,7 @@ def test_a_csv_goes_from_data_add_to_a_pate_student_that_predicts_on_its_raw_row
     assert run["state"] == "finished" and summary["queries_submitted"] == 15
     assert summary["examples_per_teacher"] == 80 // 5  # N = 100 declared less its held-out fifth: never counted
     assert 0.0 <= summary["baseline_accuracy"] <= 1.0  # the baseline (on by default) ran, on its own batches
-    claim = _headline(summary)
+    claim = headline_of(summary).to_dict()
     assert claim["relation"] == "add_or_remove_one" and claim["neighbouring"] == user_facts.NEIGHBOURING
     assert any(c.startswith("N = 80: the private part's size 100, declared with data set tiny") for c in
                claim["caveats"]) and user_facts.UNCOVERED in claim["caveats"]
