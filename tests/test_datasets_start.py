@@ -10,7 +10,6 @@ from urllib.parse import parse_qs
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from privengine import registry
 from privengine.datasets import Declaration, add_dataset
@@ -19,7 +18,7 @@ from privengine.dp_bayes.config import DpBayesConfig
 from privengine.errors import ConfigError
 from privengine.pate.config import PateConfig
 from privengine.split_label.config import SplitLabelConfig
-from tests.conftest import ROOT
+from tests.conftest import app_page
 from tests.test_datasets_images_cli import write_pictures
 
 TAKES_USER_DATA = [m.config_cls for m in registry.all_mechanisms()
@@ -80,9 +79,7 @@ def test_a_data_set_no_values_fit_is_refused_naming_the_field(tmp_path):
 def test_the_data_page_links_each_mechanism_with_its_seed_or_says_why_none_fits(tmp_path):
     write_pictures(tmp_path / "pics", per_class=10)
     add_dataset(Declaration("pics", public_rows=4, private_size=16, min_rows=4), tmp_path / "pics")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/data.py")
-    at.run()
+    at = app_page("pages/data.py")
     assert not at.exception
     links = {link.proto.label: parse_qs(link.proto.query_string) for link in at.get("page_link")
              if link.proto.label.startswith("Train on pics")}

@@ -7,7 +7,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT, run_from_published_preset
+from tests.conftest import app_page, run_from_published_preset
 
 
 def _download_options(at: AppTest) -> list[dict]:
@@ -16,10 +16,7 @@ def _download_options(at: AppTest) -> list[dict]:
 
 def test_the_sidebar_choice_sets_every_chart_download(store):
     run_id = run_from_published_preset(store)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/dpsgd.py")
-    at.query_params["run"] = run_id
-    at.run()
+    at = app_page("pages/dpsgd.py", run=run_id)
     assert not at.exception, [e.message for e in at.exception]
     options = _download_options(at)
     assert len(options) >= 2 and all((o["format"], o["scale"], o["width"]) == ("png", 2, 1000) for o in options)

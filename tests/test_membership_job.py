@@ -21,7 +21,7 @@ from privengine.figures import run_figures, run_tables
 from privengine.figures import membership as figures
 from privengine.figures.sweep import frontier_figure, point_seeds
 from privengine.report.build import run_report
-from tests.conftest import ROOT, run_sweep
+from tests.conftest import app_page, run_sweep
 from tests.test_membership import RECIPE
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
@@ -179,15 +179,10 @@ def test_a_sweep_over_epsilon_charts_the_leakage_axes(store):
 
 
 def test_the_dpsgd_page_offers_the_attack_and_draws_a_stored_one(manager, store):
-    from streamlit.testing.v1 import AppTest
-
     run_id = _finished_dpsgd_run(store)
     attack_id = manager.submit(MEMBERSHIP, {"run": run_id, "reference_models": 2, "device": "cpu"})
     assert manager.wait(attack_id, timeout=300).state == "finished"
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/dpsgd.py")
-    at.query_params["run"] = run_id
-    at.run()
+    at = app_page("pages/dpsgd.py", run=run_id)
     assert not at.exception, [e.message for e in at.exception]
     assert "Membership inference" in [h.value for h in at.header]
     button = next(b for b in at.button if b.label == "Attack this run")

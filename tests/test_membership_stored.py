@@ -35,7 +35,7 @@ from privengine.figures import membership as figures
 from privengine.kept_models import loader
 from privengine.ledger import ledger_of
 from privengine.report.build import run_report
-from tests.conftest import ROOT, run_cli
+from tests.conftest import app_page, run_cli
 from tests.test_membership import RECIPE
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing", "ignore:Optimal order")
@@ -108,12 +108,7 @@ def test_the_attack_scores_the_stored_model_under_its_claim_and_is_listed_in_the
     listed = run_cli("runs")  # the runs listing says the same
     assert f"{NO_BOUND}; claimed ε" in listed.stdout and "audited ε ≥ 0 " not in listed.stdout
     # the run's page offers the stored model (this run kept one) and draws its latest attack, which has no twin
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/dpsgd.py")
-    at.query_params["run"] = run_id
-    at.run()
+    at = app_page("pages/dpsgd.py", run=run_id)
     assert not at.exception, [e.message for e in at.exception]
     assert "Attack the stored model" in [c.label for c in at.checkbox]
     labels = {m.label: m.value for m in at.metric}
