@@ -15,8 +15,9 @@ from opacus.accountants import PRVAccountant
 from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
 
 import privengine.accounting.subsampled_gaussian as accounting
-from privengine.accounting.subsampled_gaussian import (PRV_EPS_ERROR, IntractableAccounting, check_prv_tractable,
-                                                       epsilon_of, prv_grid_points)
+from privengine.accounting.opacus_names import PRV_EPS_ERROR
+from privengine.accounting.subsampled_gaussian import (IntractableAccounting, check_prv_tractable, epsilon_of,
+                                                       prv_grid_points)
 
 HISTORIES = [
     [(0.5, 1e-3, 10000)],

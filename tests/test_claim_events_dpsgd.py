@@ -27,7 +27,8 @@ from dp_accounting.rdp import rdp_privacy_accountant
 import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine import registry
 from privengine.accounting.events import from_json
-from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES, PRV_EPS_ERROR, history_events
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES, PRV_EPS_ERROR
+from privengine.accounting.subsampled_gaussian import history_events
 from privengine.claims import PrivacyClaim, claims_of, headline_of
 from privengine.dpsgd import run as dpsgd_run
 from privengine.dpsgd.config import DPSGDConfig

@@ -13,19 +13,11 @@ from opacus.accountants import RDPAccountant
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.errors import ConfigError
 
-from privengine.accounting.subsampled_gaussian import (
-    ACCOUNTANT_NAMES,
-    PRV_EPS_ERROR,
-    PRV_BYTES_PER_POINT,
-    PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY,
-    PRV_MAX_BYTES,
-    IntractableAccounting,
-    calibrate_noise_multiplier,
-    epsilon_of,
-    merge,
-    prv_grid_points,
-    prv_memory_bytes,
-)
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES, PRV_EPS_ERROR
+from privengine.accounting.subsampled_gaussian import (PRV_BYTES_PER_POINT, PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY,
+                                                       PRV_MAX_BYTES, IntractableAccounting,
+                                                       calibrate_noise_multiplier, epsilon_of, merge, prv_grid_points,
+                                                       prv_memory_bytes)
 from privengine.dpsgd.privacy import compose_runs, dpsgd_claims
 
 

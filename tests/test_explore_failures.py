@@ -14,7 +14,8 @@ import pytest
 
 import privengine.dpsgd.mechanism  # noqa: F401  (registers dpsgd)
 from privengine.claims import PrivacyClaim
-from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES, epsilon_of
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES
+from privengine.accounting.subsampled_gaussian import epsilon_of
 from privengine.dpsgd.privacy import NEIGHBOURING
 from privengine.explore import SweepSpec, run_configs, runner
 from privengine.figures.sweep import best_run_text

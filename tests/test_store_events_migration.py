@@ -28,7 +28,7 @@ from dp_accounting import dp_event
 from privengine import registry
 from privengine.accounting.events import from_json
 from privengine.accounting.pate import GNMAX_ORDERS
-from privengine.accounting.subsampled_gaussian import PRV_EPS_ERROR
+from privengine.accounting.opacus_names import PRV_EPS_ERROR
 from privengine.claims import PrivacyClaim, claims_of, headline_of
 from privengine.dp_bayes.config import DpBayesConfig
 from privengine.dp_bayes.privacy import exponential_claim

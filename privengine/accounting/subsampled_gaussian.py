@@ -41,17 +41,10 @@ from opacus.accountants.accountant import IAccountant
 from opacus.accountants.analysis.prv import Domain, PoissonSubsampledGaussianPRV, compute_safe_domain_size
 from opacus.accountants.utils import MAX_SIGMA
 
+from .opacus_names import PRV_EPS_ERROR
+
 History = list[tuple[float, float, int]]  # (noise multiplier, sample rate, steps), Opacus' format
 
-ACCOUNTANT_NAMES = {
-    "prv": "Opacus PRV accountant (Gopi, Lee & Wutschitz 2021)",
-    "rdp": "Opacus RDP accountant (Mironov, Talwar & Zhang 2019)",
-    "gdp": "Opacus GDP accountant (Dong, Roth & Su 2019; CLT approximation)",
-}
-SOUND_ACCOUNTANTS = ("prv", "rdp")  # the ones a run may headline; GDP is an approximation
-GDP_CAVEAT = ("Not a bound: the GDP accountant is a central-limit approximation that underestimates epsilon "
-              "(independent PLD accounting gives 2-10 % more on typical DP-SGD histories). Shown for comparison "
-              "only; the headline claim is the one to rely on.")
 # Opacus' PRV accountant discretises the privacy loss on a grid whose size explodes for small noise multipliers or
 # long histories (sigma = 0.1, q = 0.07, 580 steps: 2.4e8 points, more than 24 GiB: the process was killed), and
 # keeps several full-size arrays per distinct (sigma, q) entry. Measured with tracemalloc: about 67 bytes per grid
@@ -60,7 +53,6 @@ GDP_CAVEAT = ("Not a bound: the GDP accountant is a central-limit approximation 
 PRV_BYTES_PER_POINT = 67
 PRV_BYTES_PER_POINT_PER_EXTRA_ENTRY = 24
 PRV_MAX_BYTES = 1e9
-PRV_EPS_ERROR = 0.01  # Opacus' default eps_error of PRVAccountant.get_epsilon, which epsilon_of uses
 CALIBRATION_TOLERANCE = 0.01  # Opacus' default epsilon_tolerance of get_noise_multiplier
 
 

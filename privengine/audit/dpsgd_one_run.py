@@ -292,7 +292,8 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     """
     import torch  # noqa: F401  (torch and Opacus load when an audit runs, not when the CLI starts)
 
-    from ..accounting.subsampled_gaussian import ACCOUNTANT_NAMES, epsilon_of
+    from ..accounting.opacus_names import ACCOUNTANT_NAMES
+    from ..accounting.subsampled_gaussian import epsilon_of
     from ..dpsgd.data import load_task
     from ..dpsgd.config import declared_private_size
     from ..dpsgd.run import make_plan

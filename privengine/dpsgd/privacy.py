@@ -22,8 +22,9 @@ from dp_accounting import dp_event, rdp
 
 from privengine.accounting.events import to_json
 from privengine.accounting.repetition import SHAPES
-from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, GDP_CAVEAT, SOUND_ACCOUNTANTS, History,
-                                                       IntractableAccounting, epsilon_of, history_events, merge)
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES, GDP_CAVEAT, SOUND_ACCOUNTANTS
+from privengine.accounting.subsampled_gaussian import (History, IntractableAccounting, epsilon_of, history_events,
+                                                       merge)
 from privengine.claims import PrivacyClaim, claims_of, delta_caveat, headline_of, union_caveats
 
 from .config import DPSGDConfig, declared_private_size

@@ -25,9 +25,9 @@ from typing import Callable
 
 import torch
 
-from privengine.accounting.subsampled_gaussian import (ACCOUNTANT_NAMES, History, IntractableAccounting,
-                                                       calibrate_noise_multiplier, check_prv_tractable, epsilon_of,
-                                                       merge)
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES
+from privengine.accounting.subsampled_gaussian import (History, IntractableAccounting, calibrate_noise_multiplier,
+                                                       check_prv_tractable, epsilon_of, merge)
 from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT

@@ -25,7 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from privengine.audit.membership_job import measured, measured_output
-from privengine.accounting.subsampled_gaussian import ACCOUNTANT_NAMES
+from privengine.accounting.opacus_names import ACCOUNTANT_NAMES
 from privengine.audit.membership import (above_a_bound, applied_twice, below_resolution, dp_tpr_bound,
                                          non_members_needed, tradeoff_of)
 from privengine.store import RunSnapshot

@@ -32,7 +32,7 @@ import json
 import math
 from typing import Any, Callable
 
-from ..accounting.subsampled_gaussian import ACCOUNTANT_NAMES, PRV_EPS_ERROR
+from ..accounting.opacus_names import ACCOUNTANT_NAMES, PRV_EPS_ERROR
 from ..claims import PrivacyClaim
 from ..store import RunStore
 from ..store.upgrades import CLAIM_EVENTS, StoredSummaries
