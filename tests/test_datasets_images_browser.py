@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import zipfile
 from urllib.parse import parse_qs, urlparse
 
@@ -21,7 +19,7 @@ import pytest
 from privengine import registry
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import split_rows
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import run_cli
 from tests.test_browser import (SHOTS, _errors, _settle, app_home, app_url, browser, chromium, page,  # noqa: F401
                                 sync_api)
 from tests.test_datasets_browser import launch_until_finished
@@ -37,16 +35,17 @@ def _shot(pg, step: str) -> None:
     pg.screenshot(path=str(SHOTS / f"issue38-images-{step}.png"))
 
 
-def _cli(home, *args: str) -> str:
-    """``python -m privengine ARGS`` on the app's home; its output."""
-    done = subprocess.run([sys.executable, "-m", "privengine", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=subprocess_env(PRIVENGINE_HOME=str(home)), timeout=120)
+def _cli(*args: str) -> str:
+    """``python -m privengine ARGS`` run in this process (:func:`tests.conftest.run_cli`: one import of torch and
+    Opacus for the four commands, not one per child process); its output. The store is the one PRIVENGINE_HOME
+    names: the test points it at the app's home."""
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def test_an_image_zip_goes_from_upload_to_a_run_and_its_downloaded_model_predicts(app_url, app_home, page,  # noqa: F811
-                                                                                  tmp_path):
+                                                                                  tmp_path, monkeypatch):
     write_pictures(tmp_path / NAME)  # 40 dark and 40 bright 8x8 images
     archive = tmp_path / f"{NAME}.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
@@ -98,18 +97,19 @@ def test_an_image_zip_goes_from_upload_to_a_run_and_its_downloaded_model_predict
     assert _errors(page) == []
 
     run_id = parse_qs(urlparse(page.url).query)["run"][0]
-    run = json.loads(_cli(app_home, "show", run_id, "--json"))
+    monkeypatch.setenv("PRIVENGINE_HOME", str(app_home))  # the CLI below reads the app's store
+    run = json.loads(_cli("show", run_id, "--json"))
     data = load_dataset(NAME, home=app_home / "datasets")
     private = data.private()
     test_rows = split_rows(private, data_seed=run["config"]["data_seed"])[1]
     np.save(tmp_path / "test.npy", private["x"][test_rows])  # the stored pixels, 0-255, (n, 1, 8, 8)
-    predicted = json.loads(_cli(app_home, "predict", "--model", str(tmp_path / "download"), "--data",
+    predicted = json.loads(_cli("predict", "--model", str(tmp_path / "download"), "--data",
                                 str(tmp_path / "test.npy"), "--json"))
     classes = [p["class"] for p in predicted["predictions"]]
     assert len(classes) == len(test_rows) > 0
     truth = [data.classes[code] for code in private["y"][test_rows]]
     assert sum(c == t for c, t in zip(classes, truth)) / len(classes) == run["summary"]["best_test_acc"]
-    _cli(app_home, "export", run_id, "--format", "model", "--output", str(tmp_path / "kept"))  # the store's own
-    kept = json.loads(_cli(app_home, "predict", "--model", str(tmp_path / "kept"), "--data", str(tmp_path / "test.npy"),
+    _cli("export", run_id, "--format", "model", "--output", str(tmp_path / "kept"))  # the store's own
+    kept = json.loads(_cli("predict", "--model", str(tmp_path / "kept"), "--data", str(tmp_path / "test.npy"),
                            "--json"))
     assert predicted["predictions"] == kept["predictions"]  # classes and probabilities alike

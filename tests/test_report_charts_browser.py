@@ -16,6 +16,7 @@ import pytest
 from privengine.explore import SweepSpec
 from privengine.figures.theme import DARK_PAPER
 from privengine.report import build
+from privengine.store import RunStore
 from tests.chart_boxes import chart_problems
 from tests.conftest import run_sweep
 from tests.test_browser import chromium, sync_api  # noqa: F401  (the fixture)
@@ -39,22 +40,28 @@ def _dp_bayes(store) -> str:
                 {"densities": {"beta1": density, "intercept": density}})
 
 
-@pytest.fixture
-def reports(store, monkeypatch, tmp_path) -> dict[str, str]:
-    """Report name -> file URL: a run of each mechanism with a page, a comparison of two runs of each, a sweep."""
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, str]:
+    """Report name -> file URL: a run of each mechanism with a page, a comparison of two runs of each, a sweep.
+    Built once for the module (both colour schemes read the same files), in a store of its own."""
     import streamlit.elements.plotly_chart  # noqa: F401  (registers Streamlit's template, as the dashboard does)
 
-    monkeypatch.setattr(pio.templates, "default", "streamlit")
-    refs = {}
-    for name, make in (("pate", _pate), ("split_label", _split_label), ("dpsgd", _dpsgd), ("dp_bayes", _dp_bayes)):
-        first, second = make(store), make(store)
-        refs[f"run-{name}"], refs[f"comparison-{name}"] = first, f"{first},{second}"
-    refs["sweep"] = run_sweep(store, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}), timeout=30,
-                              max_concurrent=1)
-    urls = {}
-    for name, ref in refs.items():
-        urls[name] = build(store, ref).write(tmp_path / f"{name}.html").as_uri()
-    return urls
+    home = tmp_path_factory.mktemp("report-charts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVENGINE_HOME", str(home / "home"))  # the sweep's jobs open the store it names
+        patch.setattr(pio.templates, "default", "streamlit")
+        store = RunStore()
+        try:
+            refs = {}
+            for name, make in (("pate", _pate), ("split_label", _split_label), ("dpsgd", _dpsgd),
+                               ("dp_bayes", _dp_bayes)):
+                first, second = make(store), make(store)
+                refs[f"run-{name}"], refs[f"comparison-{name}"] = first, f"{first},{second}"
+            refs["sweep"] = run_sweep(store, SweepSpec("toy", base={"steps": 2}, axes={"rate": [0.1, 0.5]}),
+                                      timeout=30, max_concurrent=1)
+            return {name: build(store, ref).write(home / f"{name}.html").as_uri() for name, ref in refs.items()}
+        finally:
+            store.close()
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
