@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from opacus.accountants import PRVAccountant  # noqa: E402
 
 import privengine.accounting.subsampled_gaussian as accounting  # noqa: E402
+from privengine.accounting.opacus_names import PRV_EPS_ERROR  # noqa: E402
 
 
 def before(history: accounting.History, delta: float) -> float:
@@ -33,7 +34,7 @@ def before(history: accounting.History, delta: float) -> float:
     acc.history = list(history)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
-        return float(acc.get_epsilon(delta=delta, eps_error=accounting.PRV_EPS_ERROR))
+        return float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR))
 
 
 def now(history: accounting.History, delta: float) -> float:
