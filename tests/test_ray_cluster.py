@@ -158,8 +158,9 @@ def test_a_sweep_runs_on_a_head_started_with_ray_start(ray_head, tmp_path):
     address, token = ray_head
     if hasattr(ray.exceptions, "AuthenticationError"):  # a Ray with token authentication (2.52 on)
         # without the token: refused in one line that names the address and the token step (the README's); Ray's
-        # own retry warnings precede it on stderr, but no traceback
-        refused = _sweep(address, tmp_path / "refused")
+        # own retry warnings precede it on stderr, but no traceback. Ray's driver tries to join once a second, 20
+        # times by default; RAY_gcs_server_port_wait_time_s=3 caps it at three tries, which get the same refusal
+        refused = _sweep(address, tmp_path / "refused", RAY_gcs_server_port_wait_time_s="3")
         assert refused.returncode == 2, refused.stderr
         errors = [line for line in refused.stderr.splitlines() if line.startswith("privengine: error:")]
         assert len(errors) == 1 and "Traceback" not in refused.stderr, refused.stderr

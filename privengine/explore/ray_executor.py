@@ -62,6 +62,26 @@ class ExecutorLostError(PrivengineError):
     """The Ray executor lost its cluster; a new executor (a new command) is needed to resume."""
 
 
+def worker_runtime_env(address: str | None) -> dict | None:
+    """The Ray ``runtime_env`` of the workers: privengine's environment variables (``_ENV_PASSED``) and its checkout
+    first on ``PYTHONPATH``, or None when they inherit both anyway.
+
+    They do on the local cluster this executor starts (no ``address``) when the checkout is on this process's
+    ``PYTHONPATH`` or is its working directory: that cluster's processes are started from this one with its
+    environment, and Ray puts the driver's working directory on its workers' ``sys.path``. Without a runtime_env
+    the first tasks run on the workers Ray prestarts, one per CPU, instead of on new ones started for the
+    runtime_env while those sit idle (``bench/bench_ray_start.py``, two workers on two busy cores: wall 0.88, CPU
+    0.97 of a sweep's with a runtime_env; one worker: no change).
+    """
+    env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
+    root = Path(__file__).resolve().parents[2]
+    path = os.environ.get("PYTHONPATH")
+    if not address and root in {Path(p).resolve() for p in [os.curdir, *filter(None, (path or "").split(os.pathsep))]}:
+        return None
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), path]))
+    return {"env_vars": env}
+
+
 def death_sentence(exc: BaseException) -> str:
     """What died, for a run whose Ray task raised ``exc`` instead of returning (its own errors are returned)."""
     errors = ray_module().exceptions
@@ -139,16 +159,13 @@ class RayExecutor(RunQueue):
         store.recover_interrupted()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            env = {k: os.environ[k] for k in _ENV_PASSED if k in os.environ}
-            root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
             if address:  # refused, unreachable or token-refusing: one sentence naming the address, not minutes of
                 check_reachable(address)  # retries and a ConnectionError traceback
             # no address: "local" starts this sweep's own cluster (with no address, ray.init joins any cluster a
             # `ray start` left recorded in /tmp/ray, and refuses num_cpus there)
             try:
                 ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env})
+                         log_to_driver=False, configure_logging=False, runtime_env=worker_runtime_env(address))
             except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
                 if not address:
                     raise
