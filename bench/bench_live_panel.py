@@ -19,16 +19,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.served_app import served_app  # noqa: E402
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CASES = {"baseline": ["--runner.postScriptGC", "true"], "project": []}
 
@@ -40,31 +41,12 @@ def process_cpu_s(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def served_app(extra_args: list[str]):
-    """``streamlit run app.py`` on a free port with a fresh PRIVENGINE_HOME; yields (url, server pid) once healthy."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def fresh_app(extra_args: list[str]):
+    """The app served (:func:`bench.served_app.served_app`) with a fresh PRIVENGINE_HOME; yields (url, pid)."""
     with tempfile.TemporaryDirectory(prefix="bench-live-") as home:
         env = dict(os.environ, PRIVENGINE_HOME=home, PYTHONPATH=str(ROOT))
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                   "--server.headless", "true", *extra_args], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2):
-                        break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit("the app did not start")
-                    time.sleep(0.3)
-            yield url, server.pid
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+        with served_app(Path(home), env, *extra_args, start_timeout_s=90) as served:
+            yield served
 
 
 def one_demo(browser, url: str, server_pid: int, mechanism: str) -> tuple[float, float]:
@@ -95,7 +77,7 @@ def main() -> None:
                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
         for _ in range(args.repeats):
             for case, extra in CASES.items():
-                with served_app(extra) as (url, pid):
+                with fresh_app(extra) as (url, pid):
                     results[case].append(one_demo(browser, url, pid, args.mechanism))
         browser.close()
     medians = {case: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))

@@ -14,16 +14,14 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from bench.served_app import served_app
 from privengine import registry
 from privengine.store import RunStore
 from tests.chart_boxes import chart_problems
@@ -43,12 +41,6 @@ SHOTS = ROOT / "test-artifacts"
 ERROR_SELECTORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_home(tmp_path_factory) -> Path:
     """The PRIVENGINE_HOME of the app under test (tests may add runs to it through the CLI)."""
@@ -57,31 +49,9 @@ def app_home(tmp_path_factory) -> Path:
 
 @contextlib.contextmanager
 def _server(home: Path):
-    """``streamlit run app.py`` on a free port with PRIVENGINE_HOME=home; yields its URL once it is healthy
-    (the health check starts no session: the first page a test opens is the server's first request)."""
-    port = _free_port()
-    log = open(home / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=subprocess_env(PRIVENGINE_HOME=str(home)), stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit did not start: {(home / 'streamlit.log').read_text()}")
-                time.sleep(0.3)
+    """The app served with PRIVENGINE_HOME=home (:func:`bench.served_app.served_app`); yields its URL."""
+    with served_app(home, subprocess_env(PRIVENGINE_HOME=str(home))) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        log.close()
 
 
 @pytest.fixture(scope="module")
