@@ -6,7 +6,8 @@ reporter)`` in this process and prints the wall time of each phase:
 
   load         reading the dataset files and splitting them (scattering excluded)
   scattering   the scattering transform of the dataset (0 when the cache already holds it: see ``--cold``)
-  calibration  DP-SGD's sigma calibration to the target epsilon
+  calibration  DP-SGD's sigma calibration to the target epsilon: the wait for it once the data is read (it starts
+               with the load, in a helper thread; the audits' calibrations are waited for at once)
   training     the private training (DP-SGD's models; PATE's teachers), evaluations excluded
   student      PATE's student (and its non-private baseline), evaluations excluded
   evaluation   held-out evaluations (DP-SGD's evaluation points, PATE's teacher predictions)
@@ -66,7 +67,7 @@ PHASES = {
     "dpsgd": [
         ("privengine.dpsgd.run", "load_task", "load"),
         ("privengine.dpsgd.data", "dataset_scattering", "scattering"),
-        ("privengine.dpsgd.run", "make_plan", "calibration"),
+        ("privengine.dpsgd.planning", "PlanSearch.plan", "calibration"),
         ("privengine.dpsgd.run", "train_models", "training"),
         ("privengine.dpsgd.run", "train_model", "training"),
         ("privengine.dpsgd.model_batch", "_Batch._evaluate", "evaluation"),

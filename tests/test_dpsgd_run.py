@@ -189,7 +189,7 @@ def test_runs_on_cuda():
 def test_stop_during_sigma_calibration_returns_promptly(monkeypatch):
     """The run returns while the calibration is still going (no wall-clock threshold: the calibration here never
     ends until the test releases it)."""
-    import privengine.dpsgd.run as run_module
+    import privengine.dpsgd.planning as planning_module
 
     release, calibrated = threading.Event(), threading.Event()
 
@@ -198,7 +198,7 @@ def test_stop_during_sigma_calibration_returns_promptly(monkeypatch):
         calibrated.set()
         return 1.0
 
-    monkeypatch.setattr(run_module, "calibrate_noise_multiplier", endless_calibration)
+    monkeypatch.setattr(planning_module, "calibrate_noise_multiplier", endless_calibration)
     reporter = MemoryReporter()
     reporter.should_stop = lambda: True  # a stop is already requested when the calibration starts
     summary = run(DPSGDConfig().replace(accountant="prv"), reporter)

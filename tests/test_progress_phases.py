@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier, epsilon_of
 from privengine.dpsgd.config import DPSGDConfig, declared_private_size
-from privengine.dpsgd.run import make_plan
+from privengine.dpsgd.planning import make_plan
 from privengine.dpsgd.training import normalization_history
 from tests.memory_reporter import MemoryReporter
 from ui.run_status import STILL_AFTER_S, progress_text
@@ -68,3 +68,37 @@ def test_the_panel_says_for_how_long_a_step_has_not_moved():
     other = SimpleNamespace(id="r2", progress=0.4, progress_text=None)
     progress_text(other, seen, 115.0)
     assert progress_text(other, seen, 120.0).startswith("working · 5 s")  # a run without a text still says so
+
+
+def test_a_run_calibrates_sigma_while_its_data_loads_and_gets_the_same_sigma(monkeypatch):
+    """The plan is a function of the config alone, so run() starts sigma's search before reading the data: while
+    load() runs, the calibration thread is already searching, and the run's sigma is the one make_plan finds."""
+    import threading
+
+    from privengine.dpsgd import planning
+    from privengine.dpsgd import run as dpsgd_run
+
+    config = DPSGDConfig().replace(noise_mode="target_epsilon", target_epsilon=2.5, accountant="rdp", n_seeds=1,
+                                   epochs=1.0, alphas=(0.0,))
+    during_load: list[bool] = []
+    load_entered = threading.Event()
+    real_load, real_search = dpsgd_run.load, planning.calibrate_noise_multiplier
+
+    def observed_load(*args, **kwargs):
+        during_load.append(any(t.name == "dpsgd-calibration" and t.is_alive() for t in threading.enumerate()))
+        load_entered.set()
+        return real_load(*args, **kwargs)
+
+    def search_held_until_the_load(**kwargs):  # so a quick search cannot end before load() looks
+        load_entered.wait(timeout=60)
+        return real_search(**kwargs)
+
+    monkeypatch.setattr(dpsgd_run, "load", observed_load)
+    monkeypatch.setattr(planning, "calibrate_noise_multiplier", search_held_until_the_load)
+    reporter = ProgressLog()
+    summary = dpsgd_run.run(config, reporter)
+    assert during_load == [True]
+    planned = make_plan(config, ProgressLog())
+    logged = [line for line in reporter.logs if "sigma = " in line]
+    assert logged and f"sigma = {planned.noise_multiplier:.4g}," in logged[0]
+    assert summary["models_trained"] == 1

@@ -21,7 +21,8 @@ from sklearn.datasets import load_breast_cancer
 
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.dpsgd.model_batch import Member, train_models
-from privengine.dpsgd.run import load, make_plan
+from privengine.dpsgd.planning import make_plan
+from privengine.dpsgd.run import load
 from privengine.store import RunStore
 
 LABEL = "diagnosis"

@@ -296,7 +296,7 @@ def run(config: DpsgdOneRunAuditConfig, reporter: "Reporter | None" = None) -> A
     from ..accounting.subsampled_gaussian import epsilon_of
     from ..dpsgd.data import load_task
     from ..dpsgd.config import declared_private_size
-    from ..dpsgd.run import make_plan
+    from ..dpsgd.planning import make_plan
     from .bounds import one_run_epsilon_lower
     from .procedures import one_run_test
 

@@ -15,7 +15,7 @@ of a model the batch path trains: linear, mlp, scatter_linear, scatter_mlp) and:
    redraws the ROC after each pass; a model's streams do not depend on its pass) with the run's recipe
    on a private set of ``h`` examples: sigma (given, or calibrated to the target epsilon), ``q = B / h`` and
    ``steps = int(epochs / q)`` exactly as a run of that config whose declared private size is ``h``
-   (:func:`~privengine.dpsgd.run.make_plan`; ``h = floor(N / 2)`` with N the recipe's declared private size, public,
+   (:func:`~privengine.dpsgd.planning.make_plan`; ``h = floor(N / 2)`` with N the recipe's declared private size, public,
    so the plan does not depend on the data's count or on the coins); a reference model's half is about ``h``
    examples, sampled at the same q. The claim covering the attacked model is its accountant history's epsilon at
    the run's delta (the run's accountant), and its trade-off bound the PLD one of that history;
@@ -50,7 +50,8 @@ from ..accounting.subsampled_gaussian import epsilon_of
 from ..dpsgd import metrics as M
 from ..dpsgd.config import DPSGDConfig, declared_private_size
 from ..dpsgd.model_batch import Member, train_and_predict, unbatchable
-from ..dpsgd.run import load, make_plan
+from ..dpsgd.planning import make_plan
+from ..dpsgd.run import load
 from ..device import detect_device
 from ..errors import ConfigError
 from .interface import NullReporter
@@ -160,7 +161,7 @@ class _Attack:
 
 
 def game_plan(recipe: DPSGDConfig, reporter):
-    """The plan of every model of the game: the recipe's (:func:`~privengine.dpsgd.run.make_plan`) on a private set
+    """The plan of every model of the game: the recipe's (:func:`~privengine.dpsgd.planning.make_plan`) on a private set
     of ``h = floor(N / 2)`` examples, N the recipe's declared private size (the recipe itself keeps its declaration,
     so its noise keys are the run's recipe's). None if a stop came during the calibration; ConfigError naming the
     field, and the halving, when the recipe does not fit half its data."""

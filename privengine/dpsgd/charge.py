@@ -99,7 +99,7 @@ def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
     """The headline claim of a run of these config values had every model taken its every planned step: the
     claims :func:`~.privacy.dpsgd_claims` states for ``n_seeds x len(alphas)`` models, each of the planned history
     (:func:`~.run.planned_history`: the private-normalisation step if any, then ``steps`` steps of the plan's
-    sigma and q = B / N, N the declared private size; the plan of :func:`~.run.make_plan`, sigma calibrated to the
+    sigma and q = B / N, N the declared private size; the plan of :func:`~.planning.make_plan`, sigma calibrated to the
     target epsilon where asked). This is what the run declares before its first output (its planned charge), from
     the config alone: its events are those of a finished run (Poisson batches; fixed-size shuffled batches give a
     claim without events, charged by its (ε, δ)). ConfigError where the run would raise it at its plan (a target
@@ -122,7 +122,7 @@ def planned_claim(values: Mapping[str, Any]) -> PrivacyClaim:
 
 
 class _NoStop:
-    """The reporter :func:`~.run.make_plan` asks while it calibrates sigma: no progress shown, never stopped."""
+    """The reporter :func:`~.planning.make_plan` asks while it calibrates sigma: no progress shown, never stopped."""
 
     def progress(self, fraction: float, text: str = "") -> None:
         pass
@@ -135,6 +135,6 @@ class _NoStop:
 def _plan(config: DPSGDConfig) -> Plan:
     """The plan of ``config`` (its seed and replica set to 0: a plan is a function of the other fields), kept per
     process: a sweep's seeds and repeated launches calibrate sigma once (seconds with PRV)."""
-    from .run import make_plan
+    from .planning import make_plan
 
     return make_plan(config, _NoStop())

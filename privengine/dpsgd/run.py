@@ -10,7 +10,7 @@ heads (every seed) train first, together, in one model batch (:mod:`.model_batch
 the others then train one at a time on Opacus, seeds the outer loop, so a stopped
 sweep still holds every setting.
 
-Every check of the configuration against the data (:func:`check_models`, :func:`make_plan`) runs
+Every check of the configuration against the data (:func:`check_models`, :func:`~.planning.make_plan`) runs
 before the first model trains, so a bad configuration fails before anything is released. A run that
 fails later anyway (an out-of-memory error, a bug) has released curves: it is charged through
 ``reporter.charge`` (:func:`charged_summary`), and stores that claim with its failure.
@@ -20,25 +20,23 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from typing import Callable
 
 import torch
 
 from privengine.accounting.opacus_names import ACCOUNTANT_NAMES
-from privengine.accounting.subsampled_gaussian import (History, IntractableAccounting, calibrate_noise_multiplier,
-                                                       check_prv_tractable, epsilon_of, merge)
+from privengine.accounting.subsampled_gaussian import History, epsilon_of
 from privengine.errors import ConfigError
 from privengine.randomness import noise_caveat
 from privengine.store import EPSILON_BASIS_ARTIFACT
 
 from . import metrics as M
-from .calibration_progress import CalibrationProbes
-from .config import DPSGDConfig, check_batches, declared_private_size, is_user_dataset, published_size
+from .config import DPSGDConfig, declared_private_size, is_user_dataset, published_size
 from .data import Task, load_task
 from .kept import keep_models
 from .model_batch import Member, train_models, unbatchable
 from .models import num_parameters
+from .planning import PlanSearch
 from .normalization import ChannelNorm
 from .privacy import dpsgd_claims
 from .summary import evaluation_caveats, final_text, normalization_caveats, comparison, summarise
@@ -58,11 +56,12 @@ def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
     and claims are the same either way, and the summary lists the models in (seed, setting) order.
     """
     device = torch.device(reporter.device)
+    search = PlanSearch(config, reporter)  # sigma's calibration, a function of the config alone, while the data loads
     task = load(config, device, should_stop=reporter.should_stop, progress=reporter.progress)
     if task is None:
         return STOPPED_LOADING | {"dataset": config.dataset}
     state = RunState(config, reporter, task, model_batch=model_batch)
-    if not state.prepare():
+    if not state.prepare(search):
         return state.stopped_calibrating()
     if state.batched:
         new = train_models(task, config, state.plan, state.members(), device=device, should_stop=reporter.should_stop)
@@ -105,12 +104,13 @@ class RunState:
         # The models in training, by index: setting, seed, and the last step each reported (None: none yet).
         self.under_way: dict[int, dict] = {}
 
-    def prepare(self) -> bool:
-        """Check the models against the data, fix sigma (calibrated if asked), log the plan and declare the charge;
-        False if a stop came during the calibration (nothing trained). ConfigError before anything is released."""
+    def prepare(self, search: PlanSearch | None = None) -> bool:
+        """Check the models against the data, fix sigma (calibrated if asked; ``search``: a calibration already
+        started for this config), log the plan and declare the charge; False if a stop came during the calibration
+        (nothing trained). ConfigError before anything is released."""
         config, reporter, task = self.config, self.reporter, self.task
         check_models(task, config)
-        self.plan = plan = make_plan(config, reporter)
+        self.plan = plan = (search or PlanSearch(config, reporter)).plan()
         if plan is None:
             return False
         # Stored at once, before any output (the log and artifacts below included): should the process die, the
@@ -351,76 +351,3 @@ def model_dimension(task: Task, config: DPSGDConfig) -> int:
     except ValueError as exc:  # "no CNN for 12x12 images", Opacus' unsupported layers, ...
         raise ConfigError("model", f"cannot be trained on {task.name}: {exc}") from None
     return num_parameters(model)
-
-
-def make_plan(config: DPSGDConfig, reporter) -> Plan | None:
-    """sigma (given, or calibrated to the target epsilon), q = B / N, steps = int(epochs / q), with N the declared
-    private size (:func:`~.config.declared_private_size`): a function of the config alone, so the plan, and with it
-    the number of released iterates and the claim, is the same for a data set and its neighbours.
-
-    None if a stop was requested during the calibration.
-    """
-    private_size = declared_private_size(config)
-    check_batches(config.batch_size, config.epochs, private_size)  # checked in the config too
-    q = config.batch_size / private_size
-    steps = int(config.epochs / q)
-    if config.noise_mode == "sigma":
-        sigma = config.noise_multiplier
-    else:
-        reporter.progress(0.0, f"calibrating sigma to epsilon = {config.target_epsilon:g}")
-        probes = CalibrationProbes(reporter, config.target_epsilon)
-        try:
-            sigma = _interruptible(functools.partial(
-                calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
-                sample_rate=q, steps=steps, accountant=config.accountant, prefix=normalization_history(config),
-                on_probe=probes.add), reporter.should_stop, on_poll=probes.report)
-        except ValueError as exc:  # Opacus: "The privacy budget is too low."
-            raise ConfigError("target_epsilon", f"cannot be reached with q = {q:.3g} and {steps} steps "
-                                                f"({exc}); raise it or train for fewer steps") from None
-        if sigma is None:
-            return None
-    _check_accountable(config, sigma, q, steps)
-    return Plan(noise_multiplier=sigma, sample_rate=q, steps=steps, expected_batch_size=config.batch_size)
-
-
-def _check_accountable(config: DPSGDConfig, sigma: float, q: float, steps: int) -> None:
-    """ConfigError before any training if the run's accountant cannot state the epsilon of what it releases
-    (every model, composed): Opacus' PRV accountant would exhaust the memory (very small sigma, very long runs)."""
-    if config.accountant != "prv":
-        return
-    models = config.n_seeds * len(config.alphas)
-    try:
-        check_prv_tractable(merge([normalization_history(config) + [(sigma, q, steps)]] * models), config.delta)
-    except IntractableAccounting as exc:
-        field, remedy = (("noise_multiplier", "raise sigma") if config.noise_mode == "sigma"
-                         else ("target_epsilon", "lower the target epsilon"))
-        raise ConfigError(field, f"cannot be used here: with sigma = {sigma:.4g}, q = {q:.3g}, {steps} steps and "
-                                 f"{models} model(s), {exc}. {remedy.capitalize()}, train fewer models or steps, or "
-                                 "choose the RDP accountant") from None
-
-
-def _interruptible(fn: Callable[[], float], should_stop: Callable[[], bool], poll_s: float = 0.25,
-                   on_poll: Callable[[], None] = lambda: None) -> float | None:
-    """``fn()`` in a helper thread while this one keeps asking ``should_stop`` (Opacus' calibration
-    can take several seconds) and calls ``on_poll`` (this thread's progress reports) every ``poll_s`` seconds and
-    once at the end; None if a stop came first (the daemon helper then ends unobserved)."""
-    outcome: dict = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn()
-        except Exception as exc:  # re-raised in the caller's thread below
-            outcome["error"] = exc
-
-    helper = threading.Thread(target=target, name="dpsgd-calibration", daemon=True)
-    helper.start()
-    while True:
-        helper.join(poll_s)
-        on_poll()
-        if not helper.is_alive():
-            break
-        if should_stop():
-            return None
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]

@@ -229,7 +229,10 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
     folder = Path(root) / "scattering"
     path = folder / f"{key}-J{J}-L{L}-{len(x)}-v{CACHE_VERSION}.pt"
     if path.exists():
-        cached = torch.load(path, map_location=device)
+        # mmap: the storage is read from the page cache where it is used (copied to the device, or indexed into the
+        # splits) instead of first into a buffer of its own: 0.5 s less for Fashion-MNIST's 0.95 GB on the CPU. The
+        # file is only ever replaced whole (os.replace below), so a mapping never sees a half-written cache.
+        cached = torch.load(path, map_location=device, mmap=True)
         if cached["shape"] == tuple(x.shape):
             return cached["features"]
     features = scatter(x, J=J, L=L, device=device, should_stop=should_stop, progress=progress)
