@@ -70,35 +70,82 @@ def test_the_panel_says_for_how_long_a_step_has_not_moved():
     assert progress_text(other, seen, 120.0).startswith("working · 5 s")  # a run without a text still says so
 
 
-def test_a_run_calibrates_sigma_while_its_data_loads_and_gets_the_same_sigma(monkeypatch):
-    """The plan is a function of the config alone, so run() starts sigma's search before reading the data: while
-    load() runs, the calibration thread is already searching, and the run's sigma is the one make_plan finds."""
+def _held_search(monkeypatch, load_effect):
+    """Patch run()'s load and sigma's search: the search records that it started, then waits until load() has
+    looked (so a quick search cannot end before); load() records whether the search had started, then does
+    ``load_effect(real_load, *args, **kwargs)``. Returns (started before the load?, per-probe cancellations)."""
     import threading
 
     from privengine.dpsgd import planning
     from privengine.dpsgd import run as dpsgd_run
 
-    config = DPSGDConfig().replace(noise_mode="target_epsilon", target_epsilon=2.5, accountant="rdp", n_seeds=1,
-                                   epochs=1.0, alphas=(0.0,))
-    during_load: list[bool] = []
-    load_entered = threading.Event()
+    entered, load_looked = threading.Event(), threading.Event()
+    seen = {"started_before_load": [], "search_ended_by": []}
     real_load, real_search = dpsgd_run.load, planning.calibrate_noise_multiplier
 
     def observed_load(*args, **kwargs):
-        during_load.append(any(t.name == "dpsgd-calibration" and t.is_alive() for t in threading.enumerate()))
-        load_entered.set()
-        return real_load(*args, **kwargs)
+        seen["started_before_load"].append(entered.wait(timeout=10))
+        load_looked.set()
+        return load_effect(real_load, *args, **kwargs)
 
-    def search_held_until_the_load(**kwargs):  # so a quick search cannot end before load() looks
-        load_entered.wait(timeout=60)
-        return real_search(**kwargs)
+    def held_search(**kwargs):
+        entered.set()
+        load_looked.wait(timeout=60)
+        try:
+            return real_search(**kwargs)
+        except planning.SearchCancelled:
+            seen["search_ended_by"].append("cancel")
+            raise
 
     monkeypatch.setattr(dpsgd_run, "load", observed_load)
-    monkeypatch.setattr(planning, "calibrate_noise_multiplier", search_held_until_the_load)
-    reporter = ProgressLog()
-    summary = dpsgd_run.run(config, reporter)
-    assert during_load == [True]
-    planned = make_plan(config, ProgressLog())
-    logged = [line for line in reporter.logs if "sigma = " in line]
-    assert logged and f"sigma = {planned.noise_multiplier:.4g}," in logged[0]
-    assert summary["models_trained"] == 1
+    monkeypatch.setattr(planning, "calibrate_noise_multiplier", held_search)
+    return seen
+
+
+TARGET_CONFIG = DPSGDConfig().replace(noise_mode="target_epsilon", target_epsilon=2.5, accountant="rdp", n_seeds=1,
+                                      epochs=1.0, alphas=(0.0,))
+
+
+def test_a_run_calibrates_sigma_while_its_data_loads_and_gets_the_same_sigma(monkeypatch):
+    """The plan is a function of the config alone, so run() starts sigma's search before reading the data; the
+    run's sigma is the search's, computed here from the config alone (q = B / declared size, steps)."""
+    from privengine.dpsgd import run as dpsgd_run
+
+    seen = _held_search(monkeypatch, lambda load, *args, **kwargs: load(*args, **kwargs))
+    summary = dpsgd_run.run(TARGET_CONFIG, ProgressLog())
+    assert seen["started_before_load"] == [True]
+    q = TARGET_CONFIG.batch_size / declared_private_size(TARGET_CONFIG)
+    steps = int(TARGET_CONFIG.epochs / q)
+    assert summary["noise_multiplier"] == calibrate_noise_multiplier(
+        target_epsilon=2.5, delta=TARGET_CONFIG.delta, sample_rate=q, steps=steps, accountant="rdp",
+        prefix=normalization_history(TARGET_CONFIG))
+    assert summary["models_trained"] == 1 and seen["search_ended_by"] == []
+
+
+def test_a_stop_or_a_failure_while_loading_ends_the_search_and_charges_nothing(monkeypatch):
+    """A run stopped (load() returns None) or failing while it reads its data cancels the search it started: it
+    ends at its next probe instead of running on unobserved, and the run declared no charge (nothing released)."""
+    import time
+
+    import pytest
+
+    from privengine.dpsgd import run as dpsgd_run
+
+    def failing(load, *args, **kwargs):
+        raise OSError("the data root went away")
+
+    for effect in (lambda load, *args, **kwargs: None, failing):
+        seen = _held_search(monkeypatch, effect)
+        reporter = ProgressLog()
+        if effect is failing:
+            with pytest.raises(OSError):
+                dpsgd_run.run(TARGET_CONFIG, reporter)
+        else:
+            assert dpsgd_run.run(TARGET_CONFIG, reporter)["stopped_during"] == "scattering"
+        assert seen["started_before_load"] == [True]
+        for _ in range(600):  # the search ends at its first probe after the cancel: poll, no clock asserted
+            if seen["search_ended_by"]:
+                break
+            time.sleep(0.05)
+        assert seen["search_ended_by"] == ["cancel"]
+        assert reporter.planned_summary() is None and reporter.charged_summary() is None

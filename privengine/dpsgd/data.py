@@ -258,7 +258,7 @@ def _versions(x: torch.Tensor, y: torch.Tensor) -> tuple[int, int] | None:
 
 def fingerprint_in_background(x: torch.Tensor, y: torch.Tensor) -> PendingFingerprint:
     """Start ``data_fingerprint(x, y)`` in a daemon thread: the SHA-256 of a scattering-feature private split (about
-    1 GB) takes over a second, which overlaps the run's sigma calibration this way (hashlib releases the GIL while
+    1 GB) takes over a second, which overlaps what is left of the run's sigma calibration this way (hashlib releases the GIL while
     it hashes; features on a GPU are copied to the CPU first, as :func:`~privengine.randomness.data_fingerprint`
     does). Nothing in privengine writes to a task's private split; should anything do so in place, the recorded
     versions no longer match and :attr:`Task.private_fingerprint` hashes the split again."""

@@ -40,14 +40,15 @@ class PlanSearch:
         self.steps = int(config.epochs / self.sample_rate)
         self._outcome: dict = {}
         self._helper: threading.Thread | None = None
-        if config.noise_mode == "sigma":
-            return
+        self._cancelled = threading.Event()
         # The probes are collected from the helper (a list append) and shown from the caller's thread (plan()).
         self.probes = CalibrationProbes(reporter, config.target_epsilon)
+        if config.noise_mode == "sigma":
+            return
         search = functools.partial(
             calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
             sample_rate=self.sample_rate, steps=self.steps, accountant=config.accountant,
-            prefix=normalization_history(config), on_probe=self.probes.add)
+            prefix=normalization_history(config), on_probe=self._on_probe)
         self._helper = threading.Thread(target=self._calibrate, args=(search,), name="dpsgd-calibration",
                                         daemon=True)
         self._helper.start()
@@ -57,6 +58,16 @@ class PlanSearch:
             self._outcome["sigma"] = search()
         except Exception as exc:  # re-raised in the caller's thread by plan()
             self._outcome["error"] = exc
+
+    def _on_probe(self, sigma: float, epsilon: float) -> None:
+        if self._cancelled.is_set():
+            raise SearchCancelled  # ends the search at its next probe (each probe is one epsilon evaluation)
+        self.probes.add(sigma, epsilon)
+
+    def cancel(self) -> None:
+        """Nobody will wait for this plan (the run stopped or failed before it asked): the search ends at its next
+        probe instead of running on, for seconds of CPU and up to a PRV grid of memory, unobserved."""
+        self._cancelled.set()
 
     def plan(self) -> Plan | None:
         """The plan, once sigma is known; None if a stop was requested while waiting for the calibration (its
@@ -83,6 +94,10 @@ class PlanSearch:
             sigma = self._outcome["sigma"]
         _check_accountable(config, sigma, q, steps)
         return Plan(noise_multiplier=sigma, sample_rate=q, steps=steps, expected_batch_size=config.batch_size)
+
+
+class SearchCancelled(Exception):
+    """Raised inside a cancelled search (:meth:`PlanSearch.cancel`) to end it; never reaches a caller."""
 
 
 def make_plan(config: DPSGDConfig, reporter) -> Plan | None:

@@ -57,8 +57,13 @@ def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
     """
     device = torch.device(reporter.device)
     search = PlanSearch(config, reporter)  # sigma's calibration, a function of the config alone, while the data loads
-    task = load(config, device, should_stop=reporter.should_stop, progress=reporter.progress)
+    try:
+        task = load(config, device, should_stop=reporter.should_stop, progress=reporter.progress)
+    except BaseException:
+        search.cancel()
+        raise
     if task is None:
+        search.cancel()
         return STOPPED_LOADING | {"dataset": config.dataset}
     state = RunState(config, reporter, task, model_batch=model_batch)
     if not state.prepare(search):
@@ -109,7 +114,12 @@ class RunState:
         started for this config), log the plan and declare the charge; False if a stop came during the calibration
         (nothing trained). ConfigError before anything is released."""
         config, reporter, task = self.config, self.reporter, self.task
-        check_models(task, config)
+        try:
+            check_models(task, config)
+        except BaseException:
+            if search is not None:
+                search.cancel()
+            raise
         self.plan = plan = (search or PlanSearch(config, reporter)).plan()
         if plan is None:
             return False

@@ -235,6 +235,7 @@ def cached_scattering(x: torch.Tensor, *, key: str, root: str | os.PathLike, J: 
         cached = torch.load(path, map_location=device, mmap=True)
         if cached["shape"] == tuple(x.shape):
             return cached["features"]
+        del cached  # unmapped before the file is replaced below
     features = scatter(x, J=J, L=L, device=device, should_stop=should_stop, progress=progress)
     if features is None:
         return None
