@@ -1,5 +1,9 @@
 """Home: the quick-demo gallery (one click launches a mechanism's demo and opens its page), the presets with the
-figures they reproduce, the detected device, recent runs."""
+figures they reproduce, recent runs.
+
+It loads neither torch nor Opacus (``tests/test_page_start_imports.py``): a fresh server's first page would wait
+seconds for them. So it names the device order, not the device found here: finding a CUDA GPU takes torch; each
+mechanism form names it."""
 
 import streamlit as st
 
@@ -16,8 +20,8 @@ st.markdown(
     "Explore how privacy mechanisms trade **privacy for utility**. Pick a mechanism, tune its knobs, "
     "launch a run and watch it train live. Every ε shown names its accountant, δ and assumptions.")
 
-device = services.devices()[0]
-st.caption(f"Runs go to **{device.name}** by default (CUDA, then Apple MPS, else CPU); each form lets you pick another.")
+st.caption("Runs go to the best device here by default (a CUDA GPU, then Apple MPS, else the CPU); each mechanism's "
+           "form names it and lets you pick another.")
 
 st.subheader("Quick demos")
 st.caption("One click each: the demo starts here at once (seconds to half a minute on two CPU cores) and its page "

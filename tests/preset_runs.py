@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from privengine.config import FieldSpec
-from privengine.data import TORCHVISION_DATASETS, dataset_present
+from privengine.data_catalogue import TORCHVISION_DATASETS, dataset_present
 from privengine.entries import Mechanism
 from privengine.errors import ConfigError
 from privengine.presets import NOT_PART_OF_A_PRESET, Preset

@@ -34,6 +34,7 @@ ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figur
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",
               "privengine.device", "privengine.cuda_graphs", "privengine.schedules", "privengine.data",
+              "privengine.data_catalogue",
               "privengine.store", "privengine.reporter", "privengine.registry", "privengine.entries",
               "privengine.datasets", "privengine.kept_models")
 FRONT_ENDS = ("streamlit", "ui", "pages", "app")

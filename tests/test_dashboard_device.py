@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from privengine.data import dataset_present
+from privengine.data_catalogue import dataset_present
 from tests.conftest import ROOT
 
 torch = pytest.importorskip("torch")

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from privengine.data import _TORCHVISION, dataset_present, load_image_dataset
+from privengine.data import load_image_dataset
+from privengine.data_catalogue import TORCHVISION_FACTS, dataset_present
 from privengine.errors import DatasetCorruptError, DatasetNotFoundError
 from tests.conftest import SHARED_DATA, subprocess_env
 
@@ -62,7 +63,7 @@ def test_a_dataset_is_present_once_its_raw_files_are(tmp_path):
 @pytest.mark.parametrize("train", [True, False])
 def test_the_idx_reader_returns_the_files_images_and_labels(tmp_path, name, folder, train):
     images, labels = _write_split(tmp_path, folder, "train" if train else "t10k", n=7 if train else 5)
-    _, mean, std, _ = _TORCHVISION[name]
+    _, mean, std, _ = TORCHVISION_FACTS[name]
     pixels = torch.from_numpy(images.astype(np.float32) / 255)[:, None]  # (n, 1, 6, 4)
     raw = load_image_dataset(name, train=train, root=tmp_path, standardize=False)
     standardised = load_image_dataset(name, train=train, root=tmp_path)
@@ -103,7 +104,7 @@ def test_the_idx_reader_gives_torchvisions_tensors_bit_for_bit(name, train):
     if not dataset_present(name, REAL_DATA):
         pytest.skip(f"{name} is not under {REAL_DATA} (set PRIVENGINE_DATA to a data root that has it)")
     torchvision = pytest.importorskip("torchvision", reason="torchvision is the reference to compare with")
-    cls_name, mean, std, _ = _TORCHVISION[name]
+    cls_name, mean, std, _ = TORCHVISION_FACTS[name]
     reference = getattr(torchvision.datasets, cls_name)(root=str(REAL_DATA), train=train, download=False)
     # what load_image_dataset did with torchvision's arrays before it read the idx files itself
     pixels = torch.from_numpy(np.ascontiguousarray(np.asarray(reference.data)[:, None])).float().div_(255.0)

@@ -23,9 +23,8 @@ from privengine.store import RunSnapshot
 from . import charts, services
 from .form import FIXED_FIELDS, config_form, field_label
 from .launch import launch
+from .links import AUDIT_QUERY_KEY
 from .run_panel import live_run
-
-QUERY_KEY = "audit"
 
 INTRO = ("Every ε above is an accountant's **upper bound**. An audit measures a **lower bound**: with the stated "
          "confidence the implementation, as it runs, is not private for any smaller ε. An implementation that keeps "
@@ -121,7 +120,7 @@ def draw_audit(snapshot: RunSnapshot) -> None:
 
 def _current_audit_run(name: str) -> str | None:
     """The audit run shown for audit ``name``: from the URL (if it is one of this audit's runs), else the session."""
-    linked = st.query_params.get(QUERY_KEY)
+    linked = st.query_params.get(AUDIT_QUERY_KEY)
     for wanted in (linked, st.session_state.get(f"audit.run.{name}")):
         if not wanted:
             continue
@@ -137,7 +136,7 @@ def _current_audit_run(name: str) -> str | None:
 
 def _select(name: str, run_id: str) -> None:
     st.session_state[f"audit.run.{name}"] = run_id
-    st.query_params[QUERY_KEY] = run_id
+    st.query_params[AUDIT_QUERY_KEY] = run_id
 
 
 def _recent_audits_picker(name: str, run_id: str | None) -> None:

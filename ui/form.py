@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from privengine import data
+from privengine import data_catalogue
 from privengine.config import BaseConfig, FieldSpec
 from privengine.datasets import manifest, names
 from privengine.errors import ConfigError
@@ -157,8 +157,8 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, d
                               + _absence(c, data_root))
         if _absence(choice, data_root) and not download:
             raise ConfigError(spec.name, f"{spec.knob.choice_label(choice)} is not in the data root "
-                                         f"{data_root or data.data_root()}: put torchvision's files there, or set "
-                                         "the data root (field, or PRIVENGINE_DATA)")
+                                         f"{data_root or data_catalogue.data_root()}: put torchvision's files "
+                                         "there, or set the data root (field, or PRIVENGINE_DATA)")
         return spec.check(choice)
     if spec.kind == "str":
         return spec.check(st.text_input(label, value=initial, key=key, help=help_text))
@@ -181,7 +181,7 @@ def _widget(spec: FieldSpec, initial: Any, *, key: str, data_root: str | None, d
 def _absence(choice: Any, data_root: str | None) -> str:
     """`` (not found)`` for a torchvision dataset whose files are not under the data root (the warning under the
     field names the folder), else ''."""
-    if choice not in data.TORCHVISION_DATASETS or data.dataset_present(choice, data_root):
+    if choice not in data_catalogue.TORCHVISION_DATASETS or data_catalogue.dataset_present(choice, data_root):
         return ""
     return " (not found)"
 

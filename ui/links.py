@@ -19,6 +19,11 @@ from .scroll import scroll_to_top_if_asked, start_next_page_at_top
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
 MECHANISM_ICON = ":material/science:"
+# URL parameters of a mechanism page: the audit its Audit section shows (ui.audit_panel), the membership attack its
+# Membership inference section shows (ui.membership_panel); here, so the runs tables link to them without
+# importing the panels (the attack's brings torch)
+AUDIT_QUERY_KEY = "audit"
+ATTACK_QUERY_KEY = "attack"
 
 
 def page_script(name: str) -> Path | None:

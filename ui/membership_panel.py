@@ -25,9 +25,9 @@ from privengine.store import RunRecord, RunSnapshot
 from . import charts, services
 from .form import error_text
 from .launch import launch
+from .links import ATTACK_QUERY_KEY
 from .run_panel import live_run
 
-QUERY_KEY = "attack"  # the URL parameter naming the attack to show (the Runs page's links)
 INTRO = ("What can an attacker learn about the people in the training data? The attack retrains this run's recipe "
          "on a random half of its private data, with reference models on other halves, and tries to tell members "
          "from non-members (LiRA, RMIA or the loss attack). Its ROC is drawn under the bounds of the attacked "
@@ -128,9 +128,9 @@ def _current_attack(mechanism: str, run_id: str) -> str | None:
     """The attack shown: the one the URL names (``?attack=ID``, taken once), else the one picked or launched in this
     session, else the run's latest."""
     attacks = _attacks_of(mechanism, run_id)
-    linked = st.query_params.get(QUERY_KEY)
+    linked = st.query_params.get(ATTACK_QUERY_KEY)
     if linked is not None:
-        del st.query_params[QUERY_KEY]
+        del st.query_params[ATTACK_QUERY_KEY]
         if linked in {r.id for r in attacks}:
             st.session_state[f"membership.{run_id}"] = linked
     chosen = st.session_state.get(f"membership.{run_id}")

@@ -17,8 +17,7 @@ from privengine.figures.text import (accountant_name, knob_label, privacy_text, 
                                      value_text)
 from privengine.store import RunRecord
 
-from .audit_panel import QUERY_KEY as AUDIT_QUERY_KEY
-from .membership_panel import QUERY_KEY as ATTACK_QUERY_KEY
+from .links import ATTACK_QUERY_KEY, AUDIT_QUERY_KEY
 
 _COMMON_FIELDS = {s.name for s in RunConfig.specs()}  # device, seed, replica, noise source: not a run's setting
 

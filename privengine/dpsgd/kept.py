@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from privengine.datasets import private_part
-from privengine.data import STANDARDISATION_SOURCE, TORCHVISION_DATASETS, class_names, standardisation
+from privengine.data_catalogue import STANDARDISATION_SOURCE, TORCHVISION_DATASETS, class_names, standardisation
 from privengine.kept_models.spec import FORMAT, describe_layers
 
 from .config import DPSGDConfig, is_user_dataset

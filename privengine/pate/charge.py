@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..datasets import private_part
 from ..entries import seeded_source, split_source
-from .config import EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig, is_user_dataset
+from .config import DATA_SEED, EMBEDDED_DATASETS, SPLIT_SIZES, PateConfig, is_user_dataset
 
 if TYPE_CHECKING:
     from ..claims import PrivacyClaim
@@ -35,8 +35,6 @@ def data_source(values: Mapping[str, Any]) -> str:
 
         return source_key(dataset)
     if dataset == "synthetic":
-        from .data import DATA_SEED  # here: the data module imports torch, needed only for this key
-
         return seeded_source("pate-synthetic", DATA_SEED)
     return "digits" if dataset == "digits" else split_source(dataset)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from ..data import class_names
+from ..data_catalogue import class_names
 from ..datasets import private_part
 from ..kept_models.spec import FORMAT, describe_layers
 from .config import REAL_DATASETS, is_user_dataset
