@@ -8,10 +8,11 @@
 #
 # Steps (all by default, in this order; STEPS="tests sweep_fmnist ..." runs some):
 #   bench_presets_cold  the real-data presets phase by phase, the scattering computed on the GPU (a fresh home);
-#                       COLD_PRESETS narrows them (default the three of bench_presets.py)
+#                       COLD_PRESETS names them (default the Fashion-MNIST one of issue 39; "dpsgd:fmnist-scatter-eps3,
+#                       dpsgd:mnist-scatter-mlp-eps3,pate:mnist-confident-gnmax" for issue 26's three)
 #   bench_presets_warm  the Fashion-MNIST preset again, the scattering cached (issue 39 row 1: <= 5 s), then once
 #                       more under cProfile with its 25 hottest host functions (where the time goes)
-#   cli_presets_warm    each of CLI_PRESETS as a user runs it, `python -m privengine run ...` in a new process, the
+#   cli_presets_warm    each of CLI_PRESETS (default the Fashion-MNIST one) as a user runs it, `python -m privengine run ...` in a new process, the
 #                       scattering cached: wall seconds per preset (row 2: <= 8 s); then one -X importtime of it
 #   sweep_fmnist        the frontier: 5 target epsilons x SWEEP_SEEDS seeds (default 20: 100 points, row 6 <= 60 s)
 #                       of the Fashion-MNIST preset, a new process to JSON
@@ -43,7 +44,9 @@ home=${BENCH_HOME:-$(mktemp -d)}  # fresh for the presets: the cold one computes
 fmnist=dpsgd:fmnist-scatter-eps3
 {
   date -u
-  git rev-parse HEAD 2>/dev/null || echo "commit: ${DEVICE_COMMIT:-unknown}"
+  # The commit of the code that runs: the one device_extras.sh wrote into the bundle (the device's copy of .git can be
+  # the session's first commit, older than the checkout it runs, so its HEAD would name the wrong code)
+  if [[ -f .device-bundle/commit ]]; then cat .device-bundle/commit; else echo "commit: ${DEVICE_COMMIT:-unknown}"; fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "nvidia-smi: none"
   $python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
   echo "steps: $steps"
@@ -64,14 +67,14 @@ step() {  # step NAME SECONDS COMMAND...: run with a timeout, log to $logs/NAME.
 }
 
 step bench_presets_cold 90 env PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" \
-  ${COLD_PRESETS:+--presets "$COLD_PRESETS"}
+  --presets "${COLD_PRESETS:-$fmnist}"
 warm_presets() {  # the Fashion-MNIST preset warm, then (BENCH_PROFILE=N) again under the profiler
   PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" --presets $fmnist
   [[ -z ${BENCH_PROFILE:-} ]] || PRIVENGINE_HOME="$home" $python bench/bench_presets.py --device cuda --data-root "$data" \
     --presets $fmnist --profile "$BENCH_PROFILE"
 }
 cli_presets() {  # each preset in its own process, as a user runs it; the wall time of each
-  for preset in ${CLI_PRESETS:-$fmnist dpsgd:mnist-scatter-mlp-eps3 pate:mnist-confident-gnmax}; do
+  for preset in ${CLI_PRESETS:-$fmnist}; do
     local t0
     t0=$(date +%s%N)
     PRIVENGINE_HOME="$home" $python -m privengine run "${preset%%:*}" --preset "${preset#*:}" --device cuda \

@@ -7,7 +7,8 @@
 #   - the data sets packed with xz instead of one gzip per file (MNIST and Fashion-MNIST: 36 MB instead of 41 MB);
 #     DATASETS=FashionMNIST packs one (26 MB), as the shared bundle's DATASETS does.
 # The bundle's prelude.sh becomes a wrapper that unpacks both, then sources the shared one (prelude.shared.sh).
-# Checked on 2026-11-28: the image had pandas 3.0.6 and pyarrow 25.0.1, no streamlit, no mlflow.
+# Checked on 2026-11-28: the image had pandas 3.0.6 and pyarrow 25.0.1, no streamlit, no mlflow. Run it again after
+# each commit: it records the checkout's commit for device_check.sh's summary.
 #
 #   bash ../shared/tools/device_bundle.sh && bash bench/device_extras.sh
 set -euo pipefail
@@ -41,4 +42,8 @@ tar -xJf "$_x/streamlit-site.tar.xz" -C /tmp/streamlit-site
 export PYTHONPATH=/tmp/streamlit-site${PYTHONPATH:+:$PYTHONPATH}
 source "$_x/prelude.shared.sh"
 PRELUDE
+# What the device runs is this checkout as it is now: its commit, and whether files differ from it (then the figures
+# are not of that commit alone); device_check.sh prints it in its summary.
+echo "commit: $(git rev-parse HEAD), $(git status --porcelain --untracked-files=no | wc -l) tracked files changed since" \
+  > "$bundle/commit"
 du -sh "$bundle"
