@@ -46,3 +46,16 @@ def test_app_after_test_installs_nothing_and_a_changed_requirement_file_installs
         old.rename(venv / ".installed-requirements.txt-0000000000000000")
     assert _bootstrap("app", venv, bin_dir)[-1] == "-m pip install --quiet -r requirements.txt"
     assert _bootstrap("app", venv, bin_dir) == []
+
+
+def test_the_tests_run_with_bytecode_caches_whatever_the_environment_says(tmp_path, monkeypatch):
+    """An environment with PYTHONDONTWRITEBYTECODE=1 (this machine's) would make every process of the suite compile
+    the project, and pytest rewrite every test module, anew: `test` runs pytest with the caches on."""
+    venv, bin_dir = tmp_path / "venv", tmp_path / "bin"
+    _stub(venv / "bin" / "python", f'echo "$* [${{PYTHONDONTWRITEBYTECODE-unset}}]" >> "{venv}/calls.log"\n')
+    _stub(bin_dir / "chromium", "exit 0\n")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    _bootstrap("test", venv, bin_dir)
+    calls = (venv / "calls.log").read_text().splitlines()
+    assert calls[-1].startswith("-m pytest") and calls[-1].endswith("[unset]")
+    assert all(c.endswith("[1]") for c in calls[:-1])  # the installs before it see the environment as it is
