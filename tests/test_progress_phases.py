@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from privengine.accounting.subsampled_gaussian import calibrate_noise_multiplier, epsilon_of
 from privengine.dpsgd.config import DPSGDConfig, declared_private_size
 from privengine.dpsgd.planning import make_plan
@@ -122,30 +124,65 @@ def test_a_run_calibrates_sigma_while_its_data_loads_and_gets_the_same_sigma(mon
     assert summary["models_trained"] == 1 and seen["search_ended_by"] == []
 
 
-def test_a_stop_or_a_failure_while_loading_ends_the_search_and_charges_nothing(monkeypatch):
+def _failing_load(load, *args, **kwargs):
+    raise OSError("the data root went away")
+
+
+def _stopped_load(load, *args, **kwargs):
+    return None
+
+
+@pytest.mark.parametrize("effect", [_stopped_load, _failing_load], ids=["stopped", "failing"])
+def test_a_stop_or_a_failure_while_loading_ends_the_search_and_charges_nothing(monkeypatch, effect):
     """A run stopped (load() returns None) or failing while it reads its data cancels the search it started: it
     ends at its next probe instead of running on unobserved, and the run declared no charge (nothing released)."""
-    import time
-
-    import pytest
-
     from privengine.dpsgd import run as dpsgd_run
 
-    def failing(load, *args, **kwargs):
-        raise OSError("the data root went away")
+    seen = _held_search(monkeypatch, effect)
+    reporter = ProgressLog()
+    if effect is _failing_load:
+        with pytest.raises(OSError):
+            dpsgd_run.run(TARGET_CONFIG, reporter)
+    else:
+        assert dpsgd_run.run(TARGET_CONFIG, reporter)["stopped_during"] == "scattering"
+    assert seen["started_before_load"] == [True]
+    _search_ends_by_cancel(seen)
+    assert reporter.planned_summary() is None and reporter.charged_summary() is None
 
-    for effect in (lambda load, *args, **kwargs: None, failing):
-        seen = _held_search(monkeypatch, effect)
-        reporter = ProgressLog()
-        if effect is failing:
-            with pytest.raises(OSError):
-                dpsgd_run.run(TARGET_CONFIG, reporter)
-        else:
-            assert dpsgd_run.run(TARGET_CONFIG, reporter)["stopped_during"] == "scattering"
-        assert seen["started_before_load"] == [True]
-        for _ in range(600):  # the search ends at its first probe after the cancel: poll, no clock asserted
-            if seen["search_ended_by"]:
-                break
-            time.sleep(0.05)
-        assert seen["search_ended_by"] == ["cancel"]
-        assert reporter.planned_summary() is None and reporter.charged_summary() is None
+
+def test_a_stop_while_waiting_for_sigma_ends_the_search(monkeypatch):
+    """A stop that comes after the load, while the run waits for sigma, cancels the search too: here a search that
+    probes every 10 ms for up to a minute (so it is still running when the run first asks whether to stop)."""
+    import time
+
+    from privengine.dpsgd import planning
+    from privengine.dpsgd import run as dpsgd_run
+
+    seen = {"search_ended_by": []}
+
+    def long_search(*, on_probe, **_):
+        try:
+            for _ in range(6000):
+                on_probe(1.0, 3.0)
+                time.sleep(0.01)
+        except planning.SearchCancelled:
+            seen["search_ended_by"].append("cancel")
+            raise
+        return 1.0
+
+    monkeypatch.setattr(planning, "calibrate_noise_multiplier", long_search)
+    reporter = ProgressLog()
+    reporter.should_stop = lambda: True  # the linear regression's load asks not; the wait for sigma does
+    assert dpsgd_run.run(TARGET_CONFIG, reporter)["stopped_during"] == "calibrating sigma"
+    _search_ends_by_cancel(seen)
+    assert reporter.planned_summary() is None
+
+
+def _search_ends_by_cancel(seen: dict) -> None:
+    import time
+
+    for _ in range(600):  # the search ends at its first probe after the cancel: polled, no clock asserted
+        if seen["search_ended_by"]:
+            break
+        time.sleep(0.05)
+    assert seen["search_ended_by"] == ["cancel"]

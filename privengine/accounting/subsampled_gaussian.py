@@ -267,7 +267,9 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_ra
     prefix alone spends the target or no sigma up to Opacus' MAX_SIGMA reaches it.
 
     ``on_probe(sigma, epsilon)``, if given, is told each probe of the search as it is computed (epsilon inf for one
-    PRV cannot account), for progress only: it changes nothing of the search.
+    PRV cannot account), for progress only: it changes nothing of the search (an exception it raises ends the search
+    and reaches the caller: how ``PlanSearch.cancel`` in privengine/dpsgd/planning.py ends a search nobody will wait
+    for).
     """
     prefix = list(prefix)
 

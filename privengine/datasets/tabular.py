@@ -15,6 +15,7 @@ part's size and the declared private size; never a statistic of the private rows
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ ROWS_NOTE = "rows count data rows from 1, the header not counted"
 # Each decimal read as its nearest double, as Parquet stores it: pandas 3.1's default; before 3.1 the default parser
 # ("high") can land one ulp off (pandas 3.0.6 on the GPU machine: 7 894 of 40 001 random doubles), and the content's
 # fingerprint with it, so there Python's own parser is asked for (pandas 3.1 deprecates the argument).
-_PANDAS = tuple(int(part) for part in pd.__version__.split(".")[:2])
+_PANDAS = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", pd.__version__).groups())  # "3.1.0rc1": (3, 1)
 _EXACT_FLOATS = {"float_precision": "round_trip"} if _PANDAS < (3, 1) else {}
 
 

@@ -41,10 +41,10 @@ class PlanSearch:
         self._outcome: dict = {}
         self._helper: threading.Thread | None = None
         self._cancelled = threading.Event()
-        # The probes are collected from the helper (a list append) and shown from the caller's thread (plan()).
-        self.probes = CalibrationProbes(reporter, config.target_epsilon)
         if config.noise_mode == "sigma":
             return
+        # The probes are collected from the helper (a list append) and shown from the caller's thread (plan()).
+        self.probes = CalibrationProbes(reporter, config.target_epsilon)
         search = functools.partial(
             calibrate_noise_multiplier, target_epsilon=config.target_epsilon, delta=config.delta,
             sample_rate=self.sample_rate, steps=self.steps, accountant=config.accountant,
@@ -70,12 +70,14 @@ class PlanSearch:
         self._cancelled.set()
 
     def plan(self) -> Plan | None:
-        """The plan, once sigma is known; None if a stop was requested while waiting for the calibration (its
-        daemon helper then ends unobserved). ConfigError if the target epsilon cannot be reached, or if the run's
+        """The plan, once sigma is known; None if a stop was requested while waiting for the calibration (the
+        search is then cancelled: it ends at its next probe). ConfigError if the target epsilon cannot be reached, or if the run's
         accountant could not state the epsilon of what the run releases."""
         config, q, steps = self.config, self.sample_rate, self.steps
         if self._helper is None:
             sigma = config.noise_multiplier
+        elif self._cancelled.is_set():
+            raise RuntimeError("plan() of a cancelled PlanSearch: start a new one")
         else:
             self.reporter.progress(0.0, f"calibrating sigma to epsilon = {config.target_epsilon:g}")
             while True:
@@ -84,6 +86,7 @@ class PlanSearch:
                 if not self._helper.is_alive():
                     break
                 if self.reporter.should_stop():
+                    self.cancel()
                     return None
             if "error" in self._outcome:
                 exc = self._outcome["error"]
