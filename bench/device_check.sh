@@ -12,8 +12,9 @@
 #                       dpsgd:mnist-scatter-mlp-eps3,pate:mnist-confident-gnmax" for issue 26's three)
 #   bench_presets_warm  the Fashion-MNIST preset again, the scattering cached (issue 39 row 1: <= 5 s), then once
 #                       more under cProfile with its 25 hottest host functions (where the time goes)
-#   cli_presets_warm    each of CLI_PRESETS (default the Fashion-MNIST one) as a user runs it, `python -m privengine run ...` in a new process, the
-#                       scattering cached: wall seconds per preset (row 2: <= 8 s); then one -X importtime of it
+#   cli_presets_warm    each of CLI_PRESETS (default the Fashion-MNIST one) as a user runs it, `python -m privengine
+#                       run ...` in a new process, the scattering cached: wall seconds per preset (row 2: <= 8 s); then
+#                       one -X importtime of it
 #   sweep_fmnist        the frontier: 5 target epsilons x SWEEP_SEEDS seeds (default 20: 100 points, row 6 <= 60 s)
 #                       of the Fashion-MNIST preset, a new process to JSON
 #   membership_fmnist   the fmnist-membership preset, then `audit membership` with 64 reference models (row 4);

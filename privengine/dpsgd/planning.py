@@ -66,7 +66,8 @@ class PlanSearch:
 
     def cancel(self) -> None:
         """Nobody will wait for this plan (the run stopped or failed before it asked): the search ends at its next
-        probe instead of running on, for seconds of CPU and up to a PRV grid of memory, unobserved."""
+        probe instead of running on, for seconds of CPU and up to a PRV grid of memory, unobserved. Once
+        :meth:`plan` has returned, a no-op."""
         self._cancelled.set()
 
     def plan(self) -> Plan | None:

@@ -36,8 +36,8 @@ from .data import Task, load_task
 from .kept import keep_models
 from .model_batch import Member, train_models, unbatchable
 from .models import num_parameters
-from .planning import PlanSearch
 from .normalization import ChannelNorm
+from .planning import PlanSearch
 from .privacy import dpsgd_claims
 from .summary import evaluation_caveats, final_text, normalization_caveats, comparison, summarise
 from .training import EVAL_POINTS, ModelResult, Plan, build_network, normalization_history, train_model
@@ -59,15 +59,13 @@ def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
     search = PlanSearch(config, reporter)  # sigma's calibration, a function of the config alone, while the data loads
     try:
         task = load(config, device, should_stop=reporter.should_stop, progress=reporter.progress)
-    except BaseException:
+        if task is None:
+            return STOPPED_LOADING | {"dataset": config.dataset}
+        state = RunState(config, reporter, task, model_batch=model_batch)
+        if not state.prepare(search):
+            return state.stopped_calibrating()
+    finally:  # a run that stopped or failed before its plan ends the search; once the plan is made, a no-op
         search.cancel()
-        raise
-    if task is None:
-        search.cancel()
-        return STOPPED_LOADING | {"dataset": config.dataset}
-    state = RunState(config, reporter, task, model_batch=model_batch)
-    if not state.prepare(search):
-        return state.stopped_calibrating()
     if state.batched:
         new = train_models(task, config, state.plan, state.members(), device=device, should_stop=reporter.should_stop)
         if (stopped := state.batch_done(new)) is not None:
@@ -114,12 +112,7 @@ class RunState:
         started for this config), log the plan and declare the charge; False if a stop came during the calibration
         (nothing trained). ConfigError before anything is released."""
         config, reporter, task = self.config, self.reporter, self.task
-        try:
-            check_models(task, config)
-        except BaseException:
-            if search is not None:
-                search.cancel()
-            raise
+        check_models(task, config)
         self.plan = plan = (search or PlanSearch(config, reporter)).plan()
         if plan is None:
             return False
