@@ -150,13 +150,29 @@ def test_a_stop_or_a_failure_while_loading_ends_the_search_and_charges_nothing(m
     assert reporter.planned_summary() is None and reporter.charged_summary() is None
 
 
-def test_a_stop_while_waiting_for_sigma_ends_the_search(monkeypatch):
-    """A stop that comes after the load, while the run waits for sigma, cancels the search too: here a search that
-    probes every 10 ms for up to a minute (so it is still running when the run first asks whether to stop)."""
+def test_a_config_the_data_refuses_ends_the_search_and_charges_nothing(monkeypatch):
+    """check_models refusing the config once the data is read (a ConfigError before anything trains) cancels the
+    search too (a search probing every 10 ms for up to a minute, so it still runs when the refusal comes)."""
+    from privengine.dpsgd import run as dpsgd_run
+    from privengine.errors import ConfigError
+
+    def refused(task, config):
+        raise ConfigError("model", "cannot be trained on this data (the test's refusal)")
+
+    seen = _long_search(monkeypatch)
+    monkeypatch.setattr(dpsgd_run, "check_models", refused)
+    reporter = ProgressLog()
+    with pytest.raises(ConfigError):
+        dpsgd_run.run(TARGET_CONFIG, reporter)
+    _search_ends_by_cancel(seen)
+    assert reporter.planned_summary() is None and reporter.charged_summary() is None
+
+
+def _long_search(monkeypatch) -> dict:
+    """Patch sigma's search: it probes every 10 ms for up to a minute and records a cancel that ends it."""
     import time
 
     from privengine.dpsgd import planning
-    from privengine.dpsgd import run as dpsgd_run
 
     seen = {"search_ended_by": []}
 
@@ -171,6 +187,14 @@ def test_a_stop_while_waiting_for_sigma_ends_the_search(monkeypatch):
         return 1.0
 
     monkeypatch.setattr(planning, "calibrate_noise_multiplier", long_search)
+    return seen
+
+
+def test_a_stop_while_waiting_for_sigma_ends_the_search(monkeypatch):
+    """A stop that comes after the load, while the run waits for sigma, cancels the search too."""
+    from privengine.dpsgd import run as dpsgd_run
+
+    seen = _long_search(monkeypatch)
     reporter = ProgressLog()
     reporter.should_stop = lambda: True  # the linear regression's load asks not; the wait for sigma does
     assert dpsgd_run.run(TARGET_CONFIG, reporter)["stopped_during"] == "calibrating sigma"

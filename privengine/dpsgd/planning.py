@@ -66,14 +66,14 @@ class PlanSearch:
 
     def cancel(self) -> None:
         """Nobody will wait for this plan (the run stopped or failed before it asked): the search ends at its next
-        probe instead of running on, for seconds of CPU and up to a PRV grid of memory, unobserved. Once
-        :meth:`plan` has returned, a no-op."""
+        probe instead of running on, for seconds of CPU and up to a PRV grid of memory, unobserved. No effect on
+        a plan already made (but :meth:`plan` may not be asked again)."""
         self._cancelled.set()
 
     def plan(self) -> Plan | None:
         """The plan, once sigma is known; None if a stop was requested while waiting for the calibration (the
-        search is then cancelled: it ends at its next probe). ConfigError if the target epsilon cannot be reached, or if the run's
-        accountant could not state the epsilon of what the run releases."""
+        search is then cancelled: it ends at its next probe). ConfigError if the target epsilon cannot be reached,
+        or if the run's accountant could not state the epsilon of what the run releases."""
         config, q, steps = self.config, self.sample_rate, self.steps
         if self._helper is None:
             sigma = config.noise_multiplier

@@ -109,8 +109,8 @@ class RunState:
 
     def prepare(self, search: PlanSearch | None = None) -> bool:
         """Check the models against the data, fix sigma (calibrated if asked; ``search``: a calibration already
-        started for this config), log the plan and declare the charge; False if a stop came during the calibration
-        (nothing trained). ConfigError before anything is released."""
+        started for this config, which its caller cancels should this raise), log the plan and declare the charge;
+        False if a stop came during the calibration (nothing trained). ConfigError before anything is released."""
         config, reporter, task = self.config, self.reporter, self.task
         check_models(task, config)
         self.plan = plan = (search or PlanSearch(config, reporter)).plan()
