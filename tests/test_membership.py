@@ -240,11 +240,15 @@ def test_the_cli_prints_one_json_object_and_refuses_other_targets(monkeypatch, a
         membership_dpsgd.check_target(DPSGDConfig().replace(**{**RECIPE, "model": "cnn"}))
 
 
-def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatch):
+@pytest.mark.parametrize("on_device", [False, True])
+def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatch, on_device):
     """Attacked with the run's own seed, a one-seed isotropic run's recipe equals the attack's: the model indices
-    keep the attack's noise and sampling streams apart from the run's (which number their models from 0)."""
+    keep the attack's noise and sampling streams apart from the run's (which number their models from 0). On a GPU
+    (``on_device``: the model batch's choice patched, so that it runs here) the masks have a stream of their own."""
     from privengine.dpsgd import model_batch, training
 
+    sampling = training.STREAM_SAMPLING_ON_DEVICE if on_device else training.STREAM_SAMPLING
+    monkeypatch.setattr(model_batch, "poisson_on_device", lambda device: on_device)
     keys = []
     real = model_batch.noise_generator
 
@@ -256,7 +260,7 @@ def test_the_attack_models_never_draw_a_stream_of_the_run_they_attack(monkeypatc
     monkeypatch.setattr(training, "noise_generator", recording)  # the sampling (training.private_sampler)
     out = attack_dpsgd(DPSGDConfig().replace(**{**RECIPE, "epochs": 1.0}), attack="loss", reference_models=2, seed=0,
                        device="cpu", twin=False, pld=False)
-    assert {stream for _seed, _index, stream in keys} >= {training.STREAM_NOISE, training.STREAM_SAMPLING}
+    assert {stream for _seed, _index, stream in keys} == {training.STREAM_NOISE, sampling}
     assert all(index >= membership_dpsgd.ATTACK_INDEX for _seed, index, _stream in keys)
     assert out.privacy.startswith("Not covered by any privacy claim")
 

@@ -151,8 +151,9 @@ def test_dpsgd_on_a_neighbouring_data_set_draws_independent_noise_and_batches():
 
 
 def test_dpsgd_every_noise_stream_is_keyed_by_the_private_split_only(monkeypatch):
-    """The noise, the Poisson sampling and the private normalisation's noise all get ``task.private_fingerprint``,
-    the fingerprint of the private inputs and targets (not of the public or held-out parts)."""
+    """The noise, the Poisson sampling (on the CPU, and a model batch's on a GPU) and the private normalisation's
+    noise all get ``task.private_fingerprint``, the fingerprint of the private inputs and targets (not of the public
+    or held-out parts)."""
     import privengine.dpsgd.training as training
     from privengine.dpsgd.config import DPSGDConfig
     from privengine.dpsgd.data import Task
@@ -168,6 +169,7 @@ def test_dpsgd_every_noise_stream_is_keyed_by_the_private_split_only(monkeypatch
     plan = training.Plan(noise_multiplier=1.0, sample_rate=0.01, steps=1, expected_batch_size=config.batch_size)
     training.Training(task, config, plan, alpha=0.0, seed=0, index=0, device=CPU)
     training._loader(task, config, plan, 0, 0)
+    training.private_sampler(task, config, plan, 0, 0, on_device=True)  # a model batch's masks on a GPU
     gen = torch.Generator().manual_seed(1)
     images = Task("images", torch.randn(40, 3, 4, 4, generator=gen), torch.zeros(40, dtype=torch.int64),
                   torch.randn(20, 3, 4, 4, generator=gen), torch.zeros(20, dtype=torch.int64), None, None, 10)
@@ -176,6 +178,7 @@ def test_dpsgd_every_noise_stream_is_keyed_by_the_private_split_only(monkeypatch
     streams = {key[-1]: kw["data"] for key, kw, _ in calls}
     assert streams == {training.STREAM_NOISE: task.private_fingerprint,
                        training.STREAM_SAMPLING: task.private_fingerprint,
+                       training.STREAM_SAMPLING_ON_DEVICE: task.private_fingerprint,
                        training.STREAM_NORM: images.private_fingerprint}
 
 

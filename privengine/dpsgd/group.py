@@ -8,11 +8,11 @@ reporter, plan (its own sigma, calibrated to its own target), claim and charge, 
 
 Keys. Each model keeps exactly the generators it has when its run trains alone (:mod:`.training`): initialisation
 ``derived_generator(seed, STREAM_INIT)``, Poisson batches ``noise_generator(its run's config, seed, index,
-STREAM_SAMPLING, data=fingerprint)`` and noise ``noise_generator(its run's config, seed, index, STREAM_NOISE,
-data=fingerprint)``, ``index`` its place in its own run's (seed, alpha) order and ``fingerprint`` the private
-split's (the same for every run of a group: they share the data fields). Grouping adds nothing to any key and
-shares no stream, so each run's outputs are those of the run alone, to float rounding
-(tests/test_explore_batching.py).
+STREAM_SAMPLING, data=fingerprint)`` on the CPU (on a GPU ``STREAM_SAMPLING_ON_DEVICE``, on the device) and noise
+``noise_generator(its run's config, seed, index, STREAM_NOISE, data=fingerprint)``, ``index`` its place in its own
+run's (seed, alpha) order and ``fingerprint`` the private split's (the same for every run of a group: they share
+the data fields). Grouping adds nothing to any key and shares no stream, so each run's outputs are those of the
+run alone, to float rounding (tests/test_explore_batching.py).
 """
 
 from __future__ import annotations

@@ -7,13 +7,16 @@ where batching is exact, see :func:`unbatchable`) and differ in their seed and i
 warm start, its Poisson batches and its noise (``STREAM_SAMPLING`` / ``STREAM_NOISE`` of its index, keyed by the
 config and the private data exactly as in :mod:`.training`), its accountant history and its evaluations; only
 the arithmetic is shared. For the same keys the two paths agree to float tolerance
-(tests/test_dpsgd_model_batch.py).
+(tests/test_dpsgd_model_batch.py). On a GPU (CUDA, MPS) the Poisson masks are drawn on the device instead, from
+``STREAM_SAMPLING_ON_DEVICE`` of the model's index: the same law and history, other batches than the Opacus path's
+(tests/test_dpsgd_device_masks.py).
 
 One step of model k (the math of Opacus' DPOptimizer, written by hand because Opacus handles one model), in the
 modules that follow Opacus' seams:
 
     B_k   = {i : u_ki < q},  u_ki ~ U[0, 1) from model k's sampling generator, one draw per private example
-            (``UniformWithReplacementSampler``: the same ``torch.rand(n, generator) < q`` call, on the CPU), or
+            (``UniformWithReplacementSampler``'s ``torch.rand(n, generator) < q`` call: on the CPU the same
+            generator as the Opacus path's; on a GPU a generator on the device, of its own key), or
             fixed-size batches of its shuffled passes (``sampling="shuffle"``, ``RandomSampler``'s randperms):
             :mod:`.sampling`, through :func:`.training.private_sampler`, which the Opacus path's loader draws from;
     g_ki  = grad of the per-example loss l(theta_k; x_i, y_i), never materialised for Linear layers:
@@ -40,10 +43,11 @@ that did not sample it). Each model's accountant takes one ``(sigma, q)`` step p
 format), after the normalisation entry if any, as in :mod:`.training`; steps with an empty Poisson batch still add
 noise and are accounted, as there.
 
-Differences from the Opacus path, none of them in what is released or accounted: floating-point rounding
-(summation order, the affine applied after GroupNorm's standardisation rather than fused), and the ``train_loss``
+Differences from the Opacus path, none of them in the mechanism's law or what is accounted: floating-point rounding
+(summation order, the affine applied after GroupNorm's standardisation rather than fused), the ``train_loss``
 diagnostic, which here is the mean per-example loss of each logical batch (the Opacus path averages its physical
-batches' means; the two coincide when a logical batch fits one physical batch).
+batches' means; the two coincide when a logical batch fits one physical batch), and on a GPU the Poisson draws
+themselves (another stream of the same law, above: other batches, so other models).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from .batch_evaluation import evaluate, outputs
 from .config import DPSGDConfig, resolved_model
 from .data import Task
 from .projection import PublicProjection
-from .sampling import ModelBatchSampling
+from .sampling import ModelBatchSampling, poisson_on_device
 from .stacked_model import ClippedGradients, stack_models
 from .stacked_optimizer import StackedOptimizer
 from .training import (STREAM_NOISE, STREAM_WARM_START, ModelResult, Plan, build_network, fixed_normalizer,
@@ -216,8 +220,10 @@ class _Batch:
         self.optimizer = StackedOptimizer(params, self.configs, [(m.plan or plan).noise_multiplier for m in members],
                                           noise_gens, steps=plan.steps, expected_batch_size=plan.expected_batch_size,
                                           momentum=config.momentum, private=private, device=device)
+        on_device = poisson_on_device(device)
         self.sampling = ModelBatchSampling([
-            private_sampler(task, own, plan, m.seed, m.index, among=None if inclusion is None else inclusion[k])
+            private_sampler(task, own, plan, m.seed, m.index, among=None if inclusion is None else inclusion[k],
+                            on_device=on_device)
             for k, (m, own) in enumerate(zip(members, self.configs))])
         self.accountants = []
         for own in self.configs:
@@ -234,8 +240,8 @@ class _Batch:
 
     def _step(self) -> None:
         """One logical step of every model: its batch, its clipped sum, its noisy update, one accountant step."""
-        idx, valid, counts = self.sampling.draw()
-        padded = bool((counts < idx.shape[1]).any())
+        idx, valid, counts = self.sampling.draw()  # on a GPU, Poisson's idx and valid are already there
+        padded = bool((counts < idx.shape[1]).any())  # counts on the CPU: no device sync
         idx, valid = idx.to(self.device, non_blocking=True), valid.to(self.device, non_blocking=True)
         sums, loss_sum = self.gradients(self.optimizer.params, idx, valid, padded=padded,
                                         clips=self.optimizer.clips if self.private else None)

@@ -53,7 +53,9 @@ def run(config: DPSGDConfig, reporter, *, model_batch: bool = True) -> dict:
     heads) train together in one model batch (:mod:`.model_batch`), before the others, which train one at a time on
     Opacus; False trains every model on Opacus (the batched and Opacus paths agree to float tolerance for the same
     keys: tests/test_dpsgd_model_batch.py compares them through this switch). Each model's index, keys, history
-    and claims are the same either way, and the summary lists the models in (seed, setting) order.
+    and claims are the same either way (but on a GPU, where the model batch draws its Poisson masks on the device
+    from a stream of their own: the same law, other batches), and the summary lists the models in (seed, setting)
+    order.
     """
     device = torch.device(reporter.device)
     search = PlanSearch(config, reporter)  # sigma's calibration, a function of the config alone, while the data loads

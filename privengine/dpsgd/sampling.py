@@ -1,19 +1,24 @@
 """The secret subsampling of the private examples: one law, drawn by the Opacus path's loader and the model batch.
 
-Model k's logical batch at step t, from its sampling generator g_k (a noise stream, on the CPU; keyed in
+Model k's logical batch at step t, from its sampling generator g_k (a noise stream keyed in
 :func:`.training.private_sampler`), over its examples E_k (all n private examples, or a model batch's inclusion
 row):
 
-- Poisson (``sampling="poisson"``): B_kt = {i in E_k : u_ki < q}, u_k ~ U[0, 1)^n, one ``torch.rand(n, g_k)`` per
-  step: Opacus' ``UniformWithReplacementSampler``, call for call (the draw covers all n examples whatever E_k,
-  so restricting E_k removes examples from the batches and changes no other draw);
+- Poisson (``sampling="poisson"``): B_kt = {i in E_k : u_kti < q}, u_kt ~ U[0, 1)^n, one ``torch.rand(n, g_k)`` per
+  step, on the generator's device: each example of E_k joins independently with probability q, independently
+  across steps and models (each model has its own stream); the draw covers all n examples whatever E_k, so
+  restricting E_k removes examples from the batches and changes no other draw. Where g_k lives
+  (:func:`poisson_on_device`): on the CPU for the Opacus path's loader and for a model batch on the CPU
+  (``STREAM_SAMPLING``: Opacus' ``UniformWithReplacementSampler``, call for call, so the two paths draw the same
+  masks there); on the run's device for a model batch on a GPU (CUDA, MPS: ``STREAM_SAMPLING_ON_DEVICE``, another
+  stream, so the same law with other draws, and nothing copied from the host per step);
 - shuffle (``sampling="shuffle"``): the next B indices of E_k's successive random passes (``RandomSampler`` over
   E_k without replacement, ``steps * B`` samples, one ``randperm(|E_k|, g_k)`` per pass; ``BatchSampler`` with
-  ``drop_last``).
+  ``drop_last``), on the CPU on every device.
 
 :class:`PoissonSampler` and :class:`ShuffledBatches` are the batch samplers of the Opacus path's ``DataLoader``
 (subclasses of the Opacus and torch classes, so ``BatchMemoryManager`` splits them as it splits those);
-:class:`ModelBatchSampling` draws the K models' batches of a step as one padded index.
+:class:`ModelBatchSampling` draws the K models' batches of a step as one padded index (:func:`padded_index`).
 """
 
 from __future__ import annotations
@@ -25,8 +30,15 @@ from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch.utils.data import BatchSampler, RandomSampler
 
 
+def poisson_on_device(device: torch.device | str) -> bool:
+    """Whether a model batch on ``device`` draws its Poisson masks there (CUDA, MPS: no host-side draw and no
+    per-step copy of the index) rather than on the CPU (Opacus' call, the Opacus path's masks)."""
+    return torch.device(device).type != "cpu"
+
+
 class PoissonSampler(UniformWithReplacementSampler):
-    """``steps`` Poisson batches of ``num_samples`` examples at rate ``sample_rate``, drawn from ``generator``.
+    """``steps`` Poisson batches of ``num_samples`` examples at rate ``sample_rate``, drawn from ``generator`` on
+    its device (on the CPU: Opacus' draws, call for call).
 
     ``among``: optional ``(num_samples,)`` bool, the examples that may be drawn (None: all).
     """
@@ -34,18 +46,39 @@ class PoissonSampler(UniformWithReplacementSampler):
     def __init__(self, *, num_samples: int, sample_rate: float, generator: torch.Generator, steps: int,
                  among: torch.Tensor | None = None):
         super().__init__(num_samples=num_samples, sample_rate=sample_rate, generator=generator, steps=steps)
-        self.among = among
+        self.among = None if among is None else among.to(generator.device)
 
     def mask(self) -> torch.Tensor:
-        """The next step's batch as a ``(num_samples,)`` bool mask: ``torch.rand(n, generator) < q`` (and
-        ``among``)."""
-        drawn = torch.rand(self.num_samples, generator=self.generator) < self.sample_rate
+        """The next step's batch as a ``(num_samples,)`` bool mask on the generator's device:
+        ``torch.rand(n, generator) < q`` (and ``among``)."""
+        drawn = torch.rand(self.num_samples, generator=self.generator, device=self.generator.device) \
+            < self.sample_rate
         return drawn if self.among is None else drawn & self.among
 
     def __iter__(self) -> Iterator[list[int]]:
         """Each step's batch: the indices of :meth:`mask`, increasing."""
         for _ in range(self.steps):
             yield self.mask().nonzero().reshape(-1).tolist()
+
+
+def padded_index(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The K batches ``masks`` ``(K, n)`` bool as one padded index, built on the masks' device.
+
+    Returns ``idx (K, b_max)`` int64 and ``valid (K, b_max)`` bool on that device, and ``counts (K,)`` int64 on the
+    CPU (c_k = sum_i masks[k, i], b_max = max_k c_k): row k holds the i with masks[k, i] in increasing order in its
+    first c_k slots (``valid``), then index 0 (``valid`` False). Example i of row k goes to slot
+    r_ki - 1, r_ki = sum_{j <= i} masks[k, j] (its rank in the row); the others to a spare column b_max, dropped.
+    One host sync: the counts, for b_max.
+    """
+    k, n = masks.shape
+    counts_here = masks.sum(1)
+    counts = counts_here.cpu()
+    b_max = int(counts.max()) if k else 0
+    slot = torch.where(masks, masks.cumsum(1) - 1, b_max)
+    idx = torch.zeros(k, b_max + 1, dtype=torch.int64, device=masks.device)
+    idx.scatter_(1, slot, torch.arange(n, device=masks.device).expand(k, n))
+    valid = torch.arange(b_max, device=masks.device) < counts_here[:, None]
+    return idx[:, :b_max], valid, counts
 
 
 class ShuffledBatches(BatchSampler):
@@ -72,24 +105,14 @@ class ModelBatchSampling:
     def draw(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(idx (K, b_max) int64, valid (K, b_max) bool, counts (K,))``: the next logical batch of every model.
 
-        Poisson: the K masks of :meth:`PoissonSampler.mask`, then each model's selected indices in increasing order,
-        padded to the longest batch (a padded slot: index 0, ``valid`` False). Shuffle: each model's next batch of
-        B (no padding).
+        Poisson: the K masks of :meth:`PoissonSampler.mask` as :func:`padded_index` (each model's selected indices
+        in increasing order, padded to the longest batch: a padded slot has index 0, ``valid`` False), on the
+        samplers' device; counts on the CPU. Shuffle: each model's next batch of B (no padding), on the CPU.
         """
-        k = len(self.samplers)
         if self.samplers and isinstance(self.samplers[0], PoissonSampler):
-            masks = torch.stack([s.mask() for s in self.samplers])
-            counts = masks.sum(1)
-            rows, cols = masks.nonzero(as_tuple=True)  # row-major: each model's indices in increasing order
-            slot = torch.arange(len(rows)) - (counts.cumsum(0) - counts)[rows]
-            b_max = int(counts.max()) if k else 0
-            idx = torch.zeros(k, b_max, dtype=torch.int64)
-            valid = torch.zeros(k, b_max, dtype=torch.bool)
-            idx[rows, slot] = cols
-            valid[rows, slot] = True
-            return idx, valid, counts
+            return padded_index(torch.stack([s.mask() for s in self.samplers]))
         idx = torch.tensor([next(batches) for batches in self.batches], dtype=torch.int64)
-        return idx, torch.ones(idx.shape, dtype=torch.bool), torch.full((k,), idx.shape[1])
+        return idx, torch.ones(idx.shape, dtype=torch.bool), torch.full((len(self.samplers),), idx.shape[1])
 
     def keep(self, keep: list[int]) -> None:
         """Only the models at positions ``keep`` go on (each keeps its stream where it is)."""

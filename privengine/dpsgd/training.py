@@ -115,6 +115,9 @@ def _as_is(batch):
 # data); the Poisson batches and the noise are keyed by the model, so no two models share them, and by
 # the private split's fingerprint, so no run on other private data shares them.
 STREAM_INIT, STREAM_SAMPLING, STREAM_NOISE, STREAM_PUBLIC, STREAM_SVD, STREAM_WARM_START, STREAM_NORM = range(7)
+# A model batch on a GPU draws its Poisson masks on the device (:func:`.sampling.poisson_on_device`), from a stream of
+# its own: another generator (the device's), never seeded with the key of the CPU draws of STREAM_SAMPLING.
+STREAM_SAMPLING_ON_DEVICE = 7
 
 
 def train_model(task: Task, config: DPSGDConfig, plan: Plan, *, alpha: float, seed: int, index: int,
@@ -431,15 +434,19 @@ def _stand_in_projection(task: Task, config: DPSGDConfig) -> PublicProjection:
 
 
 def private_sampler(task: Task, config: DPSGDConfig, plan: Plan, seed: int, index: int, *,
-                    among: torch.Tensor | None = None) -> PoissonSampler | ShuffledBatches:
+                    among: torch.Tensor | None = None, on_device: bool = False) -> PoissonSampler | ShuffledBatches:
     """The logical batches of model ``index`` (``plan.steps`` of them, at rate ``plan.sample_rate`` or of
     ``plan.expected_batch_size``), as :mod:`.sampling` draws them, for this path's loader and the model batch alike.
 
-    Secret subsampling: its generator is a noise stream (``STREAM_SAMPLING`` of the model, keyed like its noise), on
-    the CPU. ``among``: optional ``(n_private,)`` bool, the examples the model trains on (None: all).
+    Secret subsampling: its generator is a noise stream of the model, keyed like its noise: ``STREAM_SAMPLING`` on the
+    CPU, or, with ``on_device`` (a model batch on a GPU, :func:`.sampling.poisson_on_device`) and Poisson sampling,
+    ``STREAM_SAMPLING_ON_DEVICE`` on the task's device (the same law, other draws). Shuffled batches are drawn on the
+    CPU either way. ``among``: optional ``(n_private,)`` bool, the examples the model trains on (None: all).
     """
-    gen = noise_generator(config, seed, index, STREAM_SAMPLING, data=task.private_fingerprint,
-                          device=task.x_private.device, on="cpu")
+    device = task.x_private.device
+    there = on_device and config.sampling == "poisson"
+    gen = noise_generator(config, seed, index, STREAM_SAMPLING_ON_DEVICE if there else STREAM_SAMPLING,
+                          data=task.private_fingerprint, device=device, on=device if there else "cpu")
     if config.sampling == "poisson":
         return PoissonSampler(num_samples=task.n_private, sample_rate=plan.sample_rate, generator=gen,
                               steps=plan.steps, among=among)
