@@ -14,7 +14,8 @@ import pytest
 
 from privengine import registry
 from tests.test_browser import (CHART_WITH_DATA, RUN_PANEL, SHOTS, _assert_title_clear_of_ticks_and_toolbar,  # noqa: F401
-                                _errors, _settle, app_home, app_url, browser, chromium, page, sync_api)
+                                _errors, _settle, app_home, app_url, browser, chromium, page, stop_the_run,
+                                sync_api)
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app
 
@@ -66,8 +67,7 @@ def test_after_pressing_launch_the_run_and_its_charts_are_on_screen(app_url, pag
     launch.click()
     page.wait_for_url("**run=*", timeout=20_000)
     _assert_a_live_chart_on_screen_while_training(page)
-    page.locator(RUN_PANEL).get_by_text("finished").first.wait_for(timeout=120_000)  # a quick demo: 10-40 s
-    assert _errors(page) == []
+    stop_the_run(page)  # a Launch pressed and trained to its end: test_launch_a_small_run_of_every_mechanism
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.presets])
@@ -80,7 +80,7 @@ def test_a_launch_link_shows_a_live_chart_on_screen_while_the_run_trains(app_url
     _assert_a_live_chart_on_screen_while_training(page)
     SHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SHOTS / f"launch-link-{name}.png"))
-    assert _errors(page) == []
+    stop_the_run(page)  # a link's quick demo trained to its end: the presentation-mode test below
 
 
 @pytest.mark.parametrize("name", [m.name for m in registry.all_mechanisms() if m.presets])
