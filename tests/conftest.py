@@ -41,6 +41,24 @@ def main_module_kept():
     sys.modules["__main__"] = main
 
 
+@pytest.fixture(scope="session")
+def app_home(tmp_path_factory) -> Path:
+    """The PRIVENGINE_HOME of the app the browser tests share (tests add runs to it, through the store or the CLI)."""
+    return tmp_path_factory.mktemp("browser-home")
+
+
+@pytest.fixture(scope="session")
+def app_url(app_home):
+    """The dashboard served over ``app_home`` and warmed at Home (tests/test_browser.py's ``served_and_warm``): one
+    per test process, for every browser file (a start and first render is about 9 s of CPU on two cores, once
+    instead of once per file). Each test asserts on the runs it made itself, so others' runs in the home do not
+    matter."""
+    from tests.test_browser import served_and_warm
+
+    with served_and_warm(app_home) as url:
+        yield url
+
+
 @pytest.fixture
 def store(private_home):
     from privengine.store import RunStore

@@ -2,8 +2,8 @@
 
 Visits every page and asserts no error element; types into a form, launches and reloads; opens a sweep link and a
 launched sweep's frontier; loads a preset; launches a quick demo from the Home gallery; opens a report offline. A
-screenshot is saved under test-artifacts/ on failure. The server, Chromium and page fixtures here serve the other
-browser files too: tests/test_launch_browser.py (live charts on screen after a Launch) and
+screenshot is saved under test-artifacts/ on failure. The Chromium and page fixtures here, and the served app of
+tests/conftest.py (one per test process, shared by every browser file), serve the other browser files too: tests/test_launch_browser.py (live charts on screen after a Launch) and
 tests/test_first_request_browser.py (the first request after a start), split from this one so that pytest-xdist's
 workers share the browser tests' time. Skips (with the reason) when Chromium or Playwright is missing.
 """
@@ -42,12 +42,6 @@ SHOTS = ROOT / "test-artifacts"
 ERROR_SELECTORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 
 
-@pytest.fixture(scope="module")
-def app_home(tmp_path_factory) -> Path:
-    """The PRIVENGINE_HOME of the app under test (tests may add runs to it through the CLI)."""
-    return tmp_path_factory.mktemp("browser-home")
-
-
 @contextlib.contextmanager
 def _server(home: Path):
     """The app served with PRIVENGINE_HOME=home (:func:`bench.served_app.served_app`); yields its URL."""
@@ -55,29 +49,38 @@ def _server(home: Path):
         yield url
 
 
-@pytest.fixture(scope="module")
-def app_url(app_home):
-    with _server(app_home) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
+@contextlib.contextmanager
+def launched_chromium():
+    """Headless Chromium (Playwright's sync API), closed on exit."""
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
 
 
+@contextlib.contextmanager
+def served_and_warm(home: Path):
+    """:func:`_server`, whose first browser session has opened at Home; yields its URL. (Deep links as the very
+    first request are tested in tests/test_first_request_browser.py, each on a server of its own; the toy's page is
+    generated (no file in pages/), and as the very first request Streamlit would still show its "Page not found"
+    dialog over it: streamlit issue 9992.)"""
+    with _server(home) as url:
+        with launched_chromium() as b:
+            warm = b.new_page()
+            warm.goto(url)
+            _settle(warm)
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with launched_chromium() as b:
+        yield b
+
+
 @pytest.fixture(scope="module")
 def browser(chromium, app_url):
-    # The first session of the shared server opens at Home. Deep links as the very first request are tested
-    # below, each on a server of its own; the toy's page is generated (no file in pages/), and as the very first
-    # request Streamlit would still show its "Page not found" dialog over it (streamlit issue 9992).
-    warm = chromium.new_page()
-    warm.goto(app_url)
-    _settle(warm)
-    warm.close()
+    """Chromium, once the shared app (``app_url``, tests/conftest.py) is up and warm."""
     return chromium
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from privengine import registry
-from tests.test_browser import _errors, app_home, app_url, browser, chromium, page, sync_api  # noqa: F401
+from tests.test_browser import _errors, browser, chromium, page, sync_api  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Chromium, a real (short) training run
 

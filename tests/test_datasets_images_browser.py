@@ -20,8 +20,7 @@ from privengine import registry
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import split_rows
 from tests.conftest import run_cli
-from tests.test_browser import (SHOTS, _errors, _settle, app_home, app_url, browser, chromium, page,  # noqa: F401
-                                sync_api)
+from tests.test_browser import SHOTS, _errors, _settle, browser, chromium, page, sync_api  # noqa: F401
 from tests.test_datasets_browser import launch_until_finished
 from tests.test_datasets_images_cli import write_pictures
 

@@ -14,7 +14,7 @@ import pytest
 from privengine.claims import PrivacyClaim
 from privengine.explore import SweepSpec, run_configs
 from privengine.store import RunStore
-from tests.test_browser import app_home, app_url, browser, chromium  # noqa: F401  (fixtures)
+from tests.test_browser import browser, chromium  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 RUN_LINK = re.compile(r"Run \w+ · seed (\d+)")  # a run's link under the table: "Run ID · seed S · state"

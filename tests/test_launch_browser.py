@@ -14,8 +14,7 @@ import pytest
 
 from privengine import registry
 from tests.test_browser import (CHART_WITH_DATA, RUN_PANEL, SHOTS, _assert_title_clear_of_ticks_and_toolbar,  # noqa: F401
-                                _errors, _settle, app_home, app_url, browser, chromium, page, stop_the_run,
-                                sync_api)
+                                _errors, _settle, browser, chromium, page, stop_the_run, sync_api)
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app
 

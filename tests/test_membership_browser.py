@@ -9,7 +9,7 @@ import pytest
 
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.store import RunStore
-from tests.test_browser import _errors, _settle, app_home, app_url, browser, chromium, page  # noqa: F401
+from tests.test_browser import _errors, _settle, browser, chromium, page  # noqa: F401
 from tests.test_membership import RECIPE
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from privengine.store import RunStore
-from tests.test_browser import app_home, app_url, browser, chromium  # noqa: F401  (fixtures)
+from tests.test_browser import browser, chromium  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 

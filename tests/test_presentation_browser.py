@@ -12,7 +12,7 @@ import pytest
 
 from privengine.store import RunStore
 from tests.conftest import run_from_published_preset
-from tests.test_browser import RUN_PANEL, app_home, app_url, browser, chromium  # noqa: F401  (fixtures)
+from tests.test_browser import RUN_PANEL, browser, chromium  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
