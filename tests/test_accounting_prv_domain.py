@@ -1,7 +1,8 @@
 """PRV epsilon with the safe domain computed once: Opacus' epsilon to the bit, the same grid check, one computation.
 
 :func:`epsilon_of` with ``accountant="prv"`` runs Opacus' PRV accountant through a subclass that computes Gopi et
-al.'s safe domain size L once, for both the memory check and the discretisation; plain Opacus is the reference.
+al.'s safe domain size L once (by :func:`privengine.accounting.opacus_rdp.safe_domain_size`), for both the memory
+check and the discretisation; plain Opacus is the reference.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, comput
 
 import privengine.accounting.subsampled_gaussian as accounting
 from privengine.accounting.opacus_names import PRV_EPS_ERROR
+from privengine.accounting.opacus_rdp import safe_domain_size
 from privengine.accounting.subsampled_gaussian import (IntractableAccounting, check_prv_tractable, epsilon_of,
                                                        prv_grid_points)
 
@@ -93,16 +95,19 @@ def test_an_intractable_history_is_refused_as_before_and_before_discretisation(m
 
 
 def test_the_safe_domain_is_computed_once_per_prv_epsilon(monkeypatch):
-    """One call of compute_safe_domain_size per uncached evaluation (the check's and Opacus' own, once each
-    before); a cached one computes nothing."""
+    """One safe domain per uncached evaluation (the check's and Opacus' own, once each before), by
+    opacus_rdp.safe_domain_size, never by Opacus' compute_safe_domain_size; a cached one computes nothing."""
     calls = []
 
-    def counted(**kwargs):
-        calls.append(kwargs)
-        return compute_safe_domain_size(**kwargs)
+    def counted(*args):
+        calls.append(args)
+        return safe_domain_size(*args)
 
-    monkeypatch.setattr(accounting, "compute_safe_domain_size", counted)
-    monkeypatch.setattr(opacus_prv, "compute_safe_domain_size", counted)
+    def opacus_own(**kwargs):
+        raise AssertionError("Opacus computed the safe domain itself")
+
+    monkeypatch.setattr(accounting, "safe_domain_size", counted)
+    monkeypatch.setattr(opacus_prv, "compute_safe_domain_size", opacus_own)
     accounting._epsilon.cache_clear()
     for history in ([(3.4, 8192 / 59400, 10)], [(8.0, 1.0, 1), (3.4, 8192 / 59400, 20)]):
         calls.clear()

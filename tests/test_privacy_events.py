@@ -226,3 +226,47 @@ def test_the_memory_guard_lets_pld_compose_what_rdp_does_not_cover():
     events = [ev.PureDpEvent(150.0), dpa.PoissonSampledDpEvent(0.5, dpa.LaplaceDpEvent(1.0))]
     composed = ev.compose(events, delta=1e-5, relation=ADD_REMOVE)
     assert composed.accountant == ev.PLD and 150.0 <= composed.epsilon <= 152.0
+
+
+def test_a_kept_pld_is_a_fresh_construction_built_once_per_event_and_grid():
+    """pld_of keeps each hashable event's PLD: asked again (an equal event, not the same object), it builds nothing
+    and gives the PLD a fresh construction gives; another loss grid is another PLD; a composition (unhashable) is
+    composed from its parts' kept PLDs."""
+    step = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.0123, dpa.GaussianDpEvent(1.234)), 30)
+    ev._kept_pld.cache_clear()
+    real, built = ev.pld_lib.from_gaussian_mechanism, []
+
+    def counted(*args, **kwargs):
+        built.append(kwargs["value_discretization_interval"])
+        return real(*args, **kwargs)
+
+    with mock.patch.object(ev.pld_lib, "from_gaussian_mechanism", counted):
+        first = ev.pld_of(step, ev.RELATIONS[ADD_REMOVE])
+        replace_one = ev.pld_of(step, ev.RELATIONS[REPLACE])  # not accounted by PLD under replace-one
+        again = ev.pld_of(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.0123, dpa.GaussianDpEvent(1.234)), 30),
+                          ev.RELATIONS[ADD_REMOVE])
+        composed = ev.pld_of(dpa.ComposedDpEvent([step, dpa.GaussianDpEvent(5.0)]), ev.RELATIONS[ADD_REMOVE])
+        with mock.patch.object(ev, "VALUE_DISCRETIZATION", 1e-3):
+            coarse = ev.pld_of(step, ev.RELATIONS[ADD_REMOVE])
+    assert again is first and replace_one is None
+    assert built == [1e-4, 1e-4, 1e-3]  # the step once, the Gaussian once, the step on 1e-3
+    fresh = real(standard_deviation=1.234, value_discretization_interval=1e-4, sampling_prob=0.0123).self_compose(30)
+    walked = ev.pld_lib.identity(value_discretization_interval=1e-4).compose(fresh).compose(
+        real(standard_deviation=5.0, value_discretization_interval=1e-4))
+    for delta in (1e-3, 1e-5, 1e-7):
+        assert first.get_epsilon_for_delta(delta) == fresh.get_epsilon_for_delta(delta)
+        assert composed.get_epsilon_for_delta(delta) == walked.get_epsilon_for_delta(delta)
+    assert coarse is not first and coarse.get_epsilon_for_delta(1e-5) != first.get_epsilon_for_delta(1e-5)
+
+
+@pytest.mark.parametrize("count", [2.5, -1, "inf", "nan", True, "3"])
+def test_a_self_composition_count_that_is_not_a_whole_number_is_refused_by_name(count):
+    with pytest.raises(ValueError, match="count must be"):
+        ev.from_json({"type": "SelfComposedDpEvent", "count": count,
+                      "event": {"type": "GaussianDpEvent", "noise_multiplier": 1.0}})
+
+
+def test_a_whole_float_count_reads_as_the_int_count():
+    event = ev.from_json({"type": "SelfComposedDpEvent", "count": 30.0,
+                          "event": {"type": "GaussianDpEvent", "noise_multiplier": 1.0}})
+    assert event.count == 30 and isinstance(event.count, int)

@@ -38,12 +38,11 @@ import numpy as np
 from dp_accounting import dp_event
 from opacus.accountants import PRVAccountant, create_accountant
 from opacus.accountants.accountant import IAccountant
-from opacus.accountants.analysis.prv import Domain, PoissonSubsampledGaussianPRV, compute_safe_domain_size
+from opacus.accountants.analysis.prv import Domain, PoissonSubsampledGaussianPRV
 from opacus.accountants.utils import MAX_SIGMA
 
 from .opacus_names import PRV_EPS_ERROR
-
-History = list[tuple[float, float, int]]  # (noise multiplier, sample rate, steps), Opacus' format
+from .opacus_rdp import History, rdp_epsilon, safe_domain_size
 
 # Opacus' PRV accountant discretises the privacy loss on a grid whose size explodes for small noise multipliers or
 # long histories (sigma = 0.1, q = 0.07, 580 steps: 2.4e8 points, more than 24 GiB: the process was killed), and
@@ -123,19 +122,17 @@ def prv_grid_points(history: History, delta: float) -> float:
     """Number of points of the grid Opacus' PRV accountant discretises ``history`` on, computed without building it.
 
     As in Opacus' ``PRVAccountant.get_epsilon`` (defaults eps_error = 0.01, delta_error = delta / 1000): the
-    domain is [-L, L] with L Gopi et al.'s safe domain size (Opacus' ``compute_safe_domain_size``) and the mesh
+    domain is [-L, L] with L Gopi et al.'s safe domain size (Opacus' ``compute_safe_domain_size``, as
+    :func:`.opacus_rdp.safe_domain_size` computes it) and the mesh
     is eps_error / sqrt(N log(12 / delta_error) / 2), N the total number of steps; points = 2 L / mesh.
     """
     history = [h for h in history if h[2] > 0]
     if not history:
         return 0.0
     delta_error = delta / 1000
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # log(1 - q) is -inf at q = 1
-        half_width = compute_safe_domain_size(
-            prvs=[PoissonSubsampledGaussianPRV(q, sigma) for sigma, q, _ in history],
-            max_self_compositions=[steps for _, _, steps in history], eps_error=PRV_EPS_ERROR,
-            delta_error=delta_error)
+    with warnings.catch_warnings():  # Opacus' "optimal order is the smallest/largest alpha": expected for L's bounds
+        warnings.filterwarnings("ignore", "Optimal order is the", UserWarning)
+        half_width = safe_domain_size(history, PRV_EPS_ERROR, delta_error)
     total_steps = sum(steps for _, _, steps in history)
     return _grid_points(half_width, _prv_mesh(total_steps, PRV_EPS_ERROR, delta_error))
 
@@ -195,7 +192,8 @@ class _CheckedPRVAccountant(PRVAccountant):
     the grid size first computed it twice. This overrides Opacus' private ``_get_domain`` (what ``_get_dprv`` calls
     with the history's PRVs and steps before truncating and discretising them); its body is Opacus' own: the
     domain [-L, L] aligned to the mesh eps_error / sqrt(N log(12 / delta_error) / 2), N the total steps, from the
-    same arguments, so the epsilon is Opacus' to the bit. The grid it checks, 2 L / mesh, is
+    same arguments, with L from :func:`.opacus_rdp.safe_domain_size` (Opacus' function to the bit, each (sigma, q)'s
+    one-step RDP computed once per process), so the epsilon is Opacus' to the bit. The grid it checks, 2 L / mesh, is
     :func:`prv_grid_points`'s whenever every entry has steps (Opacus keeps an entry without steps in L, where
     :func:`prv_grid_points` drops it: then the grid checked is the one Opacus really builds).
     """
@@ -207,8 +205,8 @@ class _CheckedPRVAccountant(PRVAccountant):
 
     def _get_domain(self, prvs: list[PoissonSubsampledGaussianPRV], num_self_compositions: list[int],
                     eps_error: float, delta_error: float) -> Domain:
-        half_width = compute_safe_domain_size(prvs=prvs, max_self_compositions=num_self_compositions,
-                                              eps_error=eps_error, delta_error=delta_error)
+        half_width = safe_domain_size([(prv.noise_multiplier, prv.sample_rate, steps)
+                                       for prv, steps in zip(prvs, num_self_compositions)], eps_error, delta_error)
         mesh = _prv_mesh(sum(num_self_compositions), eps_error, delta_error)
         _refuse_if_intractable(self.history, self.delta, _grid_points(half_width, mesh))
         self.domain_checked = True
@@ -235,6 +233,8 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
              ) -> tuple[float, float | None]:
     if not history:
         return 0.0, None
+    if accountant == "rdp":  # Opacus' RDPAccountant.get_privacy_spent, from the one-step RDP kept per (sigma, q)
+        return rdp_epsilon(list(history), delta)
     if accountant == "prv":
         _check_opacus_calls_the_override()
         acc = _CheckedPRVAccountant(delta)
@@ -243,9 +243,6 @@ def _epsilon(history: tuple[tuple[float, float, int], ...], accountant: str, del
     if accountant == "gdp" and len(history) > 1:
         raise ValueError("the GDP accountant needs one constant (sigma, q); got several")
     acc.history = [tuple(h) for h in history]
-    if accountant == "rdp":
-        eps, order = acc.get_privacy_spent(delta=delta)
-        return float(eps), float(order)
     with warnings.catch_warnings():  # PRV evaluates log(1 - q), -inf at q = 1 (a full-data Gaussian step)
         warnings.filterwarnings("ignore", "divide by zero encountered in log", RuntimeWarning)
         return float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)), None
