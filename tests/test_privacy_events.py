@@ -259,7 +259,7 @@ def test_a_kept_pld_is_a_fresh_construction_built_once_per_event_and_grid():
     assert coarse is not first and coarse.get_epsilon_for_delta(1e-5) != first.get_epsilon_for_delta(1e-5)
 
 
-@pytest.mark.parametrize("count", [2.5, -1, "inf", "nan", True, "3"])
+@pytest.mark.parametrize("count", [2.5, 0, -1, "inf", "nan", True, "3"])
 def test_a_self_composition_count_that_is_not_a_whole_number_is_refused_by_name(count):
     with pytest.raises(ValueError, match="count must be"):
         ev.from_json({"type": "SelfComposedDpEvent", "count": count,

@@ -127,10 +127,10 @@ def from_json(data: dict[str, Any]) -> dp_event.DpEvent:
             if value not in ("inf", "-inf", "nan"):
                 raise ValueError(f"{kind}.{name} must be a number; got {value!r}")
             value = float(value)
-        if name == "count":  # a self-composition's: dp-accounting composes whole numbers only (kept PLDs key on it)
+        if cls is dp_event.SelfComposedDpEvent and name == "count":  # dp-accounting self-composes 1, 2, ... times
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value < 0 or value != int(value)):
-                raise ValueError(f"{kind}.count must be a whole number >= 0; got {value!r}")
+                    or value < 1 or value != int(value)):
+                raise ValueError(f"{kind}.count must be a whole number >= 1; got {value!r}")
             value = int(value)
         args[name] = value
     return cls(**args)
