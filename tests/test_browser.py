@@ -3,9 +3,10 @@
 Visits every page and asserts no error element; types into a form, launches and reloads; opens a sweep link and a
 launched sweep's frontier; loads a preset; launches a quick demo from the Home gallery; opens a report offline. A
 screenshot is saved under test-artifacts/ on failure. The Chromium and page fixtures here, and the served app of
-tests/conftest.py (one per test process, shared by every browser file), serve the other browser files too: tests/test_launch_browser.py (live charts on screen after a Launch) and
-tests/test_first_request_browser.py (the first request after a start), split from this one so that pytest-xdist's
-workers share the browser tests' time. Skips (with the reason) when Chromium or Playwright is missing.
+tests/conftest.py (one per test process, shared by every browser file), serve the other browser files too:
+tests/test_launch_browser.py (live charts on screen after a Launch) and tests/test_first_request_browser.py (the
+first request after a start), split from this one so that pytest-xdist's workers share the browser tests' time.
+Skips (with the reason) when Chromium or Playwright is missing.
 """
 
 from __future__ import annotations
