@@ -9,6 +9,7 @@ import io
 import os
 import sqlite3
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,14 @@ class StopPolls:
 
     def __init__(self) -> None:
         self.answers: dict[str, list[bool]] = collections.defaultdict(list)
+
+    def wait_for_a_poll(self, run_id: str, timeout: float = 60.0) -> None:
+        """Return once the run has polled ``should_stop()`` at least once, so a stop sent after this is a stop
+        mid-run (a run in state "running" may not have reached its first poll yet)."""
+        deadline = time.monotonic() + timeout
+        while not self.answers[run_id]:
+            assert time.monotonic() < deadline, f"run {run_id} never polled should_stop() within {timeout} s"
+            time.sleep(0.01)
 
     def assert_stopped_promptly(self, run_id: str, *, most_after_stop: int = 3) -> None:
         """The run polled while it ran, and ended at most ``most_after_stop`` polls after should_stop() first said
