@@ -10,6 +10,10 @@ the 2-D transform never calls it.
     python bench/bench_scattering.py                                   # 2 048 random images, CPU
     python bench/bench_scattering.py --data-root ../shared/data --images 8192
     python bench/bench_scattering.py --device cuda --images 60000      # the engine's on the GPU (kymatio on it too)
+    python bench/bench_scattering.py --chunks 32,64,128,256            # the engine's chunk sizes against its default
+
+``--chunks`` times the engine's transform at each chunk size (images per call) and prints each one's time as a
+ratio to the default chunk's (:func:`privengine.features.scattering.default_chunk`), all in this process.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from privengine.device import configure_torch_threads  # noqa: E402
-from privengine.features.scattering import scatter  # noqa: E402
+from privengine.features.scattering import default_chunk, scatter  # noqa: E402
 
 
 def kymatio_transform(device: torch.device):
@@ -63,12 +67,21 @@ def per_second(fn, n: int, device: torch.device, repeats: int) -> tuple[float, t
     return n / best, out
 
 
+def compare_chunks(x: torch.Tensor, device: torch.device, chunks: list[int], default_rate: float,
+                   repeats: int) -> None:
+    """Each chunk size's images per second, and its time as a ratio to the default chunk's (below 1: faster)."""
+    for chunk in chunks:
+        rate, _ = per_second(lambda: scatter(x, device=device, chunk=chunk), len(x), device, repeats)
+        print(f"chunk {chunk:5d}:          {rate:10.0f} images/s, time ratio to the default {default_rate / rate:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2048)
     parser.add_argument("--data-root", default="")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chunks", default="", help="comma-separated chunk sizes to time against the default's")
     args = parser.parse_args()
 
     threads = configure_torch_threads()
@@ -77,7 +90,10 @@ def main() -> None:
     print(f"{len(x)} images ({'MNIST' if args.data_root else 'random'}), device {device}, {threads} CPU threads, "
           f"torch {torch.__version__}")
     own_rate, own = per_second(lambda: scatter(x, device=device), len(x), device, args.repeats)
-    print(f"engine scatter():     {own_rate:10.0f} images/s")
+    print(f"engine scatter():     {own_rate:10.0f} images/s (default chunk {default_chunk(device)})")
+    if args.chunks:
+        compare_chunks(x, device, [int(c) for c in args.chunks.split(",")], own_rate, args.repeats)
+        return
     kymatio = kymatio_transform(device)
     if kymatio is None:
         print("kymatio: not installed; no ratio (see the module docstring)")

@@ -190,8 +190,10 @@ class Scattering2D:
 
 def default_chunk(device: torch.device) -> int:
     """Images per transform call: small on a CPU (the largest intermediate, ``(chunk, L, L, M/2, N/2)`` complex,
-    stays in cache: 256 was fastest on 2 cores), large on a GPU (its memory and parallelism are wider)."""
-    return 256 if device.type == "cpu" else 8192
+    stays in cache: 64 takes 0.71x the time of 256 on this project's 2-core machine with one torch thread, and about
+    0.5x with two; ``python bench/bench_scattering.py --data-root ../shared/data --images 8192 --chunks 32,64,256``),
+    large on a GPU (its memory and parallelism are wider)."""
+    return 64 if device.type == "cpu" else 8192
 
 
 def scatter(x: torch.Tensor, *, J: int = 2, L: int = 8, chunk: int | None = None,
