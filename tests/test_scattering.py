@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from privengine.features.scattering import (CACHE_VERSION, Scattering2D, cached_scattering, filter_bank, n_channels,
-                                            periodize, scatter)
+from privengine.features.scattering import (CACHE_VERSION, Scattering2D, cached_scattering, filter_bank,
+                                            low_pass_matrix, n_channels, periodize, scatter)
 
 
 def _circular_conv(x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -59,6 +59,21 @@ def test_every_order_equals_direct_convolution(J, L, H):
     expected = torch.stack(expected)
     assert out.shape == expected.shape
     assert torch.allclose(out, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max()))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_the_low_pass_matrix_is_the_strided_cropped_circular_convolution(k):
+    """On a rectangular grid (rows and columns cannot be swapped unseen) and with a filter that is not symmetric
+    (an oblique wavelet, pi / 4: complex in space, of which the real part counts for a real map)."""
+    torch.manual_seed(1)
+    M, N = 12, 16
+    _, psi_hat = filter_bank(M, N, 1, 4)
+    v = torch.randn(3, M, N, dtype=torch.float64)
+    got = v.flatten(-2) @ low_pass_matrix(psi_hat[0, 0], k)
+    h = torch.fft.ifft2(psi_hat[0, 0].double().to(torch.complex128))
+    expected = torch.stack([_circular_conv(u, h).real[::k, ::k][1:-1, 1:-1].flatten() for u in v])
+    assert got.shape == (3, (M // k - 2) * (N // k - 2))
+    assert torch.allclose(got, expected, atol=1e-10)
 
 
 def test_a_filter_periodised_to_a_coarser_grid_keeps_its_low_band():

@@ -123,6 +123,26 @@ def filter_subsample(u_hat: torch.Tensor, filter_hat: torch.Tensor, k: int) -> t
     return acc
 
 
+def low_pass_matrix(phi_hat: torch.Tensor, k: int) -> torch.Tensor:
+    """The low-pass of a real map on an ``(M, N)`` grid, sampled every ``k`` and cropped by one sample on each side,
+    as one real matrix ``(M * N, h * w)`` with ``h = M / k - 2``, ``w = N / k - 2``: for ``v`` real ``(..., M, N)``,
+    ``v.flatten(-2) @ A`` is ``(v * phi)[k (a + 1), k (b + 1)]`` flattened over ``(a, b)``, where ``*`` is the
+    periodic convolution with ``phi = Re(ifft2(phi_hat))``. (For real ``v``, ``Re(v * phi_c) = v * Re(phi_c)``, so
+    this is the real part of the Fourier-domain low-pass exactly, and the only outputs the transform keeps.)
+
+    ``A[(m, n), (a, b)] = phi[(k (a + 1) - m) mod M, (k (b + 1) - n) mod N]``. Written here: no library offers the
+    matrix of a strided, cropped circular convolution. One matrix product per map replaces a forward FFT, the
+    filter's product and an inverse FFT on the coarse grid: ``python bench/bench_scattering.py``."""
+    M, N = phi_hat.shape
+    phi = torch.fft.ifft2(phi_hat.to(torch.complex128)).real
+    rows = k * (torch.arange(M // k - 2) + 1)
+    cols = k * (torch.arange(N // k - 2) + 1)
+    m, n = torch.arange(M), torch.arange(N)
+    i = (rows[None, None, :, None] - m[:, None, None, None]) % M   # (M, 1, h, 1)
+    j = (cols[None, None, None, :] - n[None, :, None, None]) % N   # (1, N, 1, w)
+    return phi[i, j].reshape(M * N, -1)
+
+
 class Scattering2D:
     """The transform for images of size ``(H, W)`` (both multiples of ``2^J``).
 
@@ -132,10 +152,12 @@ class Scattering2D:
     Computed as kymatio computes it (periodised): the image is reflect-padded by ``2^J`` on each side to
     ``(M, N)``; a wavelet response at scale ``j`` is subsampled by ``2^j`` before its modulus, so the next
     filtering runs on the coarser grid with the filter periodised to it (:func:`periodize`); each low-pass output
-    is subsampled to ``M / 2^J`` and cropped by one sample on each side (:func:`filter_subsample`). With ``U1[j1,l1] = |x * psi_{j1,l1}|``
+    is subsampled to ``M / 2^J`` and cropped by one sample on each side. With ``U1[j1,l1] = |x * psi_{j1,l1}|``
     sampled every ``2^j1`` and ``U2 = |U1[j1,l1] * psi_{j2,l2}|`` sampled every ``2^j2``, all convolutions
     periodic on their grid, the channels are ``S0 = (x * phi)``, ``S1 = (U1 * phi)``, ``S2 = (U2 * phi)``, each
-    sampled every ``2^J`` in the padded image. Every (l1, l2) pair is one batched FFT, not a loop.
+    sampled every ``2^J`` in the padded image. The wavelet filterings are batched FFTs (:func:`filter_subsample`),
+    every (l1, l2) pair at once; the low-pass of each real map is one matrix product (:func:`low_pass_matrix`),
+    as the transform keeps only ``(H / 2^J) x (W / 2^J)`` of it.
     """
 
     def __init__(self, shape: tuple[int, int], J: int = 2, L: int = 8, device: torch.device | str = "cpu"):
@@ -145,11 +167,11 @@ class Scattering2D:
         self.J, self.L, self.shape = J, L, shape
         self.pad = 2 ** J
         phi, psi = filter_bank(H + 2 * self.pad, W + 2 * self.pad, J, L)
-        # phi_at[r]: (M/2^r, N/2^r), the low-pass on the grid of resolution r, whose output is subsampled by
-        # 2^(J-r); psi_at[j][r]: (L, M/2^r, N/2^r), the wavelets of scale j on the grid of resolution r <= j, whose
-        # output is subsampled by 2^(j-r). Each is divided by the square of its subsampling factor beforehand
-        # (the 1/k^2 of filter_subsample's block mean), saving a pass over the largest tensors.
-        self.phi_at = [(periodize(phi, r) / 4 ** (J - r)).to(device, torch.float32) for r in range(J)]
+        # low_at[r]: (M N / 4^r, H W / 4^J), the low-pass of a real map on the grid of resolution r, sampled every
+        # 2^(J-r) and cropped (low_pass_matrix); psi_at[j][r]: (L, M/2^r, N/2^r), the wavelets of scale j on the
+        # grid of resolution r <= j, whose output is subsampled by 2^(j-r), divided by the square of that factor
+        # beforehand (the 1/k^2 of filter_subsample's block mean), saving a pass over the largest tensors.
+        self.low_at = [low_pass_matrix(periodize(phi, r), 2 ** (J - r)).to(device, torch.float32) for r in range(J)]
         self.psi_at = [[(periodize(psi[j], r) / 4 ** (j - r)).to(device, torch.float32) for r in range(j + 1)]
                        for j in range(J)]
 
@@ -162,37 +184,37 @@ class Scattering2D:
         if (H, W) != self.shape:
             raise ValueError(f"expected images of size {self.shape}; got {(H, W)}")
         J, p = self.J, self.pad
+        h, w = H // 2 ** J, W // 2 ** J
         u0 = F.pad(x.reshape(B * C, 1, H, W).float(), (p, p, p, p), mode="reflect")[:, 0]   # (BC, M, N)
         u0_hat = torch.fft.fft2(u0)
 
-        def low(u_hat: torch.Tensor, res: int) -> torch.Tensor:
-            """Spectrum on the grid of resolution ``res`` -> its low-pass sampled every 2^J, cropped to (H/2^J,
-            W/2^J); the low-pass of a real signal is real, so only the real part of the inverse is kept."""
-            coarse = filter_subsample(u_hat, self.phi_at[res], 2 ** (J - res))
-            return torch.fft.ifft2(coarse).real[..., 1:-1, 1:-1]
+        def low(u: torch.Tensor, res: int) -> torch.Tensor:
+            """Real maps ``(..., M', N')`` on the grid of resolution ``res`` -> their low-pass ``(..., h, w)``."""
+            return (u.flatten(-2) @ self.low_at[res]).unflatten(-1, (h, w))
 
-        def modulus_spectrum(u_hat: torch.Tensor, psi: torch.Tensor, k: int) -> torch.Tensor:
-            """Spectrum of ``|u * psi|`` sampled every ``k``: (..., M', N') x (L, M', N') -> (..., L, M'/k, N'/k)."""
-            return torch.fft.fft2(torch.fft.ifft2(filter_subsample(u_hat[..., None, :, :], psi, k)).abs())
+        def modulus(u_hat: torch.Tensor, psi: torch.Tensor, k: int) -> torch.Tensor:
+            """``|u * psi|`` sampled every ``k``, from ``u``'s spectrum: (..., M', N') x (L, M', N') -> (..., L,
+            M'/k, N'/k) real."""
+            return torch.fft.ifft2(filter_subsample(u_hat[..., None, :, :], psi, k)).abs()
 
-        out = [low(u0_hat, 0)[:, None]]
+        out = [low(u0, 0)[:, None]]
         second = []
         for j1 in range(J):
-            u1_hat = modulus_spectrum(u0_hat, self.psi_at[j1][0], 2 ** j1)                 # (BC, L, M1, N1)
-            out.append(low(u1_hat, j1))
-            per_j2 = [low(modulus_spectrum(u1_hat, self.psi_at[j2][j1], 2 ** (j2 - j1)), j2)  # (BC, L1, L2, h, w)
-                      for j2 in range(j1 + 1, J)]
-            if per_j2:
-                second.append(torch.cat(per_j2, dim=2).flatten(1, 2))                    # (j1, l1, j2, l2) order
-        h, w = H // 2 ** J, W // 2 ** J
+            u1 = modulus(u0_hat, self.psi_at[j1][0], 2 ** j1)                               # (BC, L, M1, N1)
+            out.append(low(u1, j1))
+            if j1 + 1 < J:
+                u1_hat = torch.fft.fft2(u1)
+                per_j2 = [low(modulus(u1_hat, self.psi_at[j2][j1], 2 ** (j2 - j1)), j2)   # (BC, L1, L2, h, w)
+                          for j2 in range(j1 + 1, J)]
+                second.append(torch.cat(per_j2, dim=2).flatten(1, 2))                      # (j1, l1, j2, l2) order
         return torch.cat(out + second, dim=1).reshape(B, C * self.out_channels, h, w)
 
 
 def default_chunk(device: torch.device) -> int:
     """Images per transform call: small on a CPU (the largest intermediate, ``(chunk, L, L, M/2, N/2)`` complex,
-    stays in cache: 64 takes 0.71x the time of 256 on this project's 2-core machine with one torch thread, and about
-    0.5x with two; ``python bench/bench_scattering.py --data-root ../shared/data --images 8192 --chunks 32,64,256``),
-    large on a GPU (its memory and parallelism are wider)."""
+    stays in cache: 256 takes 1.33x the time of 64 on this project's 2-core machine with one torch thread;
+    ``python bench/bench_scattering.py --data-root ../shared/data --images 8192 --chunks 32,64,128,256``), large on
+    a GPU (its memory and parallelism are wider)."""
     return 64 if device.type == "cpu" else 8192
 
 
