@@ -87,7 +87,8 @@ def filter_bank(M: int, N: int, J: int, L: int) -> tuple[torch.Tensor, torch.Ten
 
 
 def periodize(filter_hat: torch.Tensor, res: int) -> torch.Tensor:
-    """The ``(..., M, N)`` Fourier transform of a filter on the grid ``2^res`` times coarser: ``(..., M/2^res, N/2^res)``.
+    """The ``(..., M, N)`` Fourier transform of a filter on the grid ``2^res`` times coarser:
+    ``(..., M/2^res, N/2^res)``.
 
     As kymatio: the frequencies outside the coarse grid's band (-M / 2^(res+1) <= f < M / 2^(res+1), on each
     axis) are set to zero, then the spectrum is folded onto the coarse grid (summing the aliases, of which one is
