@@ -20,7 +20,7 @@ def manager(store):
     m.shutdown()
 
 
-def _wait_for_state(store, run_id, states, timeout=10.0):
+def _wait_for_state(store, run_id, states, timeout=60.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         run = store.get_run(run_id)
@@ -32,7 +32,7 @@ def _wait_for_state(store, run_id, states, timeout=10.0):
 
 def test_run_finishes_with_metrics_artifacts_and_summary(manager, store):
     run_id = manager.submit("toy", {"steps": 4})
-    run = manager.wait(run_id, timeout=10)
+    run = manager.wait(run_id, timeout=60)
     assert run.state == "finished" and run.device and run.started_at and run.finished_at
     # the device the config's value ("auto" by default) resolves to on this machine: cuda where there is a GPU
     assert run.summary["steps_done"] == 4 and run.summary["device"] == resolve_device(run.config["device"]).id
@@ -51,13 +51,13 @@ def test_stop_is_honoured_within_a_poll(manager, store, stop_polls):
 
 def test_failure_records_message_and_traceback_and_manager_lives_on(manager, store):
     bad = manager.submit("toy", {"steps": 5, "fail_at": 2})
-    run = manager.wait(bad, timeout=10)
+    run = manager.wait(bad, timeout=60)
     assert run.state == "failed"
     assert run.error == "RuntimeError: toy failure at step 2"
     assert "Traceback" in run.traceback and "run_toy" in run.traceback
     assert store.metrics(bad)["step"].max() == 2  # what was reported before the failure is kept
     good = manager.submit("toy", {"steps": 2})
-    assert manager.wait(good, timeout=10).state == "finished"
+    assert manager.wait(good, timeout=60).state == "finished"
 
 
 def test_runs_beyond_the_limit_queue_in_order(manager, store):
@@ -66,7 +66,7 @@ def test_runs_beyond_the_limit_queue_in_order(manager, store):
     assert states[1:] == ["queued", "queued"]
     assert manager.ahead_of(ids[2]) == ids[:2]  # the running run, then the one queued before it
     assert manager.ahead_of(ids[0]) == []  # running, not waiting
-    finished = [manager.wait(i, timeout=10) for i in ids]
+    finished = [manager.wait(i, timeout=60) for i in ids]
     assert all(r.state == "finished" for r in finished)
     starts = [r.started_at for r in finished]
     ends = [r.finished_at for r in finished]
@@ -80,7 +80,7 @@ def test_stopping_a_queued_run(manager, store):
     manager.stop(queued)
     assert store.get_run(queued).state == "stopped"
     manager.stop(first)
-    assert manager.wait(first, timeout=5).state == "stopped"
+    assert manager.wait(first, timeout=60).state == "stopped"
 
 
 def test_two_runs_at_once_with_a_higher_limit(store):
@@ -90,7 +90,7 @@ def test_two_runs_at_once_with_a_higher_limit(store):
         b = manager.submit("toy", {"steps": 20, "delay": 0.05})
         _wait_for_state(store, a, {"running"})
         _wait_for_state(store, b, {"running"})
-        assert {manager.wait(a, 10).state, manager.wait(b, 10).state} == {"finished"}
+        assert {manager.wait(a, 60).state, manager.wait(b, 60).state} == {"finished"}
     finally:
         manager.shutdown()
 
@@ -153,7 +153,7 @@ def test_a_failed_run_stores_the_summary_it_was_charged_with(manager, store, mon
         raise RuntimeError("failed after releasing a point")
 
     _toy_with(monkeypatch, run)
-    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    failed = manager.wait(manager.submit("toy", {}), timeout=60)
     assert failed.state == "failed" and failed.error == "RuntimeError: failed after releasing a point"
     assert failed.summary["steps_done"] == 1 and failed.summary["failed"]  # computed once, when the run failed
     assert headline_of(failed.summary).epsilon == 0.5
@@ -167,7 +167,7 @@ def test_a_run_that_returns_stores_what_it_returned_not_its_charge(manager, monk
         return {"steps_done": 1, "privacy": [_claim(0.7)]}
 
     _toy_with(monkeypatch, run)
-    finished = manager.wait(manager.submit("toy", {}), timeout=10)
+    finished = manager.wait(manager.submit("toy", {}), timeout=60)
     assert finished.state == "finished" and "failed" not in finished.summary
     assert headline_of(finished.summary).epsilon == 0.7
 
@@ -178,7 +178,7 @@ def test_a_charge_that_cannot_be_computed_is_said_in_the_error(manager, monkeypa
         raise RuntimeError("the run's own error")
 
     _toy_with(monkeypatch, run)
-    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    failed = manager.wait(manager.submit("toy", {}), timeout=60)
     assert failed.state == "failed" and failed.summary is None
     assert failed.error.startswith("RuntimeError: the run's own error [and its privacy claim could not be computed "
                                    "(ZeroDivisionError: division by zero): what it stored is covered by no claim]")
@@ -191,7 +191,7 @@ def test_a_charge_with_two_headlines_is_refused(manager, monkeypatch):
         raise RuntimeError("failed")
 
     _toy_with(monkeypatch, run)
-    failed = manager.wait(manager.submit("toy", {}), timeout=10)
+    failed = manager.wait(manager.submit("toy", {}), timeout=60)
     assert failed.summary is None and "exactly one headline claim" in failed.error
 
 
