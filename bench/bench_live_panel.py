@@ -11,7 +11,8 @@ Two servers, each started for its case, the cases alternating ``--repeats`` time
 and prints, per case, the median wall and server CPU, and the ratios project / baseline. Linux only (/proc); needs
 Chromium (``CHROMIUM``, default /usr/bin/chromium) and Playwright, as the browser tests do.
 
-``--watching``: what watching the run costs instead, on one server with the project's config, two cases alternating:
+``--watching``: what watching the run costs instead, on one server with the project's config (after one untimed
+demo), two cases alternating:
 
   away       the link is opened, then the browser goes to Home at once, and the run is waited for in the store
   watched    the run's page stays open, its live panel redrawing each second, until "finished"
@@ -72,10 +73,11 @@ def chromium_cpu_s() -> float:
     return total
 
 
-def watched_or_away(browser, url: str, server_pid: int, home: Path, mechanism: str,
-                    watched: bool) -> tuple[float, ...]:
-    """Launch ``mechanism``'s quick demo from its link; watch its page to "finished", or leave it for Home at once
-    and wait for the run in the store: (wall s, server CPU s, Chromium CPU s)."""
+def demo_from_link(browser, url: str, server_pid: int, mechanism: str, *,
+                   away_store: Path | None = None) -> tuple[float, float, float]:
+    """Launch ``mechanism``'s quick demo from its link and watch its page to "finished", or with ``away_store`` (the
+    served app's runs database) leave it for Home at once and wait for the run there: (wall s, server CPU s,
+    Chromium CPU s)."""
     from privengine.store import RunStore
 
     page = browser.new_page(viewport={"width": 1280, "height": 720})
@@ -85,12 +87,12 @@ def watched_or_away(browser, url: str, server_pid: int, home: Path, mechanism: s
     cpu0, chromium0, t0 = process_cpu_s(server_pid), chromium_cpu_s(), time.perf_counter()
     page.goto(f"{url}/{mechanism}?preset=quick-demo&launch=1")
     page.wait_for_url("**run=*", timeout=60_000)
-    run_id = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)["run"][0]
-    if watched:
+    if away_store is None:
         page.get_by_text("finished").first.wait_for(timeout=600_000)
     else:
+        run_id = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)["run"][0]
         page.goto(url)
-        store = RunStore(home / "runs.sqlite")
+        store = RunStore(away_store)
         while store.get_run(run_id).active:
             time.sleep(0.2)
         store.close()
@@ -103,30 +105,17 @@ def compare_watching(browser, mechanism: str, repeats: int) -> None:
     """The ``--watching`` cases (module docstring), alternating on one server, and their medians and ratios."""
     results: dict[str, list[tuple[float, ...]]] = {"away": [], "watched": []}
     with fresh_app(CASES["project"]) as (url, pid, home):
+        demo_from_link(browser, url, pid, mechanism)  # untimed: the server's first run loads what every run reuses
         for _ in range(repeats):
             for case in results:
-                results[case].append(watched_or_away(browser, url, pid, home, mechanism, watched=case == "watched"))
+                away = None if case == "watched" else home / "runs.sqlite"
+                results[case].append(demo_from_link(browser, url, pid, mechanism, away_store=away))
     medians = {case: [statistics.median(column) for column in zip(*r)] for case, r in results.items()}
     for case, (wall, server, chromium) in medians.items():
         print(f"{case:8s} {mechanism} quick demo from its link: wall {wall:5.1f} s, server CPU {server:5.1f} s, "
               f"Chromium CPU {chromium:5.1f} s (median of {repeats})")
     (aw, asv, ac), (ww, wsv, wc) = medians["away"], medians["watched"]
     print(f"ratio watched / away: wall {ww / aw:.2f}, server CPU {wsv / asv:.2f}, Chromium CPU {wc / ac:.2f}")
-
-
-def one_demo(browser, url: str, server_pid: int, mechanism: str) -> tuple[float, float]:
-    """Launch ``mechanism``'s quick demo from its link and wait for it to finish: (wall s, server CPU s)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(url)
-    page.wait_for_selector("[data-testid='stApp']")
-    time.sleep(2)  # the first session's script run is not the demo's cost
-    cpu0, t0 = process_cpu_s(server_pid), time.perf_counter()
-    page.goto(f"{url}/{mechanism}?preset=quick-demo&launch=1")
-    page.wait_for_url("**run=*", timeout=60_000)
-    page.get_by_text("finished").first.wait_for(timeout=600_000)
-    wall, cpu = time.perf_counter() - t0, process_cpu_s(server_pid) - cpu0
-    page.close()
-    return wall, cpu
 
 
 def main() -> None:
@@ -148,7 +137,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for case, extra in CASES.items():
                 with fresh_app(extra) as (url, pid, _):
-                    results[case].append(one_demo(browser, url, pid, args.mechanism))
+                    results[case].append(demo_from_link(browser, url, pid, args.mechanism)[:2])
         browser.close()
     medians = {case: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
                for case, r in results.items()}
