@@ -84,6 +84,11 @@ CHOICE_NAMES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "
                 "linreg": "linear regression (embedded, low rank)"}
 
 
+#: The smallest Poisson sampling rate a run may ask for: the resolution of :mod:`privengine.poisson`'s masks (uniform
+#: integers below 2^24; a positive rate below it would never sample anyone). Here, torch-free, for the configs' checks.
+MIN_SAMPLE_RATE = 2.0 ** -24
+
+
 def knob(
     default: Any,
     *,

@@ -33,6 +33,7 @@ ABOVE_MECHANISMS = ("privengine.explore", "privengine.report", "privengine.figur
 # Under the mechanisms: what a mechanism, a sweep or an audit builds on (with the package's own __init__).
 FOUNDATION = ("privengine.accounting", "privengine.features", "privengine.errors", "privengine.jsonable",
               "privengine.config", "privengine.claims", "privengine.presets", "privengine.randomness",
+              "privengine.poisson",
               "privengine.device", "privengine.cuda_graphs", "privengine.schedules", "privengine.data",
               "privengine.data_catalogue",
               "privengine.store", "privengine.reporter", "privengine.registry", "privengine.entries",

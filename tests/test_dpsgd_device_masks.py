@@ -1,7 +1,7 @@
 """Issue 39, item 1: a model batch on a GPU draws its Poisson masks on the device (privengine.dpsgd.sampling), from a
 stream of its own (``STREAM_SAMPLING_ON_DEVICE``), with the law of the CPU's draws: each example of E_k (model k's
-examples: all, or its inclusion row) joins model k's batch independently with probability q, independently across
-steps and models.
+examples: all, or its inclusion row) joins model k's batch independently with probability floor(q 2^24) / 2^24 <= q
+(privengine.poisson), independently across steps and models.
 
 Where the masks are drawn is a function of the device type (``sampling.poisson_on_device``) and the draw happens on
 its generator's device, so on this CPU-only machine the device path runs with CPU generators: the ``on_device``
@@ -21,6 +21,7 @@ from privengine.dpsgd.data import load_task
 from privengine.dpsgd.model_batch import Member, _Batch
 from privengine.dpsgd.sampling import padded_index, poisson_on_device
 from privengine.dpsgd.training import STREAM_SAMPLING, STREAM_SAMPLING_ON_DEVICE, Plan, private_sampler
+from privengine.poisson import poisson_mask
 from privengine.randomness import noise_generator
 
 CPU = torch.device("cpu")
@@ -134,7 +135,7 @@ def test_the_padded_index_holds_exactly_the_masks_of_the_device_stream(task, on_
     padded = 0
     for _ in range(steps):
         idx, valid, counts = batch.sampling.draw()
-        expected = torch.stack([torch.rand(n, generator=g) < Q for g in fresh]) & inclusion
+        expected = torch.stack([poisson_mask(n, Q, g) for g in fresh]) & inclusion
         assert counts.device == CPU and counts.tolist() == expected.sum(1).tolist()
         assert idx.shape == valid.shape == (len(KEYS), int(counts.max()))
         for k in range(len(KEYS)):
@@ -198,7 +199,7 @@ def test_on_cuda_the_masks_come_from_the_device_generator():
     for _ in range(steps):
         idx, valid, counts = batch.sampling.draw()
         assert idx.device.type == valid.device.type == "cuda" and counts.device == CPU
-        expected = torch.stack([torch.rand(n, generator=g, device=cuda) < Q for g in fresh]).cpu() & inclusion
+        expected = torch.stack([poisson_mask(n, Q, g) for g in fresh]).cpu() & inclusion
         assert torch.equal(_masks(idx, valid, n), expected) and counts.tolist() == expected.sum(1).tolist()
         for k in range(len(KEYS)):
             assert idx[k, :int(counts[k])].cpu().tolist() == expected[k].nonzero().reshape(-1).tolist()

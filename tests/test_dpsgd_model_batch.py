@@ -26,6 +26,7 @@ from privengine.dpsgd.data import PendingFingerprint, load_task
 from privengine.dpsgd.model_batch import Member, _Batch, train_models, unbatchable
 from privengine.dpsgd.stacked_model import ClippedGradients
 from privengine.dpsgd.training import STREAM_SAMPLING, Plan, Training
+from privengine.poisson import inclusion_rate
 from privengine.randomness import noise_generator
 from tests.memory_reporter import MemoryReporter
 
@@ -111,14 +112,16 @@ def test_the_linreg_model_agrees_too(tasks):
 
 
 def test_each_model_draws_its_own_poisson_batches_exactly_as_opacus_does(tasks):
-    """The masks are Opacus' UniformWithReplacementSampler's for the same key (integers: exact), each model's own."""
+    """The masks are Opacus' UniformWithReplacementSampler's for the same key (integers: exact), each model's own,
+    at the rate on the sampler's grid, floor(q 2^24) / 2^24 (privengine.poisson: Opacus' float32 uniforms are
+    multiples of 2^-24, so its comparison with that rate, exact in float32, is the same law, draw for draw)."""
     config = DPSGDConfig().replace(**DIGITS, model="linear")
     task = tasks("pixels")
     plan = _plan(config, task)
     members = [Member(0.0, seed, index, lambda *a: None) for seed, index in [(0, 0), (0, 1), (1, 2)]]
     batch = _Batch(task, config, plan, members, CPU)
     samplers = [iter(UniformWithReplacementSampler(
-        num_samples=task.n_private, sample_rate=plan.sample_rate, steps=5,
+        num_samples=task.n_private, sample_rate=inclusion_rate(plan.sample_rate), steps=5,
         generator=noise_generator(config, m.seed, m.index, STREAM_SAMPLING, data=task.private_fingerprint,
                                   device=CPU, on="cpu"))) for m in members]
     for _ in range(5):

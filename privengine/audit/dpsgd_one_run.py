@@ -189,7 +189,7 @@ class _Canaries:
 
     def pre_noise(self, opt) -> None:
         """Build this step's canary gradients (clipped as the mechanism would) and add the sampled ones."""
-        import torch
+        from ..poisson import poisson_mask
 
         c = self._directions(opt.basis)
         clip = opt.max_grad_norm
@@ -205,7 +205,7 @@ class _Canaries:
             factor = (clip / (g.norm(dim=1) + 1e-6)).clamp(max=1.0)  # Opacus' flat clip factor
         g = g * factor[:, None]
         self.current = g
-        sampled = (torch.rand(self.m, generator=self.sample_gen) < self.q) & self.included
+        sampled = poisson_mask(self.m, self.q, self.sample_gen) & self.included  # the mechanism's own sampler
         self.sampled_total += sampled
         added = sampled.to(g.dtype) @ g
         offset = 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, check_stored_only, declared_private_size_knob, keep_model_knob, knob
+from privengine.config import (MIN_SAMPLE_RATE, RunConfig, check_stored_only, declared_private_size_knob,
+                               keep_model_knob, knob)
 from privengine.datasets import private_part
 from privengine.errors import ConfigError
 
@@ -96,10 +97,10 @@ class DpBayesConfig(RunConfig):
                                     "discarded, half are kept). Post-processing: no privacy cost.")
     dpvi_steps: int = knob(1000, low=10, high=1_000_000, log=True, shown_when=("method", ("dpvi", "all")),
                            help="DP-SGD steps of dpvi (each on a Poisson sample of the records).")
-    dpvi_sample_rate: float = knob(0.05, low=0.0, high=1.0, low_open=True, log=True,
+    dpvi_sample_rate: float = knob(0.05, low=MIN_SAMPLE_RATE, high=1.0, log=True,
                                    shown_when=("method", ("dpvi", "all")),
                                    help="Poisson sampling rate q of dpvi: each record joins each step's batch "
-                                        "independently with probability q.")
+                                        "independently with probability floor(q 2^24) / 2^24, at most q.")
     dpvi_clip: float = knob(20.0, low=0.0, high=1e6, low_open=True, log=True, shown_when=("method", ("dpvi", "all")),
                             help="Per-record clipping norm C of the ELBO term's gradient in dpvi.")
     dpvi_lr: float = knob(0.1, low=0.0, high=10.0, low_open=True, log=True, advanced=True,

@@ -10,8 +10,8 @@ ELBO divided by N splits into per-record terms and a data-independent rest,
 each expectation a reparameterised Monte Carlo estimate (theta = m + e^s eps, L draws of eps per
 record and step). One step of DP-SGD:
 
-1. Poisson sampling: every record joins the batch independently with probability q (Opacus'
-   ``UniformWithReplacementSampler``);
+1. Poisson sampling: every record joins the batch independently with probability floor(q 2^24) / 2^24 <= q
+   (:class:`privengine.poisson.PoissonSampler`: never above the q the accountant is given);
 2. per-record gradients of l_i (Opacus' ``GradSampleModule``, functorch), each clipped to norm C, summed,
    plus N(0, sigma^2 C^2 I), divided by the expected batch size round(q N) (Opacus' ``DPOptimizer``);
 3. plus grad r(z) / N, which reads no record (post-processing of the noisy iterate);
@@ -43,8 +43,9 @@ from typing import Callable
 import torch
 from opacus.grad_sample import GradSampleModule
 from opacus.optimizers import DPOptimizer
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import nn
+
+from privengine.poisson import PoissonSampler
 
 from .data import Records
 from .models import bernoulli_loglik, coefficient_log_prior, gaussian_loglik, log_sigma_log_prior
@@ -124,8 +125,7 @@ def fit(model: str, datasets: list[Records], *, n_records: int, noise_multiplier
                             generator=generator)
     schedule = torch.optim.lr_scheduler.ExponentialLR(adam, gamma=FINAL_LR_FACTOR ** (1 / steps))
     rows = _rows(datasets)
-    sampler = UniformWithReplacementSampler(num_samples=len(rows), sample_rate=sample_rate, generator=generator,
-                                            steps=steps)
+    sampler = PoissonSampler(num_samples=len(rows), sample_rate=sample_rate, generator=generator, steps=steps)
     avg_from = int(steps * (1 - AVERAGE_FRACTION))
     total, count, done = torch.zeros(len(datasets), 2 * terms.p, dtype=DTYPE), 0, 0
     for step, batch in enumerate(sampler, start=1):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from privengine.config import RunConfig, declared_private_size_knob, keep_model_knob, knob
+from privengine.config import MIN_SAMPLE_RATE, RunConfig, declared_private_size_knob, keep_model_knob, knob
 from privengine.errors import ConfigError
 
 from privengine.datasets import private_part
@@ -110,13 +110,21 @@ def published_size(config: "DPSGDConfig") -> dict:
     return {"private_size": declared_private_size(config), "private_size_basis": private_size_basis(config)}
 
 
-def check_batches(batch_size: int, epochs: float, private_size: int, basis: str = "") -> None:
-    """Raise ConfigError unless the batch is below the declared private size and ``epochs`` give at least one
-    step (``basis``: where the size comes from, in words, for the message; default: the size alone)."""
+def check_batches(batch_size: int, epochs: float, private_size: int, basis: str = "", *,
+                  poisson: bool = True) -> None:
+    """Raise ConfigError unless the batch is below the declared private size, ``epochs`` give at least one
+    step and, for Poisson batches (``poisson``), the rate q = batch_size / size is one the sampler can draw (at
+    least 2^-24: :func:`privengine.poisson.inclusion_threshold`). ``basis``: where the size comes from, in words,
+    for the message; default: the size alone."""
     if batch_size >= private_size:
         raise ConfigError("batch_size", f"must be below the declared private size ({basis or private_size}); "
                                         f"got {batch_size}")
     q = batch_size / private_size
+    if poisson and q < MIN_SAMPLE_RATE:
+        raise ConfigError("batch_size", f"must give a sampling rate q = batch_size / private size of at least "
+                                        f"2^-24 = {MIN_SAMPLE_RATE:.3g}, the Poisson sampler's resolution (q = "
+                                        f"{q:.3g} with the declared private size {basis or private_size}); "
+                                        f"got {batch_size}")
     if int(epochs / q) < 1:
         raise ConfigError("epochs", f"must give at least one step (epochs >= q = {q:.3g}); got {epochs}")
 
@@ -291,7 +299,8 @@ class DPSGDConfig(RunConfig):
             raise ConfigError("alphas", "must hold at most one value > 0 with variant 'projected' "
                                         f"(the projection ignores alpha's size); got {list(self.alphas)}")
         check_batches(self.batch_size, self.epochs, declared_private_size(self),
-                      private_size_basis(self) if is_user_dataset(self.dataset) else "")
+                      private_size_basis(self) if is_user_dataset(self.dataset) else "",
+                      poisson=self.sampling == "poisson")
         if self.uses_subspace and self.subspace_rank > self.public_batch:
             raise ConfigError("subspace_rank", f"must be at most public_batch ({self.public_batch}): m public "
                                                f"gradients span at most m directions; got {self.subspace_rank}")

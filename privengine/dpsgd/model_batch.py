@@ -14,8 +14,8 @@ the arithmetic is shared. For the same keys the two paths agree to float toleran
 One step of model k (the math of Opacus' DPOptimizer, written by hand because Opacus handles one model), in the
 modules that follow Opacus' seams:
 
-    B_k   = {i : u_ki < q},  u_ki ~ U[0, 1) from model k's sampling generator, one draw per private example
-            (``UniformWithReplacementSampler``'s ``torch.rand(n, generator) < q`` call: on the CPU the same
+    B_k   = {i : u_ki < floor(q 2^24)},  u_ki uniform integers below 2^24 from model k's sampling generator, one
+            draw per private example (:func:`privengine.poisson.poisson_mask`: rate at most q; on the CPU the same
             generator as the Opacus path's; on a GPU a generator on the device, of its own key), or
             fixed-size batches of its shuffled passes (``sampling="shuffle"``, ``RandomSampler``'s randperms):
             :mod:`.sampling`, through :func:`.training.private_sampler`, which the Opacus path's loader draws from;
@@ -149,9 +149,10 @@ def train_models(task: Task, config: DPSGDConfig, plan: Plan, members: Sequence[
 
     ``inclusion``: optional ``(K, n_private)`` bool, model k's training subset (the reference models of a
     membership attack, :mod:`privengine.audit.membership_dpsgd`). Model k then samples only the examples of row k:
-    Poisson, ``(torch.rand(n, generator=g_k) < q) & inclusion[k]`` (the same draws as without it, so each included
-    example joins a step with probability ``plan.sample_rate`` and an excluded one never: the (sigma, q, steps)
-    history is exact for its subset); shuffle, passes over row k's examples. None (the runs): unchanged, bit for bit.
+    Poisson, ``poisson_mask(n, q, g_k) & inclusion[k]`` (:mod:`privengine.poisson`; the same draws as without it,
+    so each included example joins a step with probability ``floor(q 2^24) / 2^24 <= q``, q = ``plan.sample_rate``,
+    and an excluded one never: the (sigma, q, steps) history holds for its subset); shuffle, passes over row k's
+    examples. None (the runs): unchanged, bit for bit.
     ``private=False`` (the non-private twin of an attack, never a run): no clipping (every factor 1), no noise, and
     nothing accounted (each history holds only what precedes the first step).
     """

@@ -34,7 +34,8 @@ class PlanSearch:
 
     def __init__(self, config: DPSGDConfig, reporter):
         private_size = declared_private_size(config)
-        check_batches(config.batch_size, config.epochs, private_size)  # checked in the config too
+        check_batches(config.batch_size, config.epochs, private_size,  # checked in the config too
+                      poisson=config.sampling == "poisson")
         self.config, self.reporter = config, reporter
         self.sample_rate = config.batch_size / private_size
         self.steps = int(config.epochs / self.sample_rate)

@@ -4,20 +4,22 @@ Model k's logical batch at step t, from its sampling generator g_k (a noise stre
 :func:`.training.private_sampler`), over its examples E_k (all n private examples, or a model batch's inclusion
 row):
 
-- Poisson (``sampling="poisson"``): B_kt = {i in E_k : u_kti < q}, u_kt ~ U[0, 1)^n, one ``torch.rand(n, g_k)`` per
-  step, on the generator's device: each example of E_k joins independently with probability q, independently
-  across steps and models (each model has its own stream); the draw covers all n examples whatever E_k, so
-  restricting E_k removes examples from the batches and changes no other draw. Where g_k lives
+- Poisson (``sampling="poisson"``): B_kt = {i in E_k : u_kti < m}, u_kt uniform integers below 2^24, m =
+  floor(q 2^24), one draw of g_k per step (:func:`privengine.poisson.poisson_mask`), on the generator's device:
+  each example of E_k joins independently with probability m / 2^24 <= q (never above the rate the accountant is
+  given), independently across steps and models (each model has its own stream); the draw covers all n examples
+  whatever E_k, so restricting E_k removes examples from the batches and changes no other draw. Where g_k lives
   (:func:`poisson_on_device`): on the CPU for the Opacus path's loader and for a model batch on the CPU
-  (``STREAM_SAMPLING``: Opacus' ``UniformWithReplacementSampler``, call for call, so the two paths draw the same
-  masks there); on the run's device for a model batch on a GPU (CUDA, MPS: ``STREAM_SAMPLING_ON_DEVICE``, another
-  stream, so the same law with other draws, and nothing copied from the host per step);
+  (``STREAM_SAMPLING``: the 24 bits of Opacus' ``UniformWithReplacementSampler`` draw, call for call, so the two
+  paths draw the same masks there); on the run's device for a model batch on a GPU (CUDA, MPS:
+  ``STREAM_SAMPLING_ON_DEVICE``, another stream, so the same law with other draws, on MPS as far as its uniform
+  integers are uniform, :mod:`privengine.poisson`; nothing copied from the host per step);
 - shuffle (``sampling="shuffle"``): the next B indices of E_k's successive random passes (``RandomSampler`` over
   E_k without replacement, ``steps * B`` samples, one ``randperm(|E_k|, g_k)`` per pass; ``BatchSampler`` with
   ``drop_last``), on the CPU on every device.
 
-:class:`PoissonSampler` and :class:`ShuffledBatches` are the batch samplers of the Opacus path's ``DataLoader``
-(subclasses of the Opacus and torch classes, so ``BatchMemoryManager`` splits them as it splits those);
+:class:`~privengine.poisson.PoissonSampler` and :class:`ShuffledBatches` are the batch samplers of the Opacus path's
+``DataLoader`` (subclasses of the Opacus and torch classes, so ``BatchMemoryManager`` splits them as it splits those);
 :class:`ModelBatchSampling` draws the K models' batches of a step as one padded index (:func:`padded_index`).
 """
 
@@ -26,39 +28,15 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import torch
-from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch.utils.data import BatchSampler, RandomSampler
+
+from privengine.poisson import PoissonSampler
 
 
 def poisson_on_device(device: torch.device | str) -> bool:
     """Whether a model batch on ``device`` draws its Poisson masks there (CUDA, MPS: no host-side draw and no
-    per-step copy of the index) rather than on the CPU (Opacus' call, the Opacus path's masks)."""
+    per-step copy of the index) rather than on the CPU (the Opacus path's masks)."""
     return torch.device(device).type != "cpu"
-
-
-class PoissonSampler(UniformWithReplacementSampler):
-    """``steps`` Poisson batches of ``num_samples`` examples at rate ``sample_rate``, drawn from ``generator`` on
-    its device (on the CPU: Opacus' draws, call for call).
-
-    ``among``: optional ``(num_samples,)`` bool, the examples that may be drawn (None: all).
-    """
-
-    def __init__(self, *, num_samples: int, sample_rate: float, generator: torch.Generator, steps: int,
-                 among: torch.Tensor | None = None):
-        super().__init__(num_samples=num_samples, sample_rate=sample_rate, generator=generator, steps=steps)
-        self.among = None if among is None else among.to(generator.device)
-
-    def mask(self) -> torch.Tensor:
-        """The next step's batch as a ``(num_samples,)`` bool mask on the generator's device:
-        ``torch.rand(n, generator) < q`` (and ``among``)."""
-        drawn = torch.rand(self.num_samples, generator=self.generator, device=self.generator.device) \
-            < self.sample_rate
-        return drawn if self.among is None else drawn & self.among
-
-    def __iter__(self) -> Iterator[list[int]]:
-        """Each step's batch: the indices of :meth:`mask`, increasing."""
-        for _ in range(self.steps):
-            yield self.mask().nonzero().reshape(-1).tolist()
 
 
 def padded_index(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from privengine.accounting.subsampled_gaussian import History, make_accountant
 from privengine.errors import ConfigError
+from privengine.poisson import PoissonSampler
 from privengine.randomness import derived_generator, noise_generator
 
 from . import metrics as M
@@ -45,7 +46,7 @@ from .models import build_model, num_parameters, scatter_groupnorm
 from .normalization import private_norm, public_norm
 from .optimizer import make_optimizer
 from .projection import PublicProjection, public_projection
-from .sampling import PoissonSampler, ShuffledBatches
+from .sampling import ShuffledBatches
 from .subspace import per_example_gradients, top_right_singular_vectors
 
 # Opacus' full backward hooks on the first layer warn on every batch because inputs need no gradient.
