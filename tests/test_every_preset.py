@@ -1,8 +1,8 @@
 """Issue 40, item 3: every preset of every mechanism, trained for real at smoke size, draws its page and builds its
 report from the finished run without an exception (the DP-Bayes presets ssp-eps1 and dpvi-eps1 once raised
 ``KeyError: 'vi'`` there). The presets are shrunk by the rule of :mod:`tests.preset_runs`: the preset's choices,
-the smoke run's sizes. Presets that read a real data set (MNIST, Fashion-MNIST) are marked slow, and skip where the data root lacks
-their files. They read the first rows of the real files (:data:`SMALLER_SPLITS`, written by
+the smoke run's sizes. Presets that read a real data set (MNIST, Fashion-MNIST) are marked slow, and skip where
+the data root lacks their files. They read the first rows of the real files (:data:`SMALLER_SPLITS`, written by
 :func:`tests.preset_runs.smaller_data_root`): the same files' reader, ScatterNet transform and cache, training, page
 and report as the full splits, at smoke size (the full splits took 60 to 90 s per data set here, most of it the
 scattering of 70 000 images; ``tests/test_pate.py::test_tiny_run_on_real_mnist`` still reads the whole of MNIST)."""
