@@ -54,6 +54,7 @@ def test_sound_over_seeds_for_every_mechanism(results):
         assert {"claimed_epsilon", "claim", "audited_epsilon_lower", "confidence", "method"} <= set(r.to_dict())
 
 
+@pytest.mark.slow
 def test_the_audits_find_signal_and_the_elliptical_one_matches_isotropic(results):
     def separation(name):
         return np.mean([r.details["settings"][0]["score_separation"] for r in results[name]])
@@ -66,6 +67,7 @@ def test_the_audits_find_signal_and_the_elliptical_one_matches_isotropic(results
     assert np.mean([r.epsilon_lower for r in results["isotropic"]]) > 0.3
 
 
+@pytest.mark.slow  # as every test of the module's results (a 6 s fixture)
 def test_anisotropic_outside_canaries_audit_no_higher_than_inside(results):
     inside = [r.epsilon_lower for r in results["anisotropic inside"]]
     outside = [r.epsilon_lower for r in results["anisotropic outside"]]

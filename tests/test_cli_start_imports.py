@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 HEAVY = ("torch", "opacus", "dp_accounting", "scipy.stats", "scipy.signal", "sklearn", "plotly", "pandas")
@@ -19,6 +21,7 @@ def test_starting_the_cli_and_the_registry_imports_no_heavy_library():
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.slow
 def test_reading_stored_claims_imports_neither_torch_nor_opacus():
     """The ledger and ``show`` read stored claims: they name Opacus' accountants (privengine.accounting.opacus_names)
     without loading Opacus, whose import brings torch (``show`` took 4.9 s of a new process where it takes 1.5)."""

@@ -180,6 +180,7 @@ def test_adding_or_removing_one_row_changes_no_other_rows_split():
     assert _training_rows(rows, 3) != _training_rows(rows, 4)  # data_seed draws another split
 
 
+@pytest.mark.slow
 def test_the_form_offers_stored_data_sets_and_names_why_one_does_not_fit(tmp_path):
     from streamlit.testing.v1 import AppTest
 

@@ -33,6 +33,7 @@ def test_page_renders_its_form():
         assert f"form.dpsgd.{field}" in keys, field
 
 
+@pytest.mark.slow
 def test_launch_smoke_run_and_draw_its_charts(store):
     smoke = dict(registry.get("dpsgd").smoke) | {"n_seeds": 2}
     at = _page(config=json.dumps(smoke))

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
-from mlflow.utils.validation import path_not_unique, validate_param_and_metric_name
 from torch import nn
 
 from privengine.claims import PrivacyClaim, headline_of
@@ -44,7 +42,15 @@ def _finished_run(store, *, keep_model: bool) -> str:
     return run_id
 
 
-def _only_run(client: MlflowClient):
+def _client(uri: str):
+    """MLflow's client of tracking store ``uri``; mlflow is imported here, not at collection (about 1.5 s of CPU in
+    each pytest-xdist worker, of which one runs this file)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _only_run(client):
     experiment = client.get_experiment_by_name("privengine")
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 1
@@ -57,7 +63,7 @@ def test_a_finished_run_reads_back_from_mlflow_as_the_store_holds_it(store, tmp_
     uri = f"sqlite:///{tmp_path / 'tracking' / 'mlflow.db'}"
     exported = run_cli("export", run_id, "--to", "mlflow", "--tracking-uri", uri)
     assert exported.returncode == 0, exported.stderr
-    client = MlflowClient(tracking_uri=uri)
+    client = _client(uri)
     logged = _only_run(client)
     assert logged.info.run_id in exported.stdout and uri in exported.stdout
     run = store.get_run(run_id)
@@ -115,7 +121,7 @@ def test_the_default_store_is_under_the_home_and_a_run_without_a_claim_says_so(s
     assert exported.returncode == 0, exported.stderr
     database = private_home / "mlruns" / "mlflow.db"
     assert f"sqlite:///{database}" in exported.stdout
-    logged = _only_run(MlflowClient(tracking_uri=f"sqlite:///{database}"))
+    logged = _only_run(_client(f"sqlite:///{database}"))
     assert logged.info.status == "FAILED"
     assert logged.data.tags["privacy.headline"].startswith("none")
     assert not any(key.startswith("privacy.epsilon") for key in logged.data.tags)
@@ -167,6 +173,8 @@ def test_unknown_and_unended_runs_and_misplaced_flags_are_refused(store, tmp_pat
 
 
 def test_long_values_point_to_the_config_artifact_and_every_key_is_valid_and_distinct():
+    from mlflow.utils.validation import path_not_unique, validate_param_and_metric_name
+
     long_list = list(range(2000))
     config = {"scales": long_list, "bounds": {"age (years)": [0, 120], "age [years]": [0, 99]},
               "x" * 300: 1, "plain": "text"}

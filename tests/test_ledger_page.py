@@ -173,6 +173,7 @@ def test_the_budget_form_sets_a_budget_and_names_the_field_it_refuses(store):
     assert at.get("progress")[0].value == pytest.approx(100 * ledger.epsilon / 10.0, abs=1)  # in percent
 
 
+@pytest.mark.slow
 def test_the_line_under_launch_shows_the_sources_ledger_and_what_the_launch_adds(store):
     """DP-SGD's default config reads linreg/seed=0; what it adds is its planned claim's events composed with the
     ledger's, checked here by dp-accounting composing the stored and the planned events directly."""

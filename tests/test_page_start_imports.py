@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from privengine.claims import PrivacyClaim
 from tests.conftest import ROOT
 
@@ -42,6 +44,7 @@ print(json.dumps(drawn))
 """
 
 
+@pytest.mark.slow
 def test_the_home_runs_and_ledger_pages_import_neither_torch_nor_opacus(store):
     """With a finished DP-SGD run (a headline claim) and a membership attack of it in the store, so the runs tables
     link both and the ledger has a source to show."""

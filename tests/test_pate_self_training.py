@@ -264,6 +264,7 @@ def test_mixup_weights_from_a_generator_have_the_folded_beta_distribution():
     assert torch.equal(drawn, again)  # the generator's draws alone decide them
 
 
+@pytest.mark.slow
 def test_the_fit_is_the_step_by_step_loop_to_the_bit():
     """fit_soft (draws ahead in blocks, rates read off the scheduler) gives the plain loop's weights exactly, on
     the CPU, across a reshuffle of the rows and more steps than one block of draws."""

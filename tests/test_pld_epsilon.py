@@ -32,6 +32,7 @@ def agrees(ours: float, library: float) -> bool:
     return math.isclose(ours, library, rel_tol=1e-12, abs_tol=1e-15)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(events, DELTAS)
 def test_the_epsilon_of_a_composed_pld_is_dp_accountings(evs, delta):
@@ -68,6 +69,7 @@ def test_an_asymmetric_pld_takes_the_larger_of_its_two_pmfs():
     assert pld_epsilon.epsilon_for_delta(pld, 1e-5) == pytest.approx(pld.get_epsilon_for_delta(1e-5), rel=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(events, DELTAS)
 def test_replace_one_plds_too(evs, delta):

@@ -81,6 +81,7 @@ def releases(events) -> int:
 PROPERTY_GRID = 1e-3
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(st.lists(trees, min_size=1, max_size=3), st.sampled_from([1e-5, 1e-3]))
 @example([dpa.SelfComposedDpEvent(dpa.SelfComposedDpEvent(dpa.SelfComposedDpEvent(
