@@ -22,7 +22,7 @@ import torch
 from .data_catalogue import FILES_UNDER_ROOT, TORCHVISION_FACTS, data_root
 from .errors import DatasetCorruptError, DatasetNotFoundError
 
-# datasets read from their idx files by _read_idx rather than through torchvision (see there why)
+# datasets read from their idx files by read_idx rather than through torchvision (see there why)
 _IDX_DATASETS = ("mnist", "fashion_mnist")
 
 
@@ -43,7 +43,7 @@ class ImageData:
     name: str
 
 
-def _read_idx(path: Path, ndim: int) -> np.ndarray:
+def read_idx(path: Path, ndim: int) -> np.ndarray:
     """Read an idx file of uint8 values (the MNIST family's format) as a writable uint8 array shaped as its header
     says: ``(n, height, width)`` for ``ndim=3`` (images), ``(n,)`` for ``ndim=1`` (labels).
 
@@ -90,7 +90,7 @@ def load_image_dataset(name: str, *, train: bool, root: str | os.PathLike | None
         image_file, label_file = folder / f"{prefix}-images-idx3-ubyte", folder / f"{prefix}-labels-idx1-ubyte"
         if not (image_file.is_file() and label_file.is_file()):
             raise not_found
-        images, labels = _read_idx(image_file, 3), _read_idx(label_file, 1)
+        images, labels = read_idx(image_file, 3), read_idx(label_file, 1)
         if len(images) != len(labels):
             raise DatasetCorruptError(f"{image_file} has {len(images)} images and {label_file} {len(labels)} labels")
     else:

@@ -18,7 +18,6 @@ the real data set a preset reads.
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,6 +27,7 @@ from privengine.entries import Mechanism
 from privengine.errors import ConfigError
 from privengine.presets import NOT_PART_OF_A_PRESET, Preset
 from tests.conftest import SHARED_DATA
+from tests.idx_files import idx_head
 
 REAL_DATA = Path(os.environ.get("PRIVENGINE_DATA") or SHARED_DATA)
 
@@ -90,37 +90,21 @@ def missing_data(config: dict[str, Any]) -> str | None:
     return f"needs the real {name} files under {config['data_root']} (set PRIVENGINE_DATA to a data root with them)"
 
 
-# The IDX files (MNIST's format, Fashion-MNIST's too) of a split: its images and its labels.
-IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-             "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
-
-
-def idx_head(source: Path, dest: Path, rows: int) -> None:
-    """Write the first ``rows`` items of IDX file ``source`` to ``dest``, itself an IDX file (magic 0 0 type ndim,
-    ndim big-endian uint32 sizes, then the items in order): the same bytes with a smaller first size."""
-    with open(source, "rb") as f:
-        magic = f.read(4)
-        dims = struct.unpack(f">{magic[3]}I", f.read(4 * magic[3]))
-        if not 0 < rows <= dims[0]:
-            raise ValueError(f"{source} has {dims[0]} items; asked for the first {rows}")
-        item_bytes = 1
-        for d in dims[1:]:
-            item_bytes *= d
-        body = f.read(rows * item_bytes)  # one byte per value: every IDX file of these data sets is unsigned bytes
-    if magic[2] != 0x08 or len(body) != rows * item_bytes:
-        raise ValueError(f"{source} is not an IDX file of unsigned bytes with {rows} whole items")
-    dest.write_bytes(magic + struct.pack(f">{magic[3]}I", rows, *dims[1:]) + body)
+# The IDX files (MNIST's format, Fashion-MNIST's too) of a split, with their dimensions: images, labels.
+IDX_FILES = {"train": (("train-images-idx3-ubyte", 3), ("train-labels-idx1-ubyte", 1)),
+             "test": (("t10k-images-idx3-ubyte", 3), ("t10k-labels-idx1-ubyte", 1))}
 
 
 def smaller_data_root(source: Path, dest: Path, *, train_rows: int, test_rows: int) -> Path:
     """A data root ``dest`` in torchvision's layout holding, for each IDX data set under ``source`` (MNIST,
     Fashion-MNIST), the first ``train_rows`` training and ``test_rows`` test items of its real files: the same
-    reader, transform and training path as the full files, in a fraction of the time. Returns ``dest``."""
+    reader (:func:`privengine.data.read_idx`), transform and training path as the full files, in a fraction of the
+    time. Returns ``dest``."""
     for name in ("mnist", "fashion_mnist"):
         if not dataset_present(name, source):
             continue
         (dest / FILES_UNDER_ROOT[name]).mkdir(parents=True, exist_ok=True)
         for split, rows in (("train", train_rows), ("test", test_rows)):
-            for file in IDX_FILES[split]:
-                idx_head(source / FILES_UNDER_ROOT[name] / file, dest / FILES_UNDER_ROOT[name] / file, rows)
+            for file, ndim in IDX_FILES[split]:
+                idx_head(source / FILES_UNDER_ROOT[name] / file, dest / FILES_UNDER_ROOT[name] / file, rows, ndim)
     return dest

@@ -4,7 +4,6 @@ values torchvision gives, without importing torchvision)."""
 from __future__ import annotations
 
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +16,9 @@ from privengine.data import load_image_dataset
 from privengine.data_catalogue import TORCHVISION_FACTS, dataset_present
 from privengine.errors import DatasetCorruptError, DatasetNotFoundError
 from tests.conftest import SHARED_DATA, subprocess_env
+from tests.idx_files import write_idx
 
 REAL_DATA = Path(os.environ.get("PRIVENGINE_DATA") or SHARED_DATA)
-
-
-def _write_idx(path: Path, values: np.ndarray) -> None:
-    """Write uint8 ``values`` of any shape as an idx file: 00 00 08 ndim, one big-endian int32 per dimension, bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = bytes((0, 0, 0x08, values.ndim)) + struct.pack(f">{values.ndim}i", *values.shape)
-    path.write_bytes(header + values.astype(np.uint8).tobytes())
 
 
 def _write_split(root: Path, folder: str, prefix: str, n: int = 5) -> tuple[np.ndarray, np.ndarray]:
@@ -33,8 +26,8 @@ def _write_split(root: Path, folder: str, prefix: str, n: int = 5) -> tuple[np.n
     (``train`` or ``t10k``); returns them. Height != width, so a transposed reading would show."""
     rng = np.random.default_rng(len(prefix) + n)
     images, labels = rng.integers(0, 256, (n, 6, 4), dtype=np.uint8), rng.integers(0, 10, n, dtype=np.uint8)
-    _write_idx(root / folder / f"{prefix}-images-idx3-ubyte", images)
-    _write_idx(root / folder / f"{prefix}-labels-idx1-ubyte", labels)
+    write_idx(root / folder / f"{prefix}-images-idx3-ubyte", images)
+    write_idx(root / folder / f"{prefix}-labels-idx1-ubyte", labels)
     return images, labels
 
 

@@ -3,7 +3,7 @@ report from the finished run without an exception (the DP-Bayes presets ssp-eps1
 ``KeyError: 'vi'`` there). The presets are shrunk by the rule of :mod:`tests.preset_runs`: the preset's choices,
 the smoke run's sizes. Presets that read a real data set (MNIST, Fashion-MNIST) are marked slow, and skip where
 the data root lacks their files. They read the first rows of the real files (:data:`SMALLER_SPLITS`, written by
-:func:`tests.preset_runs.smaller_data_root`): the same files' reader, ScatterNet transform and cache, training, page
+:func:`tests.preset_runs.smaller_data_root`): the same idx reader, ScatterNet transform and cache, training, page
 and report as the full splits, at smoke size (the full splits took 60 to 90 s per data set here, most of it the
 scattering of 70 000 images; ``tests/test_pate.py::test_tiny_run_on_real_mnist`` still reads the whole of MNIST)."""
 
@@ -111,8 +111,8 @@ def test_a_finished_preset_run_draws_its_page_and_builds_its_report(name, preset
 @pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
 @pytest.mark.parametrize("train", [True, False], ids=["train", "test"])
 def test_the_smaller_data_root_holds_the_first_rows_of_the_real_files(small_real_data, dataset, train):
-    """The real-data presets above read what torchvision reads from the smaller files: the real splits' first
-    rows, images and labels, and nothing else."""
+    """What the real-data presets above load from the smaller files is the real splits' first rows, images and
+    labels, and nothing else."""
     if not dataset_present(dataset, REAL_DATA):
         pytest.skip(f"needs the real {dataset} files under {REAL_DATA}")
     rows = SMALLER_SPLITS["train_rows" if train else "test_rows"]
