@@ -63,16 +63,58 @@ def app_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("browser-home")
 
 
+BROWSER_VIEWPORT = {"width": 1400, "height": 1000}  # the ``page`` fixture's size before a test sets its own
+
+
 @pytest.fixture(scope="session")
-def app_url(app_home):
+def chromium():
+    """Headless Chromium for every browser file of this test process (tests/test_browser.py's ``launched_chromium``;
+    importing that file skips the test, with its reason, when Chromium or Playwright is missing)."""
+    from tests.test_browser import launched_chromium
+
+    with launched_chromium() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="session")
+def tab(chromium):
+    """One browser tab for every test of this process that opens a served app (through ``page``). A navigation in
+    an open tab keeps its renderer process and the scripts V8 compiled there; a new tab started a renderer that
+    parsed and compiled Streamlit's bundle and plotly's 4.7 MB chunk anew (nine pages of the app opened each in a
+    new tab: 41 CPU-s of Chromium; one after the other in one tab: 15; this 2-core machine)."""
+    pg = chromium.new_page(viewport=BROWSER_VIEWPORT)
+    yield pg
+    pg.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_home, tab):
     """The dashboard served over ``app_home`` and warmed at Home (tests/test_browser.py's ``served_and_warm``): one
     per test process, for every browser file (a start and first render is about 9 s of CPU on two cores, once
     instead of once per file). Each test asserts on the runs it made itself, so others' runs in the home do not
     matter."""
     from tests.test_browser import served_and_warm
 
-    with served_and_warm(app_home) as url:
+    with served_and_warm(app_home, tab) as url:
         yield url
+
+
+@pytest.fixture
+def page(tab, request):
+    """This process's ``tab`` for one test, at 1400x1000 and about:blank (a test sizes it as it needs). Afterwards a
+    failure is screenshot into test-artifacts/, the page's storage is cleared (Streamlit keeps the sidebar's state
+    there) and the tab goes to about:blank, which ends the test's Streamlit session: a page left on a training run
+    would go on redrawing it every second until the next browser test."""
+    tab.set_viewport_size(BROWSER_VIEWPORT)
+    yield tab
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        from tests.test_browser import SHOTS
+
+        SHOTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
+    if tab.url.startswith("http"):
+        tab.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+    tab.goto("about:blank")
 
 
 @pytest.fixture

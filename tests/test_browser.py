@@ -2,12 +2,12 @@
 
 Visits every page and asserts no error element; types into a form, launches and reloads; opens a sweep link and a
 launched sweep's frontier; loads a preset; launches a quick demo from the Home gallery; opens a report offline. A
-screenshot is saved under test-artifacts/ on failure. The Chromium and page fixtures here, and the served app of
-tests/conftest.py (one per test process, shared by every browser file), serve the other browser files too:
-tests/test_launch_browser.py (live charts on screen after a Launch) and tests/test_first_request_browser.py (the
-first request after a start), split from this one so that pytest-xdist's workers share the browser tests' time.
-Skips (with the reason) when Chromium or Playwright is missing.
-"""
+screenshot is saved under test-artifacts/ on failure. The helpers here (server, Chromium launch, settle, errors)
+serve the other browser files too, and so do the fixtures of tests/conftest.py, one per test process: Chromium, one
+tab that every test drives in turn (``page``) and the served app: tests/test_launch_browser.py (live charts on
+screen after a Launch), tests/test_first_request_browser.py (the first request after a start) and the others, split
+from this one so that pytest-xdist's workers share the browser tests' time. Skips (with the reason) when Chromium or
+Playwright is missing."""
 
 from __future__ import annotations
 
@@ -60,39 +60,17 @@ def launched_chromium():
 
 
 @contextlib.contextmanager
-def served_and_warm(home: Path):
-    """:func:`_server`, whose first browser session has opened at Home; yields its URL. (Deep links as the very
-    first request are tested in tests/test_first_request_browser.py, each on a server of its own; the toy's page is
-    generated (no file in pages/), and as the very first request Streamlit would still show its "Page not found"
-    dialog over it: streamlit issue 9992.)"""
+def served_and_warm(home: Path, tab):
+    """:func:`_server`, whose first browser session has opened at Home in ``tab`` (a Playwright page, left at
+    about:blank); yields its URL. (Deep links as the very first request are tested in
+    tests/test_first_request_browser.py, each on a server of its own; the toy's page is generated (no file in pages/),
+    and as the very first request Streamlit would still show its "Page not found" dialog over it: streamlit issue
+    9992.)"""
     with _server(home) as url:
-        with launched_chromium() as b:
-            warm = b.new_page()
-            warm.goto(url)
-            _settle(warm)
+        tab.goto(url)
+        _settle(tab)
+        tab.goto("about:blank")
         yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with launched_chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def browser(chromium, app_url):
-    """Chromium, once the shared app (``app_url``, tests/conftest.py) is up and warm."""
-    return chromium
-
-
-@pytest.fixture
-def page(browser, request):
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-    yield pg
-    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
-        SHOTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
-    pg.close()
 
 
 def _settle(pg, timeout_s: float = 60) -> None:

@@ -1,7 +1,7 @@
 """Issue 38 in a real browser: a CSV uploaded on the Data page, its public facts declared through the page's fields,
-stored; its "Train on" link opens the DP-SGD form with that data set chosen; the run launched there finishes with its
-headline claim and offers its kept model as "Model (zip)". Uses the Streamlit server and Chromium fixtures of
-tests/test_browser.py (skips with its reason when Chromium or Playwright is missing)."""
+stored; its "Train on" link opens the DP-SGD form with that data set chosen; the run launched there finishes with
+its headline claim and offers its kept model as "Model (zip)". Uses the Streamlit server and browser tab fixtures of
+tests/conftest.py (skips with its reason when Chromium or Playwright is missing)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from privengine import registry
-from tests.test_browser import _errors, browser, chromium, page, sync_api  # noqa: F401
+from tests.test_browser import _errors, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real Chromium, a real (short) training run
 

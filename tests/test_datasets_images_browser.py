@@ -1,10 +1,10 @@
 """Issue 38 in a real browser, for images: a zip of a folder of class folders (8x8 grayscale PNGs) uploaded on the Data
-page, its public rows and private size declared there, stored; its DP-SGD "Train on" link opens a form that fits
-the small data set (seeded from its public facts) with the data set chosen; a tiny run launched there finishes; its
+page, its public rows and private size declared there, stored; its DP-SGD "Train on" link opens a form that fits the
+small data set (seeded from its public facts) with the data set chosen; a tiny run launched there finishes; its
 "Model (zip)" download, unzipped, predicts with ``python -m privengine predict`` on the stored pixels of the run's
-test rows with exactly the run's stored test accuracy. Screenshots at 1280x720 go to test-artifacts/issue38-images-*.
-Uses the Streamlit server and Chromium fixtures of tests/test_browser.py (skips with its reason when Chromium or
-Playwright is missing)."""
+test rows with exactly the run's stored test accuracy. Screenshots at 1280x720 go to
+test-artifacts/issue38-images-*. Uses the Streamlit server and browser tab fixtures of tests/conftest.py (skips with
+its reason when Chromium or Playwright is missing)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from privengine import registry
 from privengine.datasets import load_dataset
 from privengine.datasets.held_out import split_rows
 from tests.conftest import run_cli
-from tests.test_browser import SHOTS, _errors, _settle, browser, chromium, page, sync_api  # noqa: F401
+from tests.test_browser import SHOTS, _errors, _settle, sync_api
 from tests.test_datasets_browser import launch_until_finished
 from tests.test_datasets_images_cli import write_pictures
 

@@ -1,7 +1,7 @@
 """Explore's parallel coordinates in a real browser: a box dragged over the top of the ε axis reaches the page
 (Streamlit sends Altair's interval selection back), which keeps only the runs inside it.
 
-Uses the server and Chromium fixtures of tests/test_browser.py (skips with its reason when Chromium or Playwright
+Uses the server and browser tab fixtures of tests/conftest.py (skips with its reason when Chromium or Playwright
 is missing); the sweep is written straight into the store (nothing is trained).
 """
 
@@ -14,7 +14,6 @@ import pytest
 from privengine.claims import PrivacyClaim
 from privengine.explore import SweepSpec, run_configs
 from privengine.store import RunStore
-from tests.test_browser import browser, chromium  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 RUN_LINK = re.compile(r"Run \w+ · seed (\d+)")  # a run's link under the table: "Run ID · seed S · state"
@@ -31,30 +30,27 @@ def _toy_sweep(store: RunStore) -> str:
     return sweep_id
 
 
-def test_a_box_dragged_on_the_epsilon_axis_filters_the_runs(app_url, app_home, browser):  # noqa: F811
+def test_a_box_dragged_on_the_epsilon_axis_filters_the_runs(app_url, app_home, page):
     sweep_id = _toy_sweep(RunStore(app_home / "runs.sqlite"))
-    pg = browser.new_page(viewport={"width": 1280, "height": 720})
-    try:
-        pg.goto(f"{app_url}/explore?sweep={sweep_id}")
-        chart = pg.locator("[data-testid='stVegaLiteChart']").first  # the page's only Altair chart
-        chart.locator("canvas, svg").first.wait_for(timeout=60_000)
-        pg.get_by_text("All 6 finished runs, one line each").wait_for(timeout=30_000)
-        chart.scroll_into_view_if_needed()
-        box = chart.bounding_box()
-        # the last axis (ε) sits at the right, its top (ε = 10) at the top of the plot: drag from inside the plot
-        # to above it (a drag must start inside; the box stops at the plot's edge)
-        left, right = box["x"] + 0.82 * box["width"], box["x"] + 0.99 * box["width"]
-        pg.mouse.move(left, box["y"] + 60)
-        pg.mouse.down()
-        pg.mouse.move(right, box["y"] - 10, steps=8)
-        pg.mouse.up()
-        kept = pg.locator("[data-testid='stCaptionContainer']", has_text="pass through the box")
-        kept.wait_for(timeout=30_000)
-        said = kept.inner_text()
-        links = pg.locator("a").filter(has_text=RUN_LINK)
-        links.first.wait_for(timeout=30_000)
-        seeds = sorted(RUN_LINK.search(text).group(1) for text in links.all_inner_texts())
-    finally:
-        pg.close()
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{app_url}/explore?sweep={sweep_id}")
+    chart = page.locator("[data-testid='stVegaLiteChart']").first  # the page's only Altair chart
+    chart.locator("canvas, svg").first.wait_for(timeout=60_000)
+    page.get_by_text("All 6 finished runs, one line each").wait_for(timeout=30_000)
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    # the last axis (ε) sits at the right, its top (ε = 10) at the top of the plot: drag from inside the plot
+    # to above it (a drag must start inside; the box stops at the plot's edge)
+    left, right = box["x"] + 0.82 * box["width"], box["x"] + 0.99 * box["width"]
+    page.mouse.move(left, box["y"] + 60)
+    page.mouse.down()
+    page.mouse.move(right, box["y"] - 10, steps=8)
+    page.mouse.up()
+    kept = page.locator("[data-testid='stCaptionContainer']", has_text="pass through the box")
+    kept.wait_for(timeout=30_000)
+    said = kept.inner_text()
+    links = page.locator("a").filter(has_text=RUN_LINK)
+    links.first.wait_for(timeout=30_000)
+    seeds = sorted(RUN_LINK.search(text).group(1) for text in links.all_inner_texts())
     assert said.startswith("2 of 6 runs pass through the box on ε per run")
     assert seeds == ["0", "1"]  # the two runs of rate 1 (ε = 10), nothing else

@@ -18,7 +18,7 @@ import pytest
 from privengine import registry
 from privengine.store import RunStore
 from tests.conftest import ROOT, run_from_published_preset, subprocess_env
-from tests.test_browser import SHOTS, _errors_but_missing_data, _server, _settle, chromium, sync_api  # noqa: F401
+from tests.test_browser import SHOTS, _errors_but_missing_data, _server, _settle, sync_api
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app
 
@@ -90,26 +90,23 @@ FIRST_REQUESTS = {"home": _home_target, "run": _run_target, "sweep": _sweep_targ
 
 
 @pytest.mark.parametrize("target", list(FIRST_REQUESTS))
-def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_path_factory, chromium, target):
+def test_the_first_request_after_a_start_gets_the_app_shell_and_its_target(tmp_path_factory, page, target):
     """Streamlit runs the first request after a start through its automatic pages/ list (raw file names in the
     sidebar, narrow layout, deep links to the bare page script): the app must look right from that request on."""
     home = tmp_path_factory.mktemp(f"first-{target}")
     path, expect = FIRST_REQUESTS[target](home)
     with _server(home) as url:
-        pg = chromium.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            pg.goto(url + path)  # the server's very first request
-            expect(pg)
-            _settle(pg)
-            menu = _menu(pg)  # the app's menu, not Streamlit's list of files ("app, dp bayes, dpsgd, home, ...")
+        try:  # shot while the server runs (the page fixture's, after the test, would show it gone)
+            page.goto(url + path)  # the server's very first request
+            expect(page)
+            _settle(page)
+            menu = _menu(page)  # the app's menu, not Streamlit's list of files ("app, dp bayes, dpsgd, home, ...")
             assert (menu[:2], menu[-3:], sorted(menu[2:-3])) == (["Home", "Data"], ["Runs", "Explore", "Ledger"],
                                                                  MECHANISM_TITLES)
-            assert _content_width(pg) > 1000  # the wide layout (the narrow one is 736 px at this viewport)
-            assert pg.get_by_text("Page not found").count() == 0
-            assert _errors_but_missing_data(pg) == []  # the run target is a stored Fashion-MNIST run
+            assert _content_width(page) > 1000  # the wide layout (the narrow one is 736 px at this viewport)
+            assert page.get_by_text("Page not found").count() == 0
+            assert _errors_but_missing_data(page) == []  # the run target is a stored Fashion-MNIST run
         except BaseException:
             SHOTS.mkdir(exist_ok=True)
-            pg.screenshot(path=str(SHOTS / f"first-request-{target}.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / f"first-request-{target}.png"), full_page=True)
             raise
-        finally:
-            pg.close()

@@ -1,9 +1,8 @@
-"""After a Launch, in a real browser: the run's live charts are on screen while it trains, whether the Launch
-was a button (three viewports) or a link (normal and presentation mode, every mechanism with presets), and a small
-run of every mechanism launches from its form and finishes without an error element. Uses the server and Chromium
-fixtures of tests/test_browser.py (skips with its reason when Chromium or Playwright is missing); split from it so
-that pytest-xdist's two workers share the browser tests' time.
-"""
+"""After a Launch, in a real browser: the run's live charts are on screen while it trains, whether the Launch was a
+button (three viewports) or a link (normal and presentation mode, every mechanism with presets), and a small run of
+every mechanism launches from its form and finishes without an error element. Uses the server and browser tab
+fixtures of tests/conftest.py (skips with its reason when Chromium or Playwright is missing); split from
+tests/test_browser.py so that pytest-xdist's two workers share the browser tests' time."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ import urllib.parse
 import pytest
 
 from privengine import registry
-from tests.test_browser import (CHART_WITH_DATA, RUN_PANEL, SHOTS, _assert_title_clear_of_ticks_and_toolbar,  # noqa: F401
-                                _errors, _settle, browser, chromium, page, stop_the_run, sync_api)
+from tests.test_browser import (CHART_WITH_DATA, RUN_PANEL, SHOTS, _assert_title_clear_of_ticks_and_toolbar, _errors,
+                                _settle, stop_the_run, sync_api)
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app
 

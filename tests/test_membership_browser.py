@@ -1,7 +1,7 @@
 """Issue 27 in a real browser: on the DP-SGD and the PATE page of an ended run, "Attack this run" launches the
-membership attack (a stored job) and its ROC and AUC tiles appear live under the run, without an error element. Uses the Streamlit
-server and Chromium fixtures of tests/test_browser.py (skips with its reason when Chromium or Playwright is
-missing)."""
+membership attack (a stored job) and its ROC and AUC tiles appear live under the run, without an error element. Uses
+the Streamlit server and browser tab fixtures of tests/conftest.py (skips with its reason when Chromium or
+Playwright is missing)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from privengine.dpsgd.config import DPSGDConfig
 from privengine.store import RunStore
-from tests.test_browser import _errors, _settle, browser, chromium, page  # noqa: F401
+from tests.test_browser import _errors, _settle
 from tests.test_membership import RECIPE
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app

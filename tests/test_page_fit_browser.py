@@ -2,7 +2,7 @@
 is about 360 px wide there; its result tiles showed "91…" for 91.8 % and their labels cut, and its charts, two a
 row, cut their titles. Every tile's label and value and every chart's title must be whole.
 
-Uses the server and Chromium fixtures of tests/test_browser.py (skips with its reason when Chromium or Playwright
+Uses the server and browser tab fixtures of tests/conftest.py (skips with its reason when Chromium or Playwright
 is missing); the run is written straight into the store (nothing is trained).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from privengine.store import RunStore
-from tests.test_browser import browser, chromium  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -44,18 +43,15 @@ def _pate_run(store: RunStore) -> str:
     return run_id
 
 
-def test_result_tiles_and_chart_titles_are_whole_at_1024(app_url, app_home, browser):  # noqa: F811
+def test_result_tiles_and_chart_titles_are_whole_at_1024(app_url, app_home, page):
     run_id = _pate_run(RunStore(app_home / "runs.sqlite"))
-    pg = browser.new_page(viewport={"width": 1024, "height": 768})
-    try:
-        pg.goto(f"{app_url}/pate?run={run_id}")
-        panel = f".st-key-run-panel-{run_id}"
-        pg.locator(f"{panel} [data-testid='stMetricValue']").first.wait_for(timeout=60_000)
-        pg.wait_for_function("([panel]) => document.querySelectorAll(`${panel} .js-plotly-plot .g-gtitle`).length >= 4",
-                             arg=[panel], timeout=30_000)
-        tiles, titles = pg.evaluate(CUT, [panel])
-    finally:
-        pg.close()
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.goto(f"{app_url}/pate?run={run_id}")
+    panel = f".st-key-run-panel-{run_id}"
+    page.locator(f"{panel} [data-testid='stMetricValue']").first.wait_for(timeout=60_000)
+    page.wait_for_function("([panel]) => document.querySelectorAll(`${panel} .js-plotly-plot .g-gtitle`).length >= 4",
+                         arg=[panel], timeout=30_000)
+    tiles, titles = page.evaluate(CUT, [panel])
     assert [text for text, _ in tiles if "%" in text] == ["91.8%", "94.0%", "33.3%", "88.1%"]
     assert [text for text, cut in tiles if cut] == []
     assert len(titles) >= 4 and [text for text, cut in titles if cut] == []

@@ -3,7 +3,7 @@ as the dashboard's Report button builds them (in a process that imported Streaml
 default), opened offline at 1280x720 and measured chart by chart (:mod:`tests.chart_boxes`): every tick label inside
 the figure, axis titles off the tick labels, the legend clear of the x ticks, no series near black or white.
 
-Runs are written straight into the store (nothing is trained). Uses the Chromium fixture of tests/test_browser.py
+Runs are written straight into the store (nothing is trained). Uses the Chromium fixture of tests/conftest.py
 (skips with its reason when Chromium or Playwright is missing).
 """
 
@@ -19,7 +19,7 @@ from privengine.report import build
 from privengine.store import RunStore
 from tests.chart_boxes import chart_problems
 from tests.conftest import run_sweep
-from tests.test_browser import chromium, sync_api  # noqa: F401  (the fixture)
+from tests.test_browser import sync_api
 from tests.test_figures_readability import _dpsgd, _pate, _run, _split_label
 
 pytestmark = pytest.mark.browser
