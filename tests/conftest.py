@@ -78,13 +78,13 @@ def chromium():
 
 @pytest.fixture(scope="session")
 def tab(chromium):
-    """One browser tab for every test of this process that opens a served app (through ``page``). A navigation in
-    an open tab keeps its renderer process and the scripts V8 compiled there; a new tab started a renderer that
-    parsed and compiled Streamlit's bundle and plotly's 4.7 MB chunk anew (nine pages of the app opened each in a
-    new tab: 41 CPU-s of Chromium; one after the other in one tab: 15; this 2-core machine)."""
-    pg = chromium.new_page(viewport=BROWSER_VIEWPORT)
-    yield pg
-    pg.close()
+    """The one browser tab (tests/test_browser.py's ``ReusedTab``) that every test of this process opening a served app
+    drives in turn, through ``page``: a new tab per test cost its renderer's start and script compiles anew."""
+    from tests.test_browser import ReusedTab
+
+    reused = ReusedTab(chromium, BROWSER_VIEWPORT)
+    yield reused
+    reused.close()
 
 
 @pytest.fixture(scope="session")
@@ -101,20 +101,18 @@ def app_url(app_home, tab):
 
 @pytest.fixture
 def page(tab, request):
-    """This process's ``tab`` for one test, at 1400x1000 and about:blank (a test sizes it as it needs). Afterwards a
-    failure is screenshot into test-artifacts/, the page's storage is cleared (Streamlit keeps the sidebar's state
-    there) and the tab goes to about:blank, which ends the test's Streamlit session: a page left on a training run
-    would go on redrawing it every second until the next browser test."""
-    tab.set_viewport_size(BROWSER_VIEWPORT)
-    yield tab
-    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
-        from tests.test_browser import SHOTS
+    """This process's tab for one test, at 1400x1000 on about:blank (a test sizes it as it needs); a failure is
+    screenshot into test-artifacts/, then the tab is handed back (storage cleared, about:blank)."""
+    pg = tab.borrow()
+    yield pg
+    try:
+        if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+            from tests.test_browser import SHOTS
 
-        SHOTS.mkdir(exist_ok=True)
-        tab.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
-    if tab.url.startswith("http"):
-        tab.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-    tab.goto("about:blank")
+            SHOTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(SHOTS / f"{request.node.name}.png"), full_page=True)
+    finally:
+        tab.hand_back()
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from bench.served_app import served_app
 from privengine import registry
 from privengine.store import RunStore
 from tests.chart_boxes import chart_problems
-from tests.conftest import ROOT, run_from_published_preset, subprocess_env
+from tests.conftest import BROWSER_VIEWPORT, ROOT, run_from_published_preset, subprocess_env
 
 pytestmark = pytest.mark.browser  # a real Chromium against a served app
 
@@ -59,17 +59,49 @@ def launched_chromium():
         b.close()
 
 
+class ReusedTab:
+    """One tab of ``browser`` that test after test borrows (the ``tab`` and ``page`` fixtures of tests/conftest.py):
+    a navigation in an open tab keeps its renderer process and the scripts V8 compiled there, where each new tab
+    started a renderer that parsed and compiled Streamlit's bundle and plotly's 4.7 MB chunk anew (nine pages of the
+    app opened each in a new tab: 41 CPU-s of Chromium; one after the other in one tab: 15; this 2-core machine)."""
+
+    def __init__(self, browser, viewport: dict[str, int]):
+        self._browser, self._viewport, self._page = browser, viewport, None
+
+    def borrow(self):
+        """The tab at its first size, on about:blank (a new one if the last borrower left it closed)."""
+        if self._page is None or self._page.is_closed():
+            self._page = self._browser.new_page(viewport=self._viewport)
+        self._page.set_viewport_size(self._viewport)
+        return self._page
+
+    def hand_back(self) -> None:
+        """Clear the site's storage (Streamlit keeps the sidebar's state there) and go to about:blank, which ends the
+        borrower's Streamlit session (a page left on a training run would go on redrawing it every second); a tab
+        that cannot is closed, so that the next borrower gets a new one instead of a broken one."""
+        try:
+            if self._page.url.startswith("http"):
+                self._page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            self._page.goto("about:blank")
+        except sync_api.Error:
+            self._page.close()
+
+    def close(self) -> None:
+        if self._page is not None and not self._page.is_closed():
+            self._page.close()
+
+
 @contextlib.contextmanager
-def served_and_warm(home: Path, tab):
-    """:func:`_server`, whose first browser session has opened at Home in ``tab`` (a Playwright page, left at
-    about:blank); yields its URL. (Deep links as the very first request are tested in
+def served_and_warm(home: Path, tab: ReusedTab):
+    """:func:`_server`, whose first browser session has opened at Home in ``tab``; yields its URL. (Deep links as the very first request are tested in
     tests/test_first_request_browser.py, each on a server of its own; the toy's page is generated (no file in pages/),
     and as the very first request Streamlit would still show its "Page not found" dialog over it: streamlit issue
     9992.)"""
     with _server(home) as url:
-        tab.goto(url)
-        _settle(tab)
-        tab.goto("about:blank")
+        warm = tab.borrow()
+        warm.goto(url)
+        _settle(warm)
+        tab.hand_back()
         yield url
 
 
@@ -106,6 +138,24 @@ def test_every_page_renders_without_error(app_url, page, path):
     _settle(page)
     assert page.locator("h1").count() >= 1
     assert _errors(page) == []
+
+
+def test_the_reused_tab_comes_back_blank_with_its_storage_cleared_and_a_closed_one_is_replaced(app_url, tab):
+    first = tab.borrow()
+    first.goto(app_url)
+    _settle(first)
+    first.evaluate("() => localStorage.setItem('sidebarWidth', '400')")
+    first.set_viewport_size({"width": 800, "height": 600})
+    tab.hand_back()
+    again = tab.borrow()
+    assert again is first and again.url == "about:blank" and again.viewport_size == BROWSER_VIEWPORT
+    again.goto(app_url)
+    assert again.evaluate("() => localStorage.getItem('sidebarWidth')") is None
+    again.close()  # as a test that broke it would leave it
+    tab.hand_back()
+    fresh = tab.borrow()
+    assert fresh is not first and not fresh.is_closed() and fresh.url == "about:blank"
+    tab.hand_back()
 
 
 def test_toy_form_typing_launch_and_reload(app_url, page):
