@@ -93,10 +93,10 @@ class ReusedTab:
 
 @contextlib.contextmanager
 def served_and_warm(home: Path, tab: ReusedTab):
-    """:func:`_server`, whose first browser session has opened at Home in ``tab``; yields its URL. (Deep links as the very first request are tested in
-    tests/test_first_request_browser.py, each on a server of its own; the toy's page is generated (no file in pages/),
-    and as the very first request Streamlit would still show its "Page not found" dialog over it: streamlit issue
-    9992.)"""
+    """:func:`_server`, whose first browser session has opened at Home in ``tab``; yields its URL. (Deep links as the
+    very first request are tested in tests/test_first_request_browser.py, each on a server of its own; the toy's page
+    is generated (no file in pages/), and as the very first request Streamlit would still show its "Page not found"
+    dialog over it: streamlit issue 9992.)"""
     with _server(home) as url:
         warm = tab.borrow()
         warm.goto(url)
