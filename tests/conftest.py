@@ -23,6 +23,8 @@ if str(ROOT) not in sys.path:
 from tests import toy_mechanism  # noqa: E402,F401  (registers "toy")
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# the data root of the tests that read the real MNIST and Fashion-MNIST files: PRIVENGINE_DATA, else the shared one
+REAL_DATA = Path(os.environ.get("PRIVENGINE_DATA") or SHARED_DATA)
 
 
 @pytest.fixture(autouse=True)

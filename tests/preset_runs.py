@@ -17,7 +17,6 @@ the real data set a preset reads.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,10 +25,8 @@ from privengine.data_catalogue import FILES_UNDER_ROOT, TORCHVISION_DATASETS, da
 from privengine.entries import Mechanism
 from privengine.errors import ConfigError
 from privengine.presets import NOT_PART_OF_A_PRESET, Preset
-from tests.conftest import SHARED_DATA
+from tests.conftest import REAL_DATA
 from tests.idx_files import idx_head
-
-REAL_DATA = Path(os.environ.get("PRIVENGINE_DATA") or SHARED_DATA)
 
 # Sizes the smoke leaves at their defaults that a preset's path spends its time in: DP-Bayes' coverage repeats
 # (each a whole release on another data set), sweep repeats (a release per epsilon each), and the step counts of

@@ -3,7 +3,6 @@ values torchvision gives, without importing torchvision)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +14,8 @@ import torch
 from privengine.data import load_image_dataset
 from privengine.data_catalogue import TORCHVISION_FACTS, dataset_present
 from privengine.errors import DatasetCorruptError, DatasetNotFoundError
-from tests.conftest import SHARED_DATA, subprocess_env
+from tests.conftest import REAL_DATA, subprocess_env
 from tests.idx_files import write_idx
-
-REAL_DATA = Path(os.environ.get("PRIVENGINE_DATA") or SHARED_DATA)
 
 
 def _write_split(root: Path, folder: str, prefix: str, n: int = 5) -> tuple[np.ndarray, np.ndarray]:

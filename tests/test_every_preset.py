@@ -20,8 +20,8 @@ from privengine.data import load_image_dataset
 from privengine.data_catalogue import dataset_present
 from privengine.presets import source_with_preset
 from privengine.report import build
-from tests.conftest import app_page
-from tests.preset_runs import REAL_DATA, defining_knobs, missing_data, real_dataset, shrunk_config, smaller_data_root
+from tests.conftest import REAL_DATA, app_page
+from tests.preset_runs import defining_knobs, missing_data, real_dataset, shrunk_config, smaller_data_root
 
 PRESETS = [(mech.name, preset.name) for mech in registry.all_mechanisms() for preset in mech.presets]
 IDS = [f"{name}:{preset}" for name, preset in PRESETS]
